@@ -1,0 +1,1 @@
+"""Jepsen-style chaos suite: db, nemesis, generator, history, checkers, report."""

@@ -1,0 +1,1 @@
+"""Brokers: partitions, replication, client APIs, node composition and the `raftlog` CLI."""

@@ -1,0 +1,1 @@
+"""Controllers: metadata records, controller logic and the metadata image (issue: metadata quorum)."""

@@ -1,0 +1,1 @@
+"""Spark: a foreachBatch writer and a Python Data Source for raftlog topics."""
