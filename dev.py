@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""One-command set-up for raftlog, needing only Python 3.11 and pip.
+
+    python3 dev.py up      set everything up, then run the main job
+    python3 dev.py test    set everything up, then run the test suite
+
+Set-up makes a virtual environment in .venv and installs the project with
+its dev extra into it. It reinstalls only when pyproject.toml changes (a
+hash is kept in .venv/.dev-stamp). Any further arguments go to the command:
+`python3 dev.py test -k records`, `python3 dev.py up --base-port 19092`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+STAMP = VENV / ".dev-stamp"
+
+
+def _run(*cmd: str | Path) -> int:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.call([str(c) for c in cmd], cwd=ROOT)
+
+
+def _check(*cmd: str | Path) -> None:
+    code = _run(*cmd)
+    if code != 0:
+        sys.exit(f"dev.py: set-up step failed (exit {code}): {' '.join(map(str, cmd))}")
+
+
+def setup() -> None:
+    """Create .venv and install the project (editable) with its dev extra."""
+    if sys.version_info[:2] != (3, 11):
+        sys.exit(f"dev.py: raftlog needs Python 3.11, this is {sys.version.split()[0]}")
+    if not (BIN / "python").exists():
+        print("dev.py: creating .venv", flush=True)
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except Exception as exc:  # ensurepip missing on some distro Pythons
+            sys.exit(f"dev.py: could not create a virtual environment ({exc}); "
+                     "install your distribution's python3-venv package")
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text().strip() == want:
+        return
+    _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    STAMP.write_text(want)
+
+
+def up(args: list[str]) -> int:
+    return _run(BIN / "raftlog", "cluster", "up", *args)
+
+
+def test(args: list[str]) -> int:
+    """Lint, type-check, then pytest. Extra args go to pytest."""
+    if not args:
+        for step in (
+            (BIN / "ruff", "check", "."),
+            (BIN / "mypy"),
+        ):
+            code = _run(*step) if isinstance(step, tuple) else _run(step)
+            if code != 0:
+                return code
+    return _run(BIN / "python", "-m", "pytest", *args)
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("up", "test"):
+        print(__doc__)
+        return 2
+    os.chdir(ROOT)
+    setup()
+    command, rest = sys.argv[1], sys.argv[2:]
+    return up(rest) if command == "up" else test(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+"""``KafkaProtocolClient`` and ``NetworkClient``: the asyncio client shells.
+
+Protocol state (correlation ids, response matching, ApiVersions fallback,
+version negotiation) lives in ``ClientConnection`` and ``api_versions``; this
+module connects, writes, reads, times out and backs off.
+
+Following Kafka's ``NetworkClient``:
+
+- Many requests may be in flight on one connection (pipelining); responses
+  are matched by correlation id.
+- A request that outlives ``request.timeout.ms`` fails with
+  RequestTimeoutError and the connection is closed, failing the other
+  in-flight requests with DisconnectedError: a silent peer is most likely a
+  dead connection, and an abandoned correlation id would desynchronise it.
+- After a failed connect or a lost connection, the next attempt waits
+  ``reconnect.backoff.ms`` (50) doubling per consecutive failure up to
+  ``reconnect.backoff.max.ms`` (1000), with +/-20% jitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+from collections.abc import Mapping
+from typing import Final
+
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from raftlog.net import registry
+from raftlog.net.api_versions import (
+    SupportedVersions,
+    api_versions_request,
+    negotiate,
+    peer_versions,
+)
+from raftlog.net.connection import ClientConnection
+from raftlog.net.errors import (
+    ApiVersionsNegotiationError,
+    ConnectFailedError,
+    DisconnectedError,
+    ErrorCode,
+    ProtocolError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+)
+
+__all__ = ("KafkaProtocolClient", "NetworkClient")
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK_BYTES: Final = 64 * 1024
+_JITTER: Final = 0.2
+
+
+class _Link:
+    """One live TCP connection and the futures waiting on it."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        protocol: ClientConnection,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.protocol = protocol
+        self.waiters: dict[int, asyncio.Future[ResponsePayload]] = {}
+        self.read_task: asyncio.Task[None] | None = None
+        self.closed = False
+
+
+class KafkaProtocolClient:
+    """A Kafka-protocol client for one peer address.
+
+    ``send`` connects lazily (and reconnects after a failure, with backoff).
+    With ``negotiate_api_versions`` the client performs the ApiVersions
+    handshake on every new connection and then knows, per API, the highest
+    version both sides support (``negotiated_version``); ``local_versions``
+    is what this side speaks (default: everything kio knows).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "raftlog",
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int | None = None,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        negotiate_api_versions: bool = True,
+        local_versions: SupportedVersions | None = None,
+        max_response_bytes: int = 2**31 - 1,
+        software_name: str = "raftlog",
+        software_version: str = "0.1.0",
+        rng: random.Random | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms or request_timeout_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.negotiate_api_versions = negotiate_api_versions
+        self._local_versions = local_versions
+        self.max_response_bytes = max_response_bytes
+        self.software_name = software_name
+        self.software_version = software_version
+        self._rng = rng or random.Random()
+        self._link: _Link | None = None
+        self._connect_lock = asyncio.Lock()
+        self._failures = 0
+        self._next_attempt_at = 0.0  # loop time
+        self._peer_versions: dict[int, tuple[int, int]] | None = None
+        self._negotiated: dict[int, int] | None = None
+        self._closed = False
+
+    # --- public -----------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._link is not None and not self._link.closed
+
+    @property
+    def peer_versions(self) -> Mapping[int, tuple[int, int]] | None:
+        """The peer's advertised ranges from the last handshake, if any."""
+        return self._peer_versions
+
+    def negotiated_version(self, api_key: int) -> int | None:
+        """Highest version of ``api_key`` both sides support, or None.
+
+        None also before the first handshake or without negotiation.
+        """
+        return None if self._negotiated is None else self._negotiated.get(api_key)
+
+    async def connect(self) -> None:
+        """Connect (and negotiate) now rather than on the first ``send``.
+
+        Raises ConnectFailedError, ApiVersionsNegotiationError, RequestTimeoutError.
+        """
+        await self._ensure_link(self._deadline(self.connect_timeout_ms))
+
+    async def send(self, request: RequestPayload, version: int | None = None) -> ResponsePayload:
+        """Send ``request``; return the peer's response (the matching kio class).
+
+        The version sent is ``version`` if given, else the request's own
+        version if the peer supports it (or nothing is known), else the
+        negotiated one; a different version is reached with
+        ``registry.convert_request``.
+
+        Raises RequestTimeoutError, DisconnectedError (including
+        ConnectFailedError), UnsupportedVersionError (the peer does not
+        support the API or version), VersionConversionError,
+        ApiVersionsNegotiationError.
+        """
+        if self._closed:
+            raise DisconnectedError("client is closed")
+        deadline = self._deadline(self.request_timeout_ms)
+        link = await self._ensure_link(deadline)
+        request = self._at_version(request, version)
+        return await self._exchange(link, request, deadline)
+
+    async def close(self) -> None:
+        """Close the connection; in-flight requests fail with DisconnectedError."""
+        self._closed = True
+        if self._link is not None:
+            await self._drop(self._link, DisconnectedError("client closed"), count_failure=False)
+
+    # --- versions ---------------------------------------------------------------
+
+    def _at_version(self, request: RequestPayload, version: int | None) -> RequestPayload:
+        api_key = request.__api_key__
+        if version is None:
+            peer = None if self._peer_versions is None else self._peer_versions.get(api_key)
+            if self._peer_versions is None or (
+                peer is not None and peer[0] <= request.__version__ <= peer[1]
+            ):
+                return request
+            version = self.negotiated_version(api_key)
+            if version is None:
+                raise UnsupportedVersionError(api_key, request.__version__, peer)
+        elif self._peer_versions is not None:
+            peer = self._peer_versions.get(api_key)
+            if peer is None or not peer[0] <= version <= peer[1]:
+                raise UnsupportedVersionError(api_key, version, peer)
+        return registry.convert_request(request, version)
+
+    # --- connection management --------------------------------------------------
+
+    def _deadline(self, timeout_ms: int) -> float:
+        return asyncio.get_running_loop().time() + timeout_ms / 1000
+
+    async def _ensure_link(self, deadline: float) -> _Link:
+        link = self._link
+        if link is not None and not link.closed:
+            return link
+        async with self._connect_lock:
+            link = self._link
+            if link is not None and not link.closed:
+                return link
+            loop = asyncio.get_running_loop()
+            wait_s = self._next_attempt_at - loop.time()
+            if wait_s > 0:
+                if loop.time() + wait_s > deadline:
+                    raise ConnectFailedError(
+                        f"{self.host}:{self.port}: in reconnect backoff for {wait_s * 1000:.0f} ms"
+                    )
+                await asyncio.sleep(wait_s)
+            link = await self._open(deadline)
+            self._link = link
+            if self.negotiate_api_versions:
+                await self._handshake(link, deadline)
+            self._failures = 0
+            return link
+
+    async def _open(self, deadline: float) -> _Link:
+        timeout_s = max(0.0, deadline - asyncio.get_running_loop().time())
+        try:
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await asyncio.open_connection(self.host, self.port)
+        except (OSError, TimeoutError) as exc:
+            self._note_failure()
+            raise ConnectFailedError(f"connect to {self.host}:{self.port} failed: {exc!r}") from exc
+        with contextlib.suppress(OSError):
+            writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        link = _Link(reader, writer, ClientConnection(self.client_id, self.max_response_bytes))
+        link.read_task = asyncio.create_task(self._read_loop(link))
+        return link
+
+    async def _handshake(self, link: _Link, deadline: float) -> None:
+        local = self._local_versions or {
+            key: registry.kio_version_range(key) for key in registry.KIO_API_KEYS
+        }
+        version = local[registry.API_VERSIONS_KEY][1]
+        for _ in range(2):
+            request = api_versions_request(version, self.software_name, self.software_version)
+            response = await self._exchange(link, request, deadline)
+            error = ErrorCode(getattr(response, "error_code", ErrorCode.none))
+            peer = peer_versions(response)
+            if error is ErrorCode.unsupported_version and registry.API_VERSIONS_KEY in peer:
+                # KIP-511: retry at the highest ApiVersions version both speak.
+                chosen = negotiate(local, peer).get(registry.API_VERSIONS_KEY)
+                if chosen is None or chosen == version:
+                    break
+                version = chosen
+                continue
+            if error is not ErrorCode.none:
+                break
+            self._peer_versions = peer
+            self._negotiated = negotiate(local, peer)
+            return
+        await self._drop(link, DisconnectedError("ApiVersions handshake failed"))
+        raise ApiVersionsNegotiationError(
+            f"{self.host}:{self.port}: ApiVersions handshake failed ({error.name})"
+        )
+
+    def _note_failure(self) -> None:
+        self._failures += 1
+        backoff_ms = min(
+            self.reconnect_backoff_ms * 2 ** (self._failures - 1), self.reconnect_backoff_max_ms
+        )
+        backoff_ms *= self._rng.uniform(1 - _JITTER, 1 + _JITTER)
+        self._next_attempt_at = asyncio.get_running_loop().time() + backoff_ms / 1000
+
+    async def _drop(
+        self, link: _Link, error: DisconnectedError, *, count_failure: bool = True
+    ) -> None:
+        if link.closed:
+            return
+        link.closed = True
+        if self._link is link:
+            self._link = None
+        if count_failure:
+            self._note_failure()
+        for waiter in link.waiters.values():
+            if not waiter.done():
+                waiter.set_exception(error)
+        link.waiters.clear()
+        link.writer.close()
+        current = asyncio.current_task()
+        if link.read_task is not None and link.read_task is not current:
+            link.read_task.cancel()
+        with contextlib.suppress(Exception):
+            await link.writer.wait_closed()
+
+    # --- requests ---------------------------------------------------------------
+
+    async def _exchange(
+        self, link: _Link, request: RequestPayload, deadline: float
+    ) -> ResponsePayload:
+        if link.closed:
+            raise DisconnectedError(f"connection to {self.host}:{self.port} is closed")
+        correlation_id, data = link.protocol.send_request(request)
+        waiter: asyncio.Future[ResponsePayload] = asyncio.get_running_loop().create_future()
+        link.waiters[correlation_id] = waiter
+        link.writer.write(data)
+        timeout_s = max(0.0, deadline - asyncio.get_running_loop().time())
+        try:
+            async with asyncio.timeout(timeout_s):
+                await link.writer.drain()
+                return await waiter
+        except TimeoutError:
+            link.waiters.pop(correlation_id, None)
+            await self._drop(
+                link, DisconnectedError("connection closed after another request timed out")
+            )
+            raise RequestTimeoutError(
+                request.__api_key__, correlation_id, self.request_timeout_ms
+            ) from None
+        except OSError as exc:
+            await self._drop(link, DisconnectedError(f"write failed: {exc!r}"))
+            raise DisconnectedError(f"write to {self.host}:{self.port} failed: {exc!r}") from exc
+
+    async def _read_loop(self, link: _Link) -> None:
+        reason = "connection closed by peer"
+        try:
+            while True:
+                data = await link.reader.read(_READ_CHUNK_BYTES)
+                if not data:
+                    break
+                for correlation_id, response in link.protocol.receive_data(data):
+                    waiter = link.waiters.pop(correlation_id, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(response)
+        except asyncio.CancelledError:
+            return
+        except ProtocolError as exc:
+            reason = f"protocol error: {exc}"
+            log.warning("%s:%d: %s", self.host, self.port, reason)
+        except OSError as exc:
+            reason = f"read failed: {exc!r}"
+        await self._drop(link, DisconnectedError(f"{self.host}:{self.port}: {reason}"))
+
+
+class NetworkClient:
+    """A pool of ``KafkaProtocolClient``s keyed by node id (Raft peers, brokers).
+
+    ``client_options`` are passed to every ``KafkaProtocolClient``.
+    """
+
+    def __init__(
+        self, addresses: Mapping[int, tuple[str, int]] | None = None, **client_options: object
+    ) -> None:
+        self._addresses: dict[int, tuple[str, int]] = dict(addresses or {})
+        self._clients: dict[int, KafkaProtocolClient] = {}
+        self._options = client_options
+
+    def set_address(self, node_id: int, host: str, port: int) -> None:
+        """Add or move a node; a moved node's old connection is closed on next use."""
+        if self._addresses.get(node_id) != (host, port):
+            self._addresses[node_id] = (host, port)
+            old = self._clients.pop(node_id, None)
+            if old is not None:
+                task = asyncio.ensure_future(old.close())
+                task.add_done_callback(lambda t: t.exception())
+
+    def client(self, node_id: int) -> KafkaProtocolClient:
+        """The client for ``node_id``, created on first use. Raises KeyError for an unknown node."""
+        existing = self._clients.get(node_id)
+        if existing is not None:
+            return existing
+        host, port = self._addresses[node_id]
+        created = KafkaProtocolClient(host, port, **self._options)  # type: ignore[arg-type]
+        self._clients[node_id] = created
+        return created
+
+    async def send(
+        self, node_id: int, request: RequestPayload, version: int | None = None
+    ) -> ResponsePayload:
+        """``KafkaProtocolClient.send`` to ``node_id``; raises what it raises, or KeyError."""
+        return await self.client(node_id).send(request, version)
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)

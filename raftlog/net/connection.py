@@ -1,0 +1,318 @@
+"""Sans-I/O connection cores: every protocol decision of the server and client.
+
+``ServerConnection`` turns received bytes into events for the asyncio shell:
+``IncomingRequest`` (run the handler), ``ImmediateResponse`` (the core
+answered, e.g. ApiVersions) or ``ProtocolViolation`` (close the connection).
+``ClientConnection`` allocates correlation ids, encodes requests and matches
+response frames to the requests waiting for them.
+
+Server policy, following Kafka's ``SocketServer``/``RequestContext``:
+
+- A frame whose size prefix is negative or above ``socket.request.max.bytes``,
+  a truncated or garbage header, an API key kio does not know, an API this
+  server does not serve, a version outside the advertised range, or a body
+  that does not decode exactly: the connection is closed (Kafka throws
+  ``InvalidRequestException`` and closes). No error response is possible
+  there in general, because the client could not be sure to parse it.
+- ApiVersions at an unsupported version: v0-format UNSUPPORTED_VERSION answer.
+- A handler that raises: if the response schema has a top-level
+  ``error_code``, answer with that code (``KafkaApiError.error_code``, else
+  UNKNOWN_SERVER_ERROR, like Kafka's ``getErrorResponse``) and every other
+  field zero/empty; otherwise close the connection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from kio.serial._implicit_defaults import get_implicit_default
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from raftlog.net import registry
+from raftlog.net.api_versions import (
+    SupportedVersions,
+    build_api_versions_response,
+    decode_api_versions_response,
+    validate_api_versions_request,
+)
+from raftlog.net.codec import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    FrameDecoder,
+    RequestHeader,
+    decode_request_body,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    peek_api_key_and_version,
+    peek_correlation_id,
+)
+from raftlog.net.errors import (
+    ErrorCode,
+    ProtocolError,
+    ResponseDecodeError,
+    UnsupportedVersionError,
+)
+
+__all__ = (
+    "ClientConnection",
+    "ImmediateResponse",
+    "IncomingRequest",
+    "ProtocolViolation",
+    "ServerConnection",
+    "ServerEvent",
+    "build_error_response",
+    "validate_supported",
+)
+
+_MAX_CORRELATION_ID: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingRequest:
+    """A decoded request the shell must hand to the handler for its API key."""
+
+    header: RequestHeader
+    body: RequestPayload
+    schemas: registry.ApiSchemas
+
+
+@dataclass(frozen=True, slots=True)
+class ImmediateResponse:
+    """A response the core produced itself; ``data`` is the whole frame."""
+
+    correlation_id: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolViolation:
+    """The peer broke the protocol; the shell logs ``error`` and closes."""
+
+    error: ProtocolError
+
+
+ServerEvent = IncomingRequest | ImmediateResponse | ProtocolViolation
+
+
+def validate_supported(
+    supported: SupportedVersions, handler_keys: typing.AbstractSet[int]
+) -> dict[int, tuple[int, int]]:
+    """Check an advertised-version table; return it with ApiVersions added.
+
+    Every advertised key needs a handler, and every range must lie inside
+    kio's schemas. ApiVersions defaults to kio's whole range. Raises
+    ValueError.
+    """
+    table = dict(supported)
+    table.setdefault(
+        registry.API_VERSIONS_KEY, registry.kio_version_range(registry.API_VERSIONS_KEY)
+    )
+    for key, (low, high) in table.items():
+        if key != registry.API_VERSIONS_KEY and key not in handler_keys:
+            raise ValueError(f"api key {key} is advertised but has no handler")
+        kio_low, kio_high = registry.kio_version_range(key)
+        if not kio_low <= low <= high <= kio_high:
+            raise ValueError(
+                f"api key {key}: range {low}..{high} is not within kio's {kio_low}..{kio_high}"
+            )
+    return table
+
+
+class ServerConnection:
+    """Protocol state of one accepted connection (sans-I/O).
+
+    ``supported`` must already include ApiVersions (see
+    ``validate_supported``). After a ``ProtocolViolation`` the connection is
+    dead: later calls to ``receive_data`` return the same violation.
+    """
+
+    def __init__(
+        self,
+        supported: SupportedVersions,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    ) -> None:
+        assert registry.API_VERSIONS_KEY in supported
+        self.supported = supported
+        self._frames = FrameDecoder(max_request_bytes)
+        self._violation: ProtocolViolation | None = None
+
+    def receive_data(self, data: bytes) -> list[ServerEvent]:
+        """Events for every frame ``data`` completes, in arrival order.
+
+        A violation is always the last event of the list.
+        """
+        if self._violation is not None:
+            return [self._violation]
+        events: list[ServerEvent] = []
+        try:
+            for frame in self._frames.feed(data):
+                events.append(self._handle_frame(frame))
+            if self._frames.error is not None:
+                raise self._frames.error
+        except ProtocolError as error:
+            self._violation = ProtocolViolation(error)
+            events.append(self._violation)
+        return events
+
+    def _handle_frame(self, frame: bytes) -> IncomingRequest | ImmediateResponse:
+        api_key, api_version = peek_api_key_and_version(frame)
+        if api_key == registry.API_VERSIONS_KEY:
+            return self._handle_api_versions(frame, api_version)
+        registry.api_name(api_key)  # UnknownApiKeyError for keys kio lacks
+        supported = self.supported.get(api_key)
+        if supported is None or not supported[0] <= api_version <= supported[1]:
+            raise UnsupportedVersionError(api_key, api_version, supported)
+        header, offset = decode_request_header(frame)
+        api = registry.schemas(api_key, api_version)
+        body = decode_request_body(api.request, frame, offset)
+        return IncomingRequest(header=header, body=body, schemas=api)
+
+    def _handle_api_versions(self, frame: bytes, api_version: int) -> ImmediateResponse:
+        header, offset = decode_request_header(frame)
+        low, high = self.supported[registry.API_VERSIONS_KEY]
+        if not low <= api_version <= high:
+            # KIP-511: do not parse a body we may not understand; answer v0.
+            response = build_api_versions_response(api_version, self.supported)
+        else:
+            cls = registry.schemas(registry.API_VERSIONS_KEY, api_version).request
+            request = decode_request_body(cls, frame, offset)
+            error = (
+                ErrorCode.none
+                if validate_api_versions_request(request)
+                else ErrorCode.invalid_request
+            )
+            response = build_api_versions_response(api_version, self.supported, error)
+        return ImmediateResponse(
+            correlation_id=header.correlation_id,
+            data=encode_response(response, header.correlation_id),
+        )
+
+    def encode_response(self, request: IncomingRequest, body: ResponsePayload) -> bytes:
+        """The framed response to ``request``.
+
+        Raises TypeError if ``body`` is not the response class of the request's
+        (api_key, version): a handler bug, never sent on the wire.
+        """
+        if type(body) is not request.schemas.response:
+            raise TypeError(
+                f"handler for api key {request.header.api_key} v{request.header.api_version} "
+                f"returned {type(body).__qualname__}, expected "
+                f"{request.schemas.response.__qualname__}"
+            )
+        return encode_response(body, request.header.correlation_id)
+
+    def encode_error_response(
+        self, request: IncomingRequest, error_code: ErrorCode, message: str | None = None
+    ) -> bytes | None:
+        """An error response to ``request``, or None if its schema has no top-level error code."""
+        body = build_error_response(request.schemas.response, error_code, message)
+        if body is None:
+            return None
+        return encode_response(body, request.header.correlation_id)
+
+
+def build_error_response(
+    cls: type[ResponsePayload], error_code: ErrorCode, message: str | None = None
+) -> ResponsePayload | None:
+    """``cls`` with ``error_code`` (and ``error_message``) set, all else zero/empty.
+
+    Returns None when ``cls`` has no top-level ``error_code`` field or a field
+    cannot be given an empty value.
+    """
+    names = {field.name for field in dataclasses.fields(cls)}
+    if "error_code" not in names:
+        return None
+    try:
+        body = _empty_entity(cls, error_code)
+    except (TypeError, KeyError, NotImplementedError):
+        return None
+    if message is not None and "error_message" in names:
+        body = dataclasses.replace(body, error_message=message)  # type: ignore[type-var]
+    return typing.cast(ResponsePayload, body)
+
+
+def _empty_entity(cls: type, error_code: ErrorCode) -> object:
+    kwargs: dict[str, object] = {}
+    for field in dataclasses.fields(cls):
+        if field.default is not dataclasses.MISSING:
+            continue
+        kwargs[field.name] = _empty_value(field.type, field.name, error_code)
+    return cls(**kwargs)
+
+
+def _empty_value(annotation: object, name: str, error_code: ErrorCode) -> object:
+    if annotation is ErrorCode:
+        return error_code if name == "error_code" else ErrorCode.none
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        return ()
+    if origin is types.UnionType or origin is typing.Union:
+        if types.NoneType in typing.get_args(annotation):
+            return None
+        raise TypeError(f"cannot build an empty {annotation!r}")
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return _empty_entity(annotation, error_code)
+    if isinstance(annotation, type):
+        if annotation is bool:
+            return False
+        return get_implicit_default(annotation)
+    raise TypeError(f"cannot build an empty {annotation!r}")
+
+
+class ClientConnection:
+    """Protocol state of one outgoing connection (sans-I/O).
+
+    ``send_request`` registers the request under a fresh correlation id and
+    returns the bytes to write; ``receive_data`` returns (correlation_id,
+    response) for each response frame completed. A response nobody waits for,
+    or that does not decode, raises ResponseDecodeError: the connection is
+    then unusable (``ProtocolError`` subclasses are fatal here).
+    """
+
+    def __init__(self, client_id: str | None, max_response_bytes: int) -> None:
+        self.client_id = client_id
+        self._frames = FrameDecoder(max_response_bytes)
+        self._next_correlation_id = 0
+        # correlation id -> the request's (api_key, version); insertion-ordered.
+        self._in_flight: dict[int, tuple[int, int]] = {}
+
+    @property
+    def in_flight(self) -> Mapping[int, tuple[int, int]]:
+        """Correlation id -> (api_key, version) of requests awaiting a response."""
+        return types.MappingProxyType(self._in_flight)
+
+    def send_request(self, body: RequestPayload) -> tuple[int, bytes]:
+        """Register ``body``; return its correlation id and the framed bytes to write."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) % (_MAX_CORRELATION_ID + 1)
+        data = encode_request(body, correlation_id, self.client_id)
+        self._in_flight[correlation_id] = (body.__api_key__, body.__version__)
+        return correlation_id, data
+
+    def forget(self, correlation_id: int) -> None:
+        """Stop waiting for ``correlation_id`` (a late response becomes an error)."""
+        self._in_flight.pop(correlation_id, None)
+
+    def receive_data(self, data: bytes) -> list[tuple[int, ResponsePayload]]:
+        """Responses completed by ``data``. Raises ProtocolError (close the connection)."""
+        responses: list[tuple[int, ResponsePayload]] = []
+        for frame in self._frames.feed(data):
+            correlation_id = peek_correlation_id(frame)
+            request = self._in_flight.pop(correlation_id, None)
+            if request is None:
+                raise ResponseDecodeError(f"response for unknown correlation id {correlation_id}")
+            api_key, version = request
+            if api_key == registry.API_VERSIONS_KEY:
+                _, body = decode_api_versions_response(frame, version)
+            else:
+                _, body = decode_response(frame, registry.schemas(api_key, version).response)
+            responses.append((correlation_id, body))
+        if self._frames.error is not None:
+            raise self._frames.error
+        return responses

@@ -1,0 +1,24 @@
+"""Suite-wide options.
+
+`--soak` runs tests marked `soak` (thousands of simulation seeds, long chaos
+runs); without it they are skipped with the reason shown, so the default
+suite stays inside its 15-minute budget.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", default=False,
+                     help="also run the long soak tests (marker: soak)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="soak test: run with `python3 dev.py test --soak -m soak`")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
