@@ -1,0 +1,193 @@
+"""Scripted tests of elections, named after the KIP-595 / KIP-996 / Raft rule they check."""
+
+from __future__ import annotations
+
+from raftlog.consensus.control import decode_leader_change
+from raftlog.consensus.errors import Errors
+from raftlog.consensus.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    VoteRequest,
+    VoteResponse,
+)
+from raftlog.consensus.roles import ElectionState
+from raftlog.records import ControlRecordType, decode_records, parse_control_record_key
+from raftlog.testing.context import RaftTestContext, seed_log
+from raftlog.testing.memory_log import MemoryLog
+
+
+def _log(epochs: list[int]) -> MemoryLog:
+    log = MemoryLog()
+    seed_log(log, epochs)
+    return log
+
+
+def test_kip595_vote_rejected_for_candidate_with_shorter_log() -> None:
+    ctx = RaftTestContext(log=_log([1, 1, 2]))
+    ctx.deliver(2, VoteRequest(3, 2, last_offset_epoch=2, last_offset=2), 7)
+    env, _ = ctx.assert_sent(VoteResponse, 2, vote_granted=False)
+    assert env.correlation_id == 7
+    assert ctx.core.epoch == 3  # a real vote request still bumps the epoch
+
+
+def test_kip595_vote_rejected_for_candidate_with_older_last_epoch() -> None:
+    ctx = RaftTestContext(log=_log([1, 1, 2]))
+    ctx.deliver(2, VoteRequest(3, 2, last_offset_epoch=1, last_offset=10))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False)
+
+
+def test_kip595_vote_granted_to_candidate_with_longer_log() -> None:
+    ctx = RaftTestContext(log=_log([1, 1, 2]))
+    ctx.deliver(2, VoteRequest(3, 2, last_offset_epoch=2, last_offset=5))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True, leader_epoch=3)
+    assert ctx.stored == ElectionState(3, None, 2)
+
+
+def test_raft_one_vote_per_epoch() -> None:
+    ctx = RaftTestContext()
+    ctx.deliver(2, VoteRequest(1, 2, 0, 0))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+    ctx.deliver(3, VoteRequest(1, 3, 0, 0))
+    ctx.assert_sent(VoteResponse, 3, vote_granted=False)
+    # The same candidate asking again (a retry) gets the same answer.
+    ctx.deliver(2, VoteRequest(1, 2, 0, 0))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+
+
+def test_kip595_vote_is_durable_before_the_grant_is_sent() -> None:
+    ctx = RaftTestContext()
+    ctx.deliver(2, VoteRequest(4, 2, 0, 0))
+    ready = next(r for r in ctx.readies if any(isinstance(m.body, VoteResponse)
+                                                for m in r.messages))
+    # The grant travels in the same Ready as the vote it promises, which the
+    # runtime fsyncs before sending anything.
+    assert ready.must_sync
+    assert ready.election_state == ElectionState(4, None, 2)
+
+
+def test_kip595_vote_for_stale_epoch_rejected() -> None:
+    ctx = RaftTestContext(stored=ElectionState(5))
+    ctx.deliver(2, VoteRequest(4, 2, 0, 0))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False, leader_epoch=5)
+
+
+def test_kip996_pre_vote_does_not_bump_epoch_or_record_a_vote() -> None:
+    ctx = RaftTestContext(stored=ElectionState(2))
+    ctx.deliver(2, VoteRequest(3, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True, leader_epoch=2)
+    assert ctx.core.epoch == 2
+    assert ctx.stored == ElectionState(2)
+    # The real vote in epoch 3 is still free for anyone.
+    ctx.deliver(3, VoteRequest(3, 3, 0, 0))
+    ctx.assert_sent(VoteResponse, 3, vote_granted=True)
+
+
+def test_kip996_prospective_pre_votes_before_bumping_the_epoch() -> None:
+    ctx = RaftTestContext()
+    ctx.advance_time(ctx.config.election_timeout_ms * 2)
+    assert ctx.core.role_name == "Prospective"
+    assert ctx.core.epoch == 0
+    ctx.assert_sent(VoteRequest, 2, pre_vote=True, candidate_epoch=1)
+    ctx.assert_nothing_sent(BeginQuorumEpochRequest)
+
+
+def test_kip996_pre_vote_rejected_while_the_leader_is_live() -> None:
+    ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False, leader_id=3)
+    # Once the fetch timeout passes without hearing from the leader, it is granted.
+    ctx.core.quorum.role.fetch_deadline_ms = 0  # type: ignore[union-attr]
+    ctx.now_ms += 1
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+
+
+def test_kip996_lost_pre_vote_leaves_the_epoch_unchanged() -> None:
+    ctx = RaftTestContext()
+    ctx.advance_time(ctx.config.election_timeout_ms * 2)
+    for voter in (2, 3):
+        env, _ = ctx.assert_sent(VoteRequest, voter, pre_vote=True)
+        ctx.deliver(voter, VoteResponse(Errors.NONE, 0, -1, False), env.correlation_id)
+    assert ctx.core.role_name == "Prospective"
+    assert ctx.core.epoch == 0
+
+
+def test_kip595_new_leader_appends_leader_change_control_batch_first() -> None:
+    ctx = RaftTestContext(log=_log([1, 1]), stored=ElectionState(1)).with_elected_leader()
+    assert ctx.core.epoch == 2
+    batch = ctx.log.batch_containing(2)
+    assert batch is not None and batch.base_offset == 2 and batch.epoch == 2
+    (record,) = decode_records(batch.data)
+    assert parse_control_record_key(record.key)[1] is ControlRecordType.LEADER_CHANGE
+    assert record.value is not None
+    message = decode_leader_change(record.value)
+    assert message.leader_id == 1 and message.voters == (1, 2, 3)
+
+
+def test_kip595_new_leader_sends_begin_quorum_epoch_to_every_voter() -> None:
+    ctx = RaftTestContext(voters=(1, 2, 3, 4, 5)).with_elected_leader()
+    for voter in (2, 3, 4, 5):
+        ctx.assert_sent(BeginQuorumEpochRequest, voter, leader_epoch=1, leader_id=1)
+
+
+def test_kip595_begin_quorum_epoch_makes_voter_follow_and_is_acknowledged_durably() -> None:
+    ctx = RaftTestContext()
+    ctx.deliver(2, BeginQuorumEpochRequest(3, 2), 9)
+    env, _ = ctx.assert_sent(BeginQuorumEpochResponse, 2, error=Errors.NONE, leader_epoch=3)
+    assert env.correlation_id == 9
+    assert ctx.core.role_name == "Follower"
+    assert ctx.stored == ElectionState(3, 2, None)
+
+
+def test_kip595_begin_quorum_epoch_from_stale_epoch_is_fenced() -> None:
+    ctx = RaftTestContext(stored=ElectionState(5))
+    ctx.deliver(2, BeginQuorumEpochRequest(4, 2))
+    ctx.assert_sent(BeginQuorumEpochResponse, 2, error=Errors.FENCED_LEADER_EPOCH)
+
+
+def test_kip595_graceful_resignation_sends_end_quorum_epoch_with_preferred_successors() -> None:
+    ctx = RaftTestContext().with_elected_leader()
+    ctx.follower_fetch(3, ctx.log.end_offset(), 1)  # 3 is caught up, 2 is not
+    ctx.clear_sent()
+    ctx.core.resign(ctx.now_ms)
+    ctx.drain()
+    assert ctx.core.role_name == "Resigned"
+    _, req = ctx.assert_sent(EndQuorumEpochRequest, 3, leader_epoch=1)
+    assert req.preferred_successors == (3, 2)
+
+
+def test_kip595_end_quorum_epoch_hastens_the_preferred_successor() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    ctx.deliver(2, EndQuorumEpochRequest(1, 2, preferred_successors=(1, 3)))
+    ctx.clear_sent()
+    ctx.advance_time(ctx.config.retry_backoff_ms)
+    assert ctx.core.role_name == "Prospective"
+    ctx.assert_sent(VoteRequest, 3, pre_vote=True)
+
+
+def test_raft_leader_steps_down_on_higher_epoch_vote() -> None:
+    ctx = RaftTestContext(log=_log([]))
+    ctx.with_elected_leader()
+    ctx.deliver(2, VoteRequest(5, 2, 1, 10))
+    assert not ctx.core.is_leader
+    assert ctx.core.epoch == 5
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+
+
+def test_kafka14077_wiped_voter_neither_votes_nor_stands() -> None:
+    ctx = RaftTestContext(recovering=True)
+    assert ctx.stored is not None and ctx.stored.recovering
+    ctx.deliver(2, VoteRequest(1, 2, 0, 0))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False)
+    ctx.advance_time(ctx.config.election_timeout_ms * 3)
+    ctx.assert_nothing_sent(VoteRequest)
+
+
+def test_single_voter_quorum_elects_itself() -> None:
+    ctx = RaftTestContext(voters=(1,))
+    ctx.advance_time(ctx.config.election_timeout_ms * 2)
+    assert ctx.core.is_leader and ctx.core.epoch == 1
+    offset = ctx.propose(b"a")
+    ctx.advance_time(ctx.config.append_linger_ms)
+    assert ctx.core.high_watermark == offset + 1
