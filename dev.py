@@ -5,7 +5,7 @@
     python3 dev.py test    set everything up, then run the test suite
 
 Set-up makes a virtual environment in .venv and installs the project with
-its dev extra into it. It reinstalls only when pyproject.toml changes (a
+its dev and bench extras into it. It reinstalls only when pyproject.toml changes (a
 hash is kept in .venv/.dev-stamp). Any further arguments go to the command:
 `python3 dev.py test -k records`, `python3 dev.py up --base-port 19092`.
 """
@@ -37,7 +37,7 @@ def _check(*cmd: str | Path) -> None:
 
 
 def setup() -> None:
-    """Create .venv and install the project (editable) with its dev extra."""
+    """Create .venv and install the project (editable) with its dev and bench extras."""
     if sys.version_info[:2] != (3, 11):
         sys.exit(f"dev.py: raftlog needs Python 3.11, this is {sys.version.split()[0]}")
     if not (BIN / "python").exists():
@@ -51,7 +51,7 @@ def setup() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == want:
         return
     _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench]")
     STAMP.write_text(want)
 
 
