@@ -1,0 +1,118 @@
+"""The controller: pure commands over the metadata image, and the `QuorumController` facade.
+
+One module per concern, after Kafka's control managers:
+
+- `cluster_control`: broker registration, heartbeats, fencing, controlled
+  shutdown (``ClusterControlManager``/``BrokerHeartbeatManager``);
+- `replication_control`: CreateTopics, DeleteTopics, AlterPartition and the
+  elections broker changes cause (``ReplicationControlManager``), with
+  `placement` and `partition_change` as its pure helpers;
+- `configuration_control`: topic config validation, IncrementalAlterConfigs;
+- `producer_id_control`: producer-id blocks;
+- `quorum_controller`: the facade on top of the Raft listener.
+
+Every command is ``f(image, request, ...) -> ControllerResult(records,
+response)`` and changes nothing; state changes only when records are
+replayed (`metadata_quorum.delta`).
+"""
+
+from .cluster_control import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+    broker_heartbeat,
+    fence_stale_brokers,
+    register_broker,
+    unregister_broker,
+)
+from .configuration_control import (
+    AlterConfigOp,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
+    ConfigOpType,
+    alter_configs,
+)
+from .producer_id_control import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    allocate_producer_ids,
+)
+from .quorum_controller import (
+    ControllerInvariantError,
+    ControllerRequest,
+    ControllerRole,
+    MetadataLog,
+    NotControllerError,
+    QuorumController,
+    Submission,
+)
+from .replication_control import (
+    AlterPartitionItem,
+    AlterPartitionItemResult,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerState,
+    CreatableTopic,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    alter_partition,
+    balance_partition_leaders,
+    create_topics,
+    delete_topics,
+    elect_unclean_leaders,
+)
+from .result import ControllerConfig, ControllerResult
+from .sessions import BrokerSessions
+
+__all__ = [
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
+    "AlterConfigOp",
+    "AlterConfigsRequest",
+    "AlterConfigsResource",
+    "AlterConfigsResourceResult",
+    "AlterPartitionItem",
+    "AlterPartitionItemResult",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
+    "BrokerSessions",
+    "BrokerState",
+    "ConfigOpType",
+    "ControllerConfig",
+    "ControllerInvariantError",
+    "ControllerRequest",
+    "ControllerResult",
+    "ControllerRole",
+    "CreatableTopic",
+    "CreatableTopicResult",
+    "CreateTopicsRequest",
+    "DeletableTopicResult",
+    "DeleteTopicsRequest",
+    "MetadataLog",
+    "NotControllerError",
+    "QuorumController",
+    "Submission",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
+    "allocate_producer_ids",
+    "alter_configs",
+    "alter_partition",
+    "balance_partition_leaders",
+    "broker_heartbeat",
+    "create_topics",
+    "delete_topics",
+    "elect_unclean_leaders",
+    "fence_stale_brokers",
+    "register_broker",
+    "unregister_broker",
+]

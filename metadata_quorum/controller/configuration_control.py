@@ -1,0 +1,236 @@
+"""Configs: the known topic configs, their validation, and IncrementalAlterConfigs.
+
+After Kafka's ``ConfigurationControlManager``. Config values are stored as
+strings in ConfigRecords; resolution for a topic is: topic config, then the
+cluster default (resource ``(BROKER, "")``), then the static
+`ControllerConfig` value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource, MetadataImage
+from metadata_quorum.records import ConfigRecord, ConfigResourceType, MetadataRecord
+from raftlog.net.errors import ErrorCode
+
+from .result import ControllerConfig, ControllerResult
+
+__all__ = [
+    "BROKER_CONFIG_VALIDATORS",
+    "TOPIC_CONFIG_VALIDATORS",
+    "AlterConfigOp",
+    "AlterConfigsRequest",
+    "AlterConfigsResource",
+    "AlterConfigsResourceResult",
+    "ConfigOpType",
+    "alter_configs",
+    "topic_config_error",
+    "unclean_leader_election_enabled",
+]
+
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+Validator = Callable[[str], str | None]  # returns an error message or None
+
+
+def _integer(lo: int, hi: int) -> Validator:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            return f"value {value!r} is not an integer"
+        if not lo <= number <= hi:
+            return f"value {number} is outside [{lo}, {hi}]"
+        return None
+
+    return check
+
+
+def _boolean(value: str) -> str | None:
+    if value.strip().lower() not in ("true", "false"):
+        return f"value {value!r} is not true or false"
+    return None
+
+
+def _ratio(value: str) -> str | None:
+    try:
+        number = float(value)
+    except ValueError:
+        return f"value {value!r} is not a number"
+    if not 0.0 <= number <= 1.0:
+        return f"value {number} is outside [0, 1]"
+    return None
+
+
+def _one_of(*choices: str) -> Validator:
+    def check(value: str) -> str | None:
+        return None if value.strip() in choices else f"value {value!r} is not one of {choices}"
+
+    return check
+
+
+def _list_of(*choices: str) -> Validator:
+    def check(value: str) -> str | None:
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        bad = [v for v in items if v not in choices]
+        return f"values {bad} are not in {choices}" if bad else None
+
+    return check
+
+
+#: Topic configs and their validators (names, types and bounds from Kafka's
+#: ``TopicConfig``/``LogConfig``).
+TOPIC_CONFIG_VALIDATORS: Mapping[str, Validator] = {
+    "cleanup.policy": _list_of("delete", "compact"),
+    "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "delete.retention.ms": _integer(0, INT64_MAX),
+    "file.delete.delay.ms": _integer(0, INT64_MAX),
+    "flush.messages": _integer(1, INT64_MAX),
+    "flush.ms": _integer(0, INT64_MAX),
+    "index.interval.bytes": _integer(0, INT32_MAX),
+    "max.compaction.lag.ms": _integer(1, INT64_MAX),
+    "max.message.bytes": _integer(0, INT32_MAX),
+    "message.downconversion.enable": _boolean,
+    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _integer(0, INT64_MAX),
+    MIN_INSYNC_REPLICAS: _integer(1, INT32_MAX),
+    "preallocate": _boolean,
+    "retention.bytes": _integer(-(1 << 63), INT64_MAX),
+    "retention.ms": _integer(-1, INT64_MAX),
+    "segment.bytes": _integer(14, INT32_MAX),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "segment.index.bytes": _integer(4, INT32_MAX),
+    "segment.jitter.ms": _integer(0, INT64_MAX),
+    "segment.ms": _integer(1, INT64_MAX),
+    UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
+}
+
+#: Cluster-default (``BROKER ""``) configs the controller accepts dynamically.
+BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
+    UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
+    MIN_INSYNC_REPLICAS: _integer(1, INT32_MAX),
+}
+
+
+def topic_config_error(key: str, value: str | None) -> str | None:
+    """Why ``key=value`` is not a valid topic config, or None."""
+    validator = TOPIC_CONFIG_VALIDATORS.get(key)
+    if validator is None:
+        return f"Unknown topic config name: {key}"
+    if value is None:
+        return f"Null value not supported for topic config: {key}"
+    return validator(value)
+
+
+def unclean_leader_election_enabled(
+    image: MetadataImage, topic_name: str, config: ControllerConfig
+) -> bool:
+    """``unclean.leader.election.enable`` for ``topic_name``: topic, cluster default, static."""
+    for entries in (image.topic_config(topic_name), image.config(CLUSTER_DEFAULT_RESOURCE)):
+        value = entries.get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        if value is not None:
+            return value.strip().lower() == "true"
+    return config.unclean_leader_election_enable
+
+
+class ConfigOpType(Enum):
+    """IncrementalAlterConfigs operations (APPEND/SUBTRACT are not supported)."""
+
+    SET = 0
+    DELETE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    key: str
+    op: ConfigOpType
+    value: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.op is ConfigOpType.SET and self.value is None:
+            raise ValueError("SET needs a value")
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResource:
+    type: ConfigResourceType
+    name: str
+    ops: tuple[AlterConfigOp, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsRequest:
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResourceResult:
+    type: ConfigResourceType
+    name: str
+    error: ErrorCode
+    message: str | None = None
+
+
+def alter_configs(
+    image: MetadataImage, request: AlterConfigsRequest
+) -> ControllerResult[tuple[AlterConfigsResourceResult, ...]]:
+    """IncrementalAlterConfigs (SET/DELETE) on topics and the cluster default.
+
+    Per resource, all-or-nothing: UNKNOWN_TOPIC_OR_PARTITION for a missing
+    topic, INVALID_REQUEST for a broker resource other than "" (cluster
+    default) or a key given twice, INVALID_CONFIG for an unknown key or a
+    bad value. ``validate_only`` answers without records.
+    """
+    records: list[MetadataRecord] = []
+    results = []
+    for resource in request.resources:
+        error, message, produced = _alter_one(image, resource)
+        results.append(AlterConfigsResourceResult(resource.type, resource.name, error, message))
+        if error is ErrorCode.none and not request.validate_only:
+            records.extend(produced)
+    return ControllerResult(tuple(records), tuple(results))
+
+
+def _alter_one(
+    image: MetadataImage, resource: AlterConfigsResource
+) -> tuple[ErrorCode, str | None, list[ConfigRecord]]:
+    validators: Mapping[str, Validator]
+    if resource.type is ConfigResourceType.TOPIC:
+        if resource.name not in image.topic_ids:
+            return ErrorCode.unknown_topic_or_partition, f"no topic {resource.name!r}", []
+        validators = TOPIC_CONFIG_VALIDATORS
+    else:
+        if resource.name != "":
+            return (
+                ErrorCode.invalid_request,
+                "only the cluster default broker resource (\"\") is dynamic here",
+                [],
+            )
+        validators = BROKER_CONFIG_VALIDATORS
+    keys = [op.key for op in resource.ops]
+    if len(set(keys)) != len(keys):
+        return ErrorCode.invalid_request, "a config key appears twice", []
+    current = image.config(ConfigResource(resource.type, resource.name))
+    produced = []
+    for op in resource.ops:
+        validator = validators.get(op.key)
+        if validator is None:
+            return ErrorCode.invalid_config, f"Unknown config name: {op.key}", []
+        if op.op is ConfigOpType.SET:
+            assert op.value is not None  # AlterConfigOp.__post_init__
+            problem = validator(op.value)
+            if problem is not None:
+                return ErrorCode.invalid_config, f"{op.key}: {problem}", []
+            if current.get(op.key) != op.value:
+                produced.append(ConfigRecord(resource.type, resource.name, op.key, op.value))
+        elif op.key in current:
+            produced.append(ConfigRecord(resource.type, resource.name, op.key, None))
+    return ErrorCode.none, None, produced

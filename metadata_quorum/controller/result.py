@@ -1,0 +1,75 @@
+"""`ControllerResult` and `ControllerConfig`: what every command returns and reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from metadata_quorum.records import MetadataRecord
+
+R = TypeVar("R")
+
+#: Kafka's ``controller.max.records.per.batch``: the most records the facade
+#: proposes in one batch; larger results are split (KIP-868).
+MAX_RECORDS_PER_BATCH = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[R]):
+    """What a command decided: records to append to the metadata log, and the
+    response to send once those records (and every earlier one) are committed.
+
+    Commands never change state; the records change it when replayed.
+    """
+
+    records: tuple[MetadataRecord, ...]
+    response: R
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.records, tuple):
+            raise TypeError("records must be a tuple")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """Controller settings, with Kafka's names and defaults.
+
+    - ``cluster_id``: checked against registrations; seeds topic ids.
+    - ``broker_session_timeout_ms``: ``broker.session.timeout.ms`` (9000).
+    - ``unclean_leader_election_enable``: the static cluster default of
+      ``unclean.leader.election.enable`` (false); a cluster-default or
+      topic config record overrides it.
+    - ``auto_leader_rebalance_enable``: ``auto.leader.rebalance.enable``.
+    - ``leader_imbalance_per_broker_percentage``: (10).
+    - ``leader_imbalance_check_interval_ms``: (300 s).
+    - ``default_num_partitions`` / ``default_replication_factor``:
+      ``num.partitions`` / ``default.replication.factor`` for a CreateTopics
+      that passes -1.
+    - ``producer_id_block_size``: 1000, as Kafka's ProducerIdsBlock.
+    """
+
+    cluster_id: str = "raftlog-cluster"
+    broker_session_timeout_ms: int = 9000
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_ms: int = 300_000
+    default_num_partitions: int = 1
+    default_replication_factor: int = 1
+    producer_id_block_size: int = 1000
+
+    def __post_init__(self) -> None:
+        if not self.cluster_id:
+            raise ValueError("cluster_id must not be empty")
+        if self.broker_session_timeout_ms <= 0:
+            raise ValueError("broker.session.timeout.ms must be positive")
+        if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
+            raise ValueError("leader.imbalance.per.broker.percentage must be in [0, 100]")
+        if self.leader_imbalance_check_interval_ms <= 0:
+            raise ValueError("leader.imbalance.check.interval must be positive")
+        if self.default_num_partitions < 1:
+            raise ValueError("num.partitions must be >= 1")
+        if self.default_replication_factor < 1:
+            raise ValueError("default.replication.factor must be >= 1")
+        if self.producer_id_block_size < 1:
+            raise ValueError("producer id block size must be >= 1")

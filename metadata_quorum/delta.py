@@ -1,0 +1,353 @@
+"""`MetadataDelta`: records replayed on top of a `MetadataImage`, then applied.
+
+This is the only place metadata state changes. The active controller,
+standby controllers and brokers all run exactly this code on the same
+records (KIP-631 "replay"), so they derive equal images.
+
+Usage::
+
+    delta = MetadataDelta(image)
+    for record in records:
+        delta.replay(record)          # MetadataReplayError if it cannot apply
+    image = delta.apply(MetadataProvenance(last_offset, last_epoch))
+
+A record that does not apply to the state (an unknown topic, a stale broker
+epoch, a partition change that breaks the partition invariants) means the
+log and this node disagree: `MetadataReplayError` is a broken invariant
+(STYLE.md section 8, tier 3) and the node must stop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+
+from metadata_quorum.image import (
+    BrokerRegistration,
+    ConfigResource,
+    MetadataImage,
+    MetadataProvenance,
+    PartitionRegistration,
+    TopicImage,
+    frozen_mapping,
+)
+from metadata_quorum.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+__all__ = ["MetadataDelta", "MetadataReplayError"]
+
+
+class MetadataReplayError(Exception):
+    """A record does not apply to the current state: a broken invariant; stop the node."""
+
+    def __init__(self, record: MetadataRecord, reason: str) -> None:
+        super().__init__(f"cannot replay {type(record).__name__}: {reason}")
+        self.record = record
+        self.reason = reason
+
+
+class _TopicChange:
+    """A topic created or changed in this delta: base partitions plus overrides."""
+
+    __slots__ = ("base", "changed", "name", "topic_id")
+
+    def __init__(self, base: TopicImage) -> None:
+        self.name = base.name
+        self.topic_id = base.topic_id
+        self.base = base
+        self.changed: dict[int, PartitionRegistration] = {}
+
+    def partition(self, partition_id: int) -> PartitionRegistration | None:
+        found = self.changed.get(partition_id)
+        return found if found is not None else self.base.partitions.get(partition_id)
+
+    def build(self) -> TopicImage:
+        if not self.changed:
+            return self.base
+        partitions = dict(self.base.partitions)
+        partitions.update(self.changed)
+        return self.base.with_partitions(frozen_mapping(partitions))
+
+
+class MetadataDelta:
+    """Changes on top of ``image``; `replay` records, then `apply` once.
+
+    Lookups (`broker`, `topic_id`, `partition`) see the replayed records.
+    """
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._image = image
+        self._brokers: dict[int, BrokerRegistration | None] = {}
+        self._topics: dict[uuid.UUID, _TopicChange | None] = {}
+        self._names: dict[str, uuid.UUID | None] = {}
+        self._configs: dict[ConfigResource, dict[str, str]] = {}
+        self._next_producer_id: int | None = None
+        self._features: dict[str, int] | None = None
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image this delta started from."""
+        return self._image
+
+    # --- lookups through the delta ------------------------------------------
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        if broker_id in self._brokers:
+            return self._brokers[broker_id]
+        return self._image.brokers.get(broker_id)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        if name in self._names:
+            return self._names[name]
+        return self._image.topic_ids.get(name)
+
+    def _topic_change(self, topic_id: uuid.UUID) -> _TopicChange | None:
+        if topic_id in self._topics:
+            return self._topics[topic_id]
+        base = self._image.topics.get(topic_id)
+        if base is None:
+            return None
+        change = _TopicChange(base)
+        self._topics[topic_id] = change
+        return change
+
+    def partition(self, topic_id: uuid.UUID, partition_id: int) -> PartitionRegistration | None:
+        if topic_id in self._topics:
+            change = self._topics[topic_id]
+            return None if change is None else change.partition(partition_id)
+        return self._image.partition(topic_id, partition_id)
+
+    @property
+    def changed_topic_ids(self) -> frozenset[uuid.UUID]:
+        """Topics created, changed or removed by this delta."""
+        return frozenset(self._topics)
+
+    @property
+    def changed_broker_ids(self) -> frozenset[int]:
+        return frozenset(self._brokers)
+
+    # --- replay ---------------------------------------------------------------
+
+    def replay(self, record: MetadataRecord) -> None:
+        """Apply one record to the delta. Raises `MetadataReplayError` if it cannot apply."""
+        match record:
+            case RegisterBrokerRecord():
+                self._replay_register(record)
+            case UnregisterBrokerRecord():
+                self._broker_at_epoch(record, record.broker_id, record.broker_epoch)
+                self._brokers[record.broker_id] = None
+            case FenceBrokerRecord():
+                self._change_broker(record, record.broker_id, record.broker_epoch, fenced=True)
+            case UnfenceBrokerRecord():
+                self._change_broker(record, record.broker_id, record.broker_epoch, fenced=False)
+            case BrokerRegistrationChangeRecord():
+                self._change_broker(
+                    record, record.broker_id, record.broker_epoch, fenced=record.fenced,
+                    in_controlled_shutdown=record.in_controlled_shutdown,
+                )
+            case TopicRecord():
+                self._replay_topic(record)
+            case RemoveTopicRecord():
+                self._replay_remove_topic(record)
+            case PartitionRecord():
+                self._replay_partition(record)
+            case PartitionChangeRecord():
+                self._replay_partition_change(record)
+            case ConfigRecord():
+                self._replay_config(record)
+            case ProducerIdsRecord():
+                current = self._current_next_producer_id()
+                if record.next_producer_id < current:
+                    raise MetadataReplayError(
+                        record, f"next producer id {record.next_producer_id} < {current}"
+                    )
+                self._next_producer_id = record.next_producer_id
+            case FeatureLevelRecord():
+                if self._features is None:
+                    self._features = dict(self._image.features)
+                if record.feature_level == 0:
+                    self._features.pop(record.name, None)
+                else:
+                    self._features[record.name] = record.feature_level
+            case NoOpRecord():
+                pass
+
+    def _current_next_producer_id(self) -> int:
+        if self._next_producer_id is not None:
+            return self._next_producer_id
+        return self._image.next_producer_id
+
+    def _replay_register(self, record: RegisterBrokerRecord) -> None:
+        previous = self.broker(record.broker_id)
+        # Broker epochs are record offsets, so a later registration always
+        # carries a larger epoch (KIP-631). Equal epochs only in a snapshot
+        # reload, which starts from an empty image.
+        if previous is not None and record.broker_epoch <= previous.epoch:
+            raise MetadataReplayError(
+                record, f"broker epoch {record.broker_epoch} <= current {previous.epoch}"
+            )
+        self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
+
+    def _broker_at_epoch(
+        self, record: MetadataRecord, broker_id: int, epoch: int
+    ) -> BrokerRegistration:
+        broker = self.broker(broker_id)
+        if broker is None:
+            raise MetadataReplayError(record, f"broker {broker_id} is not registered")
+        if broker.epoch != epoch:
+            raise MetadataReplayError(
+                record, f"broker {broker_id} has epoch {broker.epoch}, record says {epoch}"
+            )
+        return broker
+
+    def _change_broker(
+        self,
+        record: MetadataRecord,
+        broker_id: int,
+        epoch: int,
+        *,
+        fenced: bool | None = None,
+        in_controlled_shutdown: bool | None = None,
+    ) -> None:
+        broker = self._broker_at_epoch(record, broker_id, epoch)
+        if fenced is not None:
+            broker = replace(broker, fenced=fenced)
+            if not fenced:
+                # Unfencing ends any controlled shutdown of an earlier life.
+                broker = replace(broker, in_controlled_shutdown=False)
+        if in_controlled_shutdown is not None:
+            broker = replace(broker, in_controlled_shutdown=in_controlled_shutdown)
+        self._brokers[broker_id] = broker
+
+    def _replay_topic(self, record: TopicRecord) -> None:
+        if self.topic_id(record.name) is not None:
+            raise MetadataReplayError(record, f"topic {record.name!r} already exists")
+        if self._topic_change(record.topic_id) is not None:
+            raise MetadataReplayError(record, f"topic id {record.topic_id} already in use")
+        self._topics[record.topic_id] = _TopicChange(TopicImage(record.name, record.topic_id))
+        self._names[record.name] = record.topic_id
+
+    def _replay_remove_topic(self, record: RemoveTopicRecord) -> None:
+        change = self._topic_change(record.topic_id)
+        if change is None:
+            raise MetadataReplayError(record, f"unknown topic id {record.topic_id}")
+        self._topics[record.topic_id] = None
+        self._names[change.name] = None
+        # Kafka drops a deleted topic's configs with it.
+        self._configs[ConfigResource(ConfigResourceType.TOPIC, change.name)] = {}
+
+    def _replay_partition(self, record: PartitionRecord) -> None:
+        change = self._topic_change(record.topic_id)
+        if change is None:
+            raise MetadataReplayError(record, f"unknown topic id {record.topic_id}")
+        if change.partition(record.partition_id) is not None:
+            raise MetadataReplayError(
+                record, f"partition {record.partition_id} of {change.name} already exists"
+            )
+        change.changed[record.partition_id] = PartitionRegistration.from_record(record)
+
+    def _replay_partition_change(self, record: PartitionChangeRecord) -> None:
+        change = self._topic_change(record.topic_id)
+        if change is None:
+            raise MetadataReplayError(record, f"unknown topic id {record.topic_id}")
+        current = change.partition(record.partition_id)
+        if current is None:
+            raise MetadataReplayError(
+                record, f"unknown partition {record.partition_id} of {change.name}"
+            )
+        try:
+            change.changed[record.partition_id] = current.merge(record)
+        except ValueError as exc:
+            raise MetadataReplayError(record, str(exc)) from None
+
+    def _replay_config(self, record: ConfigRecord) -> None:
+        resource = ConfigResource(record.resource_type, record.resource_name)
+        entries = self._configs.get(resource)
+        if entries is None:
+            entries = dict(self._image.config(resource))
+            self._configs[resource] = entries
+        if record.value is None:
+            entries.pop(record.name, None)
+        else:
+            entries[record.name] = record.value
+
+    # --- apply ----------------------------------------------------------------
+
+    def apply(self, provenance: MetadataProvenance) -> MetadataImage:
+        """The image after every replayed record, standing at ``provenance``.
+
+        Unchanged parts are shared with the base image. Raises ValueError if
+        ``provenance`` is behind the base image's.
+        """
+        image = self._image
+        if provenance.last_offset < image.provenance.last_offset:
+            raise ValueError(
+                f"provenance {provenance.last_offset} is behind the image's "
+                f"{image.provenance.last_offset}"
+            )
+        brokers = image.brokers
+        if self._brokers:
+            new_brokers = dict(brokers)
+            for broker_id, broker in self._brokers.items():
+                if broker is None:
+                    new_brokers.pop(broker_id, None)
+                else:
+                    new_brokers[broker_id] = broker
+            brokers = frozen_mapping(new_brokers)
+        topics, topic_ids = image.topics, image.topic_ids
+        if self._topics:
+            new_topics = dict(topics)
+            for topic_id, change in self._topics.items():
+                if change is None:
+                    new_topics.pop(topic_id, None)
+                else:
+                    new_topics[topic_id] = change.build()
+            topics = frozen_mapping(new_topics)
+        if self._names:
+            new_ids = dict(topic_ids)
+            for name, maybe_id in self._names.items():
+                if maybe_id is None:
+                    new_ids.pop(name, None)
+                else:
+                    new_ids[name] = maybe_id
+            topic_ids = frozen_mapping(new_ids)
+        return MetadataImage(
+            provenance=provenance,
+            brokers=brokers,
+            topics=topics,
+            topic_ids=topic_ids,
+            configs=self._apply_configs(image.configs),
+            next_producer_id=self._current_next_producer_id(),
+            features=image.features if self._features is None else frozen_mapping(
+                dict(self._features)
+            ),
+        )
+
+    def _apply_configs(
+        self, configs: Mapping[ConfigResource, Mapping[str, str]]
+    ) -> Mapping[ConfigResource, Mapping[str, str]]:
+        if not self._configs:
+            return configs
+        new_configs = dict(configs)
+        for resource, entries in self._configs.items():
+            if entries:
+                new_configs[resource] = frozen_mapping(dict(entries))
+            else:
+                new_configs.pop(resource, None)
+        return frozen_mapping(new_configs)

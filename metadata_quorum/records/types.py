@@ -1,0 +1,543 @@
+"""The metadata record types (KIP-631), their validation and their field layout.
+
+Each record is a frozen dataclass. ``__post_init__`` rejects values the
+encoding cannot carry or that no correct controller writes (TypeError or
+ValueError); the decoder turns those into `MetadataRecordError`. The field
+order in ``FIELDS`` *is* the wire layout and must never change for a
+published version: add a new version instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import ClassVar
+
+from metadata_quorum.topic_names import topic_name_error
+
+from .codec import (
+    INT16_MAX,
+    INT32_MAX,
+    INT64_MAX,
+    Decoder,
+    Encoder,
+    Reader,
+    check_bool,
+    check_broker_ids,
+    check_int,
+    check_string,
+    check_uuid,
+    dec_bool,
+    dec_int8,
+    dec_int16,
+    dec_int32,
+    dec_int32s,
+    dec_int64,
+    dec_nullable_int32s,
+    dec_nullable_string,
+    dec_string,
+    dec_tristate,
+    dec_uuid,
+    enc_bool,
+    enc_int8,
+    enc_int16,
+    enc_int32,
+    enc_int32s,
+    enc_int64,
+    enc_nullable_int32s,
+    enc_nullable_string,
+    enc_string,
+    enc_tristate,
+    enc_uuid,
+)
+from .errors import MetadataRecordError
+
+#: Leader sentinel: no leader (PartitionRecord and PartitionChangeRecord).
+NO_LEADER = -1
+#: PartitionChangeRecord leader sentinel: the leader is unchanged (KIP-631).
+NO_LEADER_CHANGE = -2
+#: The zero UUID is Kafka's "no topic id" and never names a topic.
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class MetadataRecordType(IntEnum):
+    """Record type ids: Kafka's metadata apiKeys, so dumps read the same."""
+
+    REGISTER_BROKER_RECORD = 0
+    UNREGISTER_BROKER_RECORD = 1
+    TOPIC_RECORD = 2
+    PARTITION_RECORD = 3
+    CONFIG_RECORD = 4
+    PARTITION_CHANGE_RECORD = 5
+    FENCE_BROKER_RECORD = 7
+    UNFENCE_BROKER_RECORD = 8
+    REMOVE_TOPIC_RECORD = 9
+    FEATURE_LEVEL_RECORD = 12
+    PRODUCER_IDS_RECORD = 15
+    BROKER_REGISTRATION_CHANGE_RECORD = 17
+    NO_OP_RECORD = 20
+
+
+class SecurityProtocol(IntEnum):
+    """Kafka's ``SecurityProtocol`` ids."""
+
+    PLAINTEXT = 0
+    SSL = 1
+    SASL_PLAINTEXT = 2
+    SASL_SSL = 3
+
+
+class LeaderRecoveryState(IntEnum):
+    """KIP-704: RECOVERING after an unclean election, until the leader says it recovered."""
+
+    RECOVERED = 0
+    RECOVERING = 1
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ``ConfigResource.Type`` ids (BROKER with name "" = cluster default)."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One broker listener: where clients reach the broker."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+
+    def __post_init__(self) -> None:
+        check_string("listener name", self.name)
+        if not self.name:
+            raise ValueError("listener name must not be empty")
+        check_string("host", self.host)
+        check_int("port", self.port, 0, 65535)
+        object.__setattr__(self, "security_protocol", SecurityProtocol(self.security_protocol))
+
+
+def _enc_endpoints(v: tuple[Endpoint, ...], out: bytearray) -> None:
+    enc_int32(len(v), out)
+    for e in v:
+        enc_string(e.name, out)
+        enc_string(e.host, out)
+        enc_int32(e.port, out)
+        enc_int16(int(e.security_protocol), out)
+
+
+def _dec_endpoints(r: Reader) -> tuple[Endpoint, ...]:
+    n = r.int32()
+    if n < 0 or n > r.remaining:  # every endpoint takes >= 10 bytes, so this bounds n
+        raise MetadataRecordError(f"bad endpoint count {n}")
+    out = []
+    for _ in range(n):
+        name, host, port, proto = dec_string(r), dec_string(r), r.int32(), r.int16()
+        try:
+            out.append(Endpoint(name, host, port, SecurityProtocol(proto)))
+        except (TypeError, ValueError) as exc:
+            raise MetadataRecordError(f"bad endpoint: {exc}") from None
+    return tuple(out)
+
+
+def _int8(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_int8, dec_int8)
+
+
+def _int16(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_int16, dec_int16)
+
+
+def _int32(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_int32, dec_int32)
+
+
+def _int64(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_int64, dec_int64)
+
+
+def _bool(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_bool, dec_bool)
+
+
+def _tri(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_tristate, dec_tristate)
+
+
+def _uuid(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_uuid, dec_uuid)
+
+
+def _str(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_string, dec_string)
+
+
+def _nstr(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_nullable_string, dec_nullable_string)
+
+
+def _ids(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_int32s, dec_int32s)
+
+
+def _nids(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_nullable_int32s, dec_nullable_int32s)
+
+
+class _RecordBase:
+    """Behaviour shared by every record: the frame type/version and field layout."""
+
+    __slots__ = ()
+    TYPE: ClassVar[MetadataRecordType]
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = ()
+
+
+def _check_broker(record: object, *, epoch_min: int = 0) -> None:
+    check_int("broker_id", getattr(record, "broker_id"), 0, INT32_MAX)  # noqa: B009
+    check_int("broker_epoch", getattr(record, "broker_epoch"), epoch_min, INT64_MAX)  # noqa: B009
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord(_RecordBase):
+    """A broker registration; replaces any earlier one for ``broker_id``.
+
+    ``broker_epoch`` is the metadata log offset of this record (KIP-631), so
+    epochs are unique and grow with every registration.
+    """
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.REGISTER_BROKER_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("broker_id"), _uuid("incarnation_id"), _int64("broker_epoch"),
+        ("listeners", _enc_endpoints, _dec_endpoints), _nstr("rack"),
+        _bool("fenced"), _bool("in_controlled_shutdown"),
+    )
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    listeners: tuple[Endpoint, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+    def __post_init__(self) -> None:
+        _check_broker(self)
+        check_uuid("incarnation_id", self.incarnation_id)
+        if not isinstance(self.listeners, tuple) or not all(
+            isinstance(e, Endpoint) for e in self.listeners
+        ):
+            raise TypeError("listeners must be a tuple of Endpoint")
+        if len({e.name for e in self.listeners}) != len(self.listeners):
+            raise ValueError("listener names must be distinct")
+        check_string("rack", self.rack, nullable=True)
+        check_bool("fenced", self.fenced)
+        check_bool("in_controlled_shutdown", self.in_controlled_shutdown)
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord(_RecordBase):
+    """Removes the broker's registration (its epoch must match)."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.UNREGISTER_BROKER_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("broker_id"), _int64("broker_epoch"),
+    )
+
+    broker_id: int
+    broker_epoch: int
+
+    def __post_init__(self) -> None:
+        _check_broker(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord(_RecordBase):
+    """Fences the broker at ``broker_epoch``: it may lead nothing and be in no ISR (KIP-841)."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.FENCE_BROKER_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("broker_id"), _int64("broker_epoch"),
+    )
+
+    broker_id: int
+    broker_epoch: int
+
+    def __post_init__(self) -> None:
+        _check_broker(self)
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord(_RecordBase):
+    """Unfences the broker at ``broker_epoch`` (it caught up with the metadata log)."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.UNFENCE_BROKER_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("broker_id"), _int64("broker_epoch"),
+    )
+
+    broker_id: int
+    broker_epoch: int
+
+    def __post_init__(self) -> None:
+        _check_broker(self)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord(_RecordBase):
+    """Changes flags of a registration; None = unchanged (encoded -1, else 0/1)."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("broker_id"), _int64("broker_epoch"), _tri("fenced"),
+        _tri("in_controlled_shutdown"),
+    )
+
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
+
+    def __post_init__(self) -> None:
+        _check_broker(self)
+        for name in ("fenced", "in_controlled_shutdown"):
+            value = getattr(self, name)
+            if value is not None:
+                check_bool(name, value)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord(_RecordBase):
+    """Creates a topic; its partitions follow as PartitionRecords."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.TOPIC_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (_str("name"), _uuid("topic_id"))
+
+    name: str
+    topic_id: uuid.UUID
+
+    def __post_init__(self) -> None:
+        error = topic_name_error(self.name)
+        if error is not None:
+            raise ValueError(error)
+        check_uuid("topic_id", self.topic_id)
+        if self.topic_id == ZERO_UUID:
+            raise ValueError("topic_id must not be the zero UUID")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord(_RecordBase):
+    """Deletes a topic, its partitions and its configs."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.REMOVE_TOPIC_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (_uuid("topic_id"),)
+
+    topic_id: uuid.UUID
+
+    def __post_init__(self) -> None:
+        check_uuid("topic_id", self.topic_id)
+
+
+def check_partition_shape(
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    removing: tuple[int, ...],
+    adding: tuple[int, ...],
+    leader: int,
+) -> None:
+    """Raise ValueError unless the replica sets are consistent.
+
+    Invariants: at least one replica; ISR, removing and adding replicas are
+    subsets of the replicas; removing and adding are disjoint; the leader is
+    NO_LEADER or an ISR member (an unclean election shrinks the ISR to the
+    new leader, KIP-704).
+    """
+    if not replicas:
+        raise ValueError("a partition has at least one replica")
+    members = set(replicas)
+    for name, group in (("isr", isr), ("removing_replicas", removing), ("adding_replicas", adding)):
+        if not set(group) <= members:
+            raise ValueError(f"{name} {group} is not a subset of replicas {replicas}")
+    if set(removing) & set(adding):
+        raise ValueError("removing_replicas and adding_replicas overlap")
+    if leader != NO_LEADER and leader not in isr:
+        raise ValueError(f"leader {leader} is not in the ISR {isr}")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord(_RecordBase):
+    """Creates a partition, or states it whole in a snapshot."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.PARTITION_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("partition_id"), _uuid("topic_id"), _ids("replicas"), _ids("isr"),
+        _ids("removing_replicas"), _ids("adding_replicas"), _int32("leader"),
+        ("leader_recovery_state", enc_int8, dec_int8), _int32("leader_epoch"),
+        _int32("partition_epoch"),
+    )
+
+    partition_id: int
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("partition_id", self.partition_id, 0, INT32_MAX)
+        check_uuid("topic_id", self.topic_id)
+        for name in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+            check_broker_ids(name, getattr(self, name))
+        check_int("leader", self.leader, NO_LEADER, INT32_MAX)
+        object.__setattr__(
+            self, "leader_recovery_state", LeaderRecoveryState(self.leader_recovery_state)
+        )
+        check_int("leader_epoch", self.leader_epoch, 0, INT32_MAX)
+        check_int("partition_epoch", self.partition_epoch, 0, INT32_MAX)
+        check_partition_shape(
+            self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord(_RecordBase):
+    """Changes a partition; None fields and ``leader == NO_LEADER_CHANGE`` are unchanged.
+
+    Replaying it bumps the partition epoch, and the leader epoch when the
+    leader changes (KIP-631; the epochs are not carried in the record).
+    ``leader_recovery_state`` -1 = unchanged.
+    """
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.PARTITION_CHANGE_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("partition_id"), _uuid("topic_id"), _nids("isr"), _int32("leader"),
+        _nids("replicas"), _nids("removing_replicas"), _nids("adding_replicas"),
+        ("leader_recovery_state", enc_int8, dec_int8),
+    )
+
+    partition_id: int
+    topic_id: uuid.UUID
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = -1
+
+    def __post_init__(self) -> None:
+        check_int("partition_id", self.partition_id, 0, INT32_MAX)
+        check_uuid("topic_id", self.topic_id)
+        for name in ("isr", "replicas", "removing_replicas", "adding_replicas"):
+            check_broker_ids(name, getattr(self, name), nullable=True)
+        check_int("leader", self.leader, NO_LEADER_CHANGE, INT32_MAX)
+        check_int("leader_recovery_state", self.leader_recovery_state, -1, 1)
+
+    @property
+    def leader_changed(self) -> bool:
+        return self.leader != NO_LEADER_CHANGE
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord(_RecordBase):
+    """Sets (``value`` not None) or deletes (``value`` None) one config key."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.CONFIG_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        ("resource_type", enc_int8, dec_int8), _str("resource_name"), _str("name"),
+        _nstr("value"),
+    )
+
+    resource_type: ConfigResourceType
+    resource_name: str
+    name: str
+    value: str | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resource_type", ConfigResourceType(self.resource_type))
+        check_string("resource_name", self.resource_name)
+        check_string("name", self.name)
+        if not self.name:
+            raise ValueError("config name must not be empty")
+        check_string("value", self.value, nullable=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord(_RecordBase):
+    """The producer-id block boundary: ids below ``next_producer_id`` are handed out.
+
+    ``broker_id``/``broker_epoch`` name the broker that got the block, or -1
+    in a snapshot.
+    """
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.PRODUCER_IDS_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _int32("broker_id"), _int64("broker_epoch"), _int64("next_producer_id"),
+    )
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+    def __post_init__(self) -> None:
+        check_int("broker_id", self.broker_id, -1, INT32_MAX)
+        check_int("broker_epoch", self.broker_epoch, -1, INT64_MAX)
+        check_int("next_producer_id", self.next_producer_id, 0, INT64_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord(_RecordBase):
+    """Sets a finalized feature level (e.g. ``metadata.version``); 0 removes it."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.FEATURE_LEVEL_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _str("name"), _int16("feature_level"),
+    )
+
+    name: str
+    feature_level: int
+
+    def __post_init__(self) -> None:
+        check_string("name", self.name)
+        if not self.name:
+            raise ValueError("feature name must not be empty")
+        check_int("feature_level", self.feature_level, 0, INT16_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord(_RecordBase):
+    """Does nothing; lets the log (and broker catch-up) advance when idle (KIP-835)."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.NO_OP_RECORD
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | TopicRecord
+    | RemoveTopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | ConfigRecord
+    | ProducerIdsRecord
+    | FeatureLevelRecord
+    | NoOpRecord
+)
+
+RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
+    int(cls.TYPE): cls
+    for cls in (
+        RegisterBrokerRecord, UnregisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
+        BrokerRegistrationChangeRecord, TopicRecord, RemoveTopicRecord, PartitionRecord,
+        PartitionChangeRecord, ConfigRecord, ProducerIdsRecord, FeatureLevelRecord, NoOpRecord,
+    )
+}

@@ -1,0 +1,112 @@
+"""controller.configuration_control: topic config validation and IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+import pytest
+from mq_builders import Ctx
+
+from metadata_quorum.controller import (
+    AlterConfigOp,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    ConfigOpType,
+    alter_configs,
+)
+from metadata_quorum.controller.configuration_control import (
+    topic_config_error,
+    unclean_leader_election_enabled,
+)
+from metadata_quorum.records import ConfigRecord, ConfigResourceType
+from raftlog.net.errors import ErrorCode
+
+TOPIC = ConfigResourceType.TOPIC
+BROKER = ConfigResourceType.BROKER
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "ok"),
+    [
+        ("retention.ms", "-1", True), ("retention.ms", "-2", False),
+        ("segment.bytes", "14", True), ("segment.bytes", "13", False),
+        ("cleanup.policy", "compact,delete", True), ("cleanup.policy", "x", False),
+        ("compression.type", "zstd", True), ("compression.type", "brotli", False),
+        ("min.cleanable.dirty.ratio", "0.5", True), ("min.cleanable.dirty.ratio", "2", False),
+        ("preallocate", "TRUE", True), ("preallocate", "yes", False),
+        ("message.timestamp.type", "LogAppendTime", True), ("max.message.bytes", "x", False),
+        ("unknown.key", "1", False), ("retention.ms", None, False),
+    ],
+)
+def test_topic_config_validation(key: str, value: str | None, ok: bool) -> None:
+    assert (topic_config_error(key, value) is None) == ok
+
+
+def alter(ctx: Ctx, rtype: ConfigResourceType, name: str, *ops: AlterConfigOp,
+          validate_only: bool = False):  # type: ignore[no-untyped-def]
+    return alter_configs(ctx.image, AlterConfigsRequest(
+        (AlterConfigsResource(rtype, name, ops),), validate_only))
+
+
+def test_set_and_delete_topic_configs() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.create("t")
+    result = alter(ctx, TOPIC, "t", AlterConfigOp("retention.ms", ConfigOpType.SET, "5"))
+    assert result.records == (ConfigRecord(TOPIC, "t", "retention.ms", "5"),)
+    ctx.run(result)
+    assert alter(ctx, TOPIC, "t", AlterConfigOp("retention.ms", ConfigOpType.SET, "5")).records == ()
+    result = alter(ctx, TOPIC, "t", AlterConfigOp("retention.ms", ConfigOpType.DELETE))
+    assert result.records == (ConfigRecord(TOPIC, "t", "retention.ms", None),)
+    ctx.run(result)
+    assert ctx.image.topic_config("t") == {}
+    assert alter(ctx, TOPIC, "t", AlterConfigOp("retention.ms", ConfigOpType.DELETE)).records == ()
+
+
+def test_validate_only_writes_nothing() -> None:
+    ctx = Ctx()
+    result = alter(ctx, BROKER, "", AlterConfigOp("min.insync.replicas", ConfigOpType.SET, "2"),
+                   validate_only=True)
+    assert result.records == () and result.response[0].error is ErrorCode.none
+
+
+@pytest.mark.parametrize(
+    ("rtype", "name", "ops", "code"),
+    [
+        (TOPIC, "missing", (AlterConfigOp("retention.ms", ConfigOpType.SET, "1"),),
+         ErrorCode.unknown_topic_or_partition),
+        (BROKER, "3", (AlterConfigOp("min.insync.replicas", ConfigOpType.SET, "1"),),
+         ErrorCode.invalid_request),
+        (TOPIC, "t", (AlterConfigOp("retention.ms", ConfigOpType.SET, "1"),
+                      AlterConfigOp("retention.ms", ConfigOpType.DELETE)),
+         ErrorCode.invalid_request),
+        (TOPIC, "t", (AlterConfigOp("nope", ConfigOpType.SET, "1"),), ErrorCode.invalid_config),
+        (TOPIC, "t", (AlterConfigOp("retention.ms", ConfigOpType.SET, "x"),),
+         ErrorCode.invalid_config),
+        (BROKER, "", (AlterConfigOp("retention.ms", ConfigOpType.SET, "1"),),
+         ErrorCode.invalid_config),
+    ],
+)
+def test_alter_config_errors(rtype: ConfigResourceType, name: str,
+                             ops: tuple[AlterConfigOp, ...], code: ErrorCode) -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.create("t")
+    result = alter(ctx, rtype, name, *ops)
+    assert result.response[0].error is code and result.records == ()
+
+
+def test_set_needs_a_value() -> None:
+    with pytest.raises(ValueError):
+        AlterConfigOp("k", ConfigOpType.SET)
+
+
+def test_unclean_resolution_order_topic_then_cluster_then_static() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.create("t")
+    assert unclean_leader_election_enabled(ctx.image, "t", ctx.config) is False
+    ctx.run(alter(ctx, BROKER, "", AlterConfigOp(
+        "unclean.leader.election.enable", ConfigOpType.SET, "true")))
+    assert unclean_leader_election_enabled(ctx.image, "t", ctx.config) is True
+    ctx.run(alter(ctx, TOPIC, "t", AlterConfigOp(
+        "unclean.leader.election.enable", ConfigOpType.SET, "false")))
+    assert unclean_leader_election_enabled(ctx.image, "t", ctx.config) is False

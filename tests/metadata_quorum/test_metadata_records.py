@@ -1,0 +1,295 @@
+"""metadata_quorum.records: round trips, the documented layout, typed errors, fuzzing."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metadata_quorum.records import (
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    Endpoint,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    LeaderRecoveryState,
+    MetadataRecord,
+    MetadataRecordError,
+    MetadataRecordType,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    SecurityProtocol,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnknownRecordTypeError,
+    UnregisterBrokerRecord,
+    UnsupportedRecordVersionError,
+    build_metadata_batch,
+    decode_metadata_batch,
+    decode_record,
+    encode_record,
+    record_fields,
+)
+from raftlog.records import ControlRecordType, build_control_batch
+
+TID = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
+INC = uuid.UUID("11111111-2222-3333-4444-555555555555")
+
+# --- strategies --------------------------------------------------------------
+
+ids = st.integers(0, 2**31 - 1)
+epochs = st.integers(0, 2**63 - 1)
+uuids = st.uuids(allow_nil=False)
+short_text = st.text(max_size=20)
+topic_names = st.from_regex(r"[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,30}", fullmatch=True)
+id_sets = st.lists(st.integers(0, 50), unique=True, max_size=6).map(tuple)
+endpoints = st.builds(
+    Endpoint, st.text(min_size=1, max_size=10), short_text, st.integers(0, 65535),
+    st.sampled_from(SecurityProtocol),
+)
+
+
+@st.composite
+def partition_records(draw: st.DrawFn) -> PartitionRecord:
+    replicas = draw(st.lists(st.integers(0, 50), unique=True, min_size=1, max_size=6))
+    isr = [r for r in replicas if draw(st.booleans())]
+    leader = draw(st.sampled_from(isr)) if isr and draw(st.booleans()) else NO_LEADER
+    rest = [r for r in replicas if draw(st.booleans())]
+    split = draw(st.integers(0, len(rest)))
+    return PartitionRecord(
+        draw(ids), draw(uuids), tuple(replicas), tuple(isr), tuple(rest[:split]),
+        tuple(rest[split:]), leader, draw(st.sampled_from(LeaderRecoveryState)),
+        draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
+    st.builds(RegisterBrokerRecord, ids, uuids, epochs,
+              st.lists(endpoints, max_size=3, unique_by=lambda e: e.name).map(tuple),
+              st.none() | short_text, st.booleans(), st.booleans()),
+    st.builds(UnregisterBrokerRecord, ids, epochs),
+    st.builds(FenceBrokerRecord, ids, epochs),
+    st.builds(UnfenceBrokerRecord, ids, epochs),
+    st.builds(BrokerRegistrationChangeRecord, ids, epochs, st.none() | st.booleans(),
+              st.none() | st.booleans()),
+    st.builds(TopicRecord, topic_names.filter(lambda n: n not in (".", "..")), uuids),
+    st.builds(RemoveTopicRecord, uuids),
+    partition_records(),
+    st.builds(PartitionChangeRecord, ids, uuids, st.none() | id_sets,
+              st.integers(NO_LEADER_CHANGE, 2**31 - 1), st.none() | id_sets,
+              st.none() | id_sets, st.none() | id_sets, st.integers(-1, 1)),
+    st.builds(ConfigRecord, st.sampled_from(ConfigResourceType), short_text,
+              st.text(min_size=1, max_size=20), st.none() | short_text),
+    st.builds(ProducerIdsRecord, st.integers(-1, 2**31 - 1), st.integers(-1, 2**63 - 1),
+              st.integers(0, 2**63 - 1)),
+    st.builds(FeatureLevelRecord, st.text(min_size=1, max_size=20), st.integers(0, 2**15 - 1)),
+    st.just(NoOpRecord()),
+)
+
+
+# --- round trips ----------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(records_strategy)
+def test_every_record_round_trips(record: MetadataRecord) -> None:
+    assert decode_record(encode_record(record)) == record
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(records_strategy, min_size=1, max_size=20), st.integers(0, 10**9),
+       st.integers(0, 1000))
+def test_batches_round_trip_with_offsets(
+    records: list[MetadataRecord], base: int, epoch: int
+) -> None:
+    batch = decode_metadata_batch(build_metadata_batch(records, base_offset=base, epoch=epoch))
+    assert batch.base_offset == base and batch.epoch == epoch and not batch.is_control
+    assert batch.records == tuple((base + i, r) for i, r in enumerate(records))
+    assert batch.last_offset == base + len(records) - 1
+
+
+def test_control_batch_decodes_as_control_without_records() -> None:
+    data = build_control_batch(ControlRecordType.LEADER_CHANGE, b"\x00", timestamp_ms=1,
+                               base_offset=7, partition_leader_epoch=3)
+    batch = decode_metadata_batch(data)
+    assert (batch.is_control, batch.records, batch.base_offset, batch.epoch) == (True, (), 7, 3)
+
+
+# --- the documented layout is stable ---------------------------------------------
+
+
+def test_layout_of_topic_record_is_the_documented_frame() -> None:
+    encoded = encode_record(TopicRecord("ab", TID))
+    assert encoded == struct.pack(">hhh", 2, 0, 2) + b"ab" + TID.bytes
+
+
+def test_layout_of_partition_change_uses_minus_one_for_unchanged_lists() -> None:
+    encoded = encode_record(PartitionChangeRecord(3, TID, isr=(1, 2)))
+    expected = (
+        struct.pack(">hhi", 5, 0, 3) + TID.bytes + struct.pack(">iii", 2, 1, 2)
+        + struct.pack(">i", NO_LEADER_CHANGE) + struct.pack(">iii", -1, -1, -1)
+        + struct.pack(">b", -1)
+    )
+    assert encoded == expected
+
+
+def test_layout_of_register_broker_record_is_pinned() -> None:
+    record = RegisterBrokerRecord(1, INC, 42, (Endpoint("PLAINTEXT", "h", 9092),), None,
+                                  True, False)
+    assert encode_record(record).hex() == (
+        "0000" "0000" "00000001" + INC.hex + "000000000000002a"
+        "00000001" "0009" + b"PLAINTEXT".hex() + "0001" + b"h".hex() + "00002384" "0000"
+        "ffff" "01" "00"
+    )
+
+
+def test_tristate_encoding_of_registration_change() -> None:
+    for value, byte in ((None, b"\xff"), (False, b"\x00"), (True, b"\x01")):
+        encoded = encode_record(BrokerRegistrationChangeRecord(1, 2, fenced=value))
+        assert encoded[16] == byte[0]
+
+
+def test_type_ids_are_kafkas_metadata_api_keys() -> None:
+    assert MetadataRecordType.REGISTER_BROKER_RECORD == 0
+    assert MetadataRecordType.PARTITION_CHANGE_RECORD == 5
+    assert MetadataRecordType.PRODUCER_IDS_RECORD == 15
+    assert MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD == 17
+    assert MetadataRecordType.NO_OP_RECORD == 20
+
+
+# --- typed decode errors ------------------------------------------------------------
+
+
+def test_unknown_type_is_a_typed_error() -> None:
+    with pytest.raises(UnknownRecordTypeError) as info:
+        decode_record(struct.pack(">hh", 999, 0))
+    assert info.value.type_id == 999
+
+
+def test_unknown_version_is_a_typed_error() -> None:
+    with pytest.raises(UnsupportedRecordVersionError) as info:
+        decode_record(struct.pack(">hh", 2, 7) + b"\x00\x01a" + TID.bytes)
+    assert (info.value.version, info.value.supported) == (7, (0,))
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00", b"\x00\x02\x00"])
+def test_short_frame_is_rejected(data: bytes) -> None:
+    with pytest.raises(MetadataRecordError):
+        decode_record(data)
+
+
+def test_truncated_and_trailing_bytes_are_rejected() -> None:
+    encoded = encode_record(TopicRecord("abc", TID))
+    for cut in range(4, len(encoded)):
+        with pytest.raises(MetadataRecordError):
+            decode_record(encoded[:cut])
+    with pytest.raises(MetadataRecordError, match="trailing"):
+        decode_record(encoded + b"\x00")
+
+
+def test_bad_boolean_byte_is_rejected() -> None:
+    encoded = bytearray(encode_record(FeatureLevelRecord("x", 1)))
+    bad = bytearray(encode_record(RegisterBrokerRecord(1, INC, 1)))
+    bad[-1] = 2
+    with pytest.raises(MetadataRecordError, match="boolean"):
+        decode_record(bytes(bad))
+    assert decode_record(bytes(encoded)) == FeatureLevelRecord("x", 1)
+
+
+def test_field_validation_failure_on_decode_is_a_typed_error() -> None:
+    # A PartitionRecord whose leader is not in its ISR.
+    raw = bytearray(encode_record(PartitionRecord(0, TID, (1, 2), (1,), leader=1)))
+    leader_pos = 4 + 4 + 16 + 12 + 8 + 4 + 4
+    raw[leader_pos:leader_pos + 4] = struct.pack(">i", 2)
+    with pytest.raises(MetadataRecordError, match="not in the ISR"):
+        decode_record(bytes(raw))
+
+
+def test_invalid_utf8_is_a_typed_error() -> None:
+    with pytest.raises(MetadataRecordError, match="UTF-8"):
+        decode_record(struct.pack(">hhh", 2, 0, 1) + b"\xff" + TID.bytes)
+
+
+def test_corrupt_batch_is_a_typed_error() -> None:
+    batch = bytearray(build_metadata_batch([NoOpRecord()]))
+    batch[-1] ^= 0xFF
+    with pytest.raises(MetadataRecordError, match="corrupt"):
+        decode_metadata_batch(bytes(batch))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzz_garbage_raises_only_the_typed_error(data: bytes) -> None:
+    with contextlib.suppress(MetadataRecordError):
+        decode_record(data)
+
+
+@settings(max_examples=800, deadline=None)
+@given(records_strategy, st.data())
+def test_fuzz_mutated_records_raise_only_the_typed_error(
+    record: MetadataRecord, data: st.DataObject
+) -> None:
+    raw = bytearray(encode_record(record))
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(raw) - 1))
+        raw[pos] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(MetadataRecordError):
+        decode_record(bytes(raw))
+
+
+# --- construction-time validation ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: TopicRecord("bad name", TID),
+        lambda: TopicRecord("..", TID),
+        lambda: TopicRecord("x" * 250, TID),
+        lambda: TopicRecord("ok", uuid.UUID(int=0)),
+        lambda: PartitionRecord(0, TID, (), ()),
+        lambda: PartitionRecord(0, TID, (1, 1), (1,), leader=1),
+        lambda: PartitionRecord(0, TID, (1, 2), (3,)),
+        lambda: PartitionRecord(0, TID, (1, 2), (1,), leader=2),
+        lambda: PartitionRecord(0, TID, (1, 2), (1,), (2,), (2,)),
+        lambda: PartitionRecord(-1, TID, (1,), (1,)),
+        lambda: PartitionRecord(0, TID, (1,), (1,), leader_epoch=-1),
+        lambda: PartitionChangeRecord(0, TID, leader=-3),
+        lambda: PartitionChangeRecord(0, TID, leader_recovery_state=2),
+        lambda: PartitionChangeRecord(0, TID, isr=(1, 1)),
+        lambda: RegisterBrokerRecord(-1, INC, 0),
+        lambda: RegisterBrokerRecord(1, INC, -1),
+        lambda: RegisterBrokerRecord(1, INC, 0, (Endpoint("A", "h", 1), Endpoint("A", "h", 2))),
+        lambda: RegisterBrokerRecord(1, INC, 0, fenced=1),  # type: ignore[arg-type]
+        lambda: Endpoint("", "h", 1),
+        lambda: Endpoint("A", "h", 70000),
+        lambda: ConfigRecord(ConfigResourceType.TOPIC, "t", "", "v"),
+        lambda: ConfigRecord(3, "t", "k", "v"),  # type: ignore[arg-type]
+        lambda: ProducerIdsRecord(-2, 0, 0),
+        lambda: ProducerIdsRecord(1, 1, -1),
+        lambda: FeatureLevelRecord("", 1),
+        lambda: FeatureLevelRecord("f", 1 << 15),
+        lambda: FenceBrokerRecord(1, True),  # type: ignore[arg-type]
+    ],
+)
+def test_invalid_records_cannot_be_built(build: object) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        build()  # type: ignore[operator]
+
+
+def test_record_fields_are_json_ready() -> None:
+    fields = record_fields(PartitionRecord(0, TID, (1, 2), (1,), leader=1))
+    assert fields["topic_id"] == str(TID)
+    assert fields["replicas"] == [1, 2]
+    assert fields["leader_recovery_state"] == "RECOVERED"
