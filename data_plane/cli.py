@@ -7,8 +7,12 @@ Subcommands that exist today:
 - ``raftlog dump-log FILE...``: print the batches and records of segment
   files, like Kafka's ``kafka-dump-log.sh --files ... --print-data-log``.
 
-The cluster, topic, produce/consume, quorum and chaos subcommands arrive
-with their issues (see ARCHITECTURE.md, "CLI").
+- ``raftlog server start``, ``storage format|random-uuid``, ``quorum
+  describe``, ``topics create|list|describe|delete``, ``metadata dump``: see
+  `data_plane.admin_cli`.
+
+The cluster, produce/consume, groups and chaos subcommands arrive with their
+issues (see ARCHITECTURE.md, "CLI").
 
 Errors in what the user typed or in the files named are reported as one
 readable line on stderr with exit code 2, never as a traceback.
@@ -25,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
+from data_plane.admin_cli import CliError, register
 from raftlog.clock import SystemClock
 from raftlog.records import (
     BatchBuilder,
@@ -37,10 +42,6 @@ from raftlog.records import (
 from raftlog.storage.config import LogConfig
 from raftlog.storage.files import RealFileSystem
 from raftlog.storage.log import Log
-
-
-class CliError(Exception):
-    """A problem to report to the user as one line, exit code 2."""
 
 
 def _compression(name: str) -> Compression:
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("files", nargs="+", metavar="FILE")
     dump.add_argument("--print-data-log", action="store_true", help="also print every record")
     dump.set_defaults(func=cmd_dump_log)
+    register(sub)
     return parser
 
 

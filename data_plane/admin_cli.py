@@ -1,0 +1,467 @@
+"""The cluster subcommands of the `raftlog` CLI (registered by `data_plane.cli`).
+
+- ``server start FILE``: run a node in the foreground (`data_plane.node`);
+- ``storage format --cluster-id ID --config FILE [--ignore-formatted]`` and
+  ``storage random-uuid``, like kafka-storage.sh;
+- ``quorum describe --status|--replication --bootstrap-controller HOST:PORT``,
+  printing what kafka-metadata-quorum.sh prints;
+- ``topics create|list|describe|delete --bootstrap-controller HOST:PORT``,
+  printing what kafka-topics.sh prints;
+- ``metadata dump FILE`` (`metadata_quorum.dump`).
+
+``--bootstrap-controller`` takes one or more comma-separated controllers.
+DescribeQuorum is answered by the Raft leader only and writes by the active
+controller only: the client tries each address (and, once known, the
+leader's) until one answers, within ``--timeout-ms``. Every failure is
+reported as a `CliError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from kio.schema.create_topics.v7 import request as ct_req
+from kio.schema.create_topics.v7 import response as ct_resp
+from kio.schema.delete_topics.v6 import request as dt_req
+from kio.schema.delete_topics.v6 import response as dt_resp
+from kio.schema.describe_cluster.v0 import request as dc_req
+from kio.schema.describe_cluster.v0 import response as dc_resp
+from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.metadata.v12 import request as md_req
+from kio.schema.metadata.v12 import response as md_resp
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
+
+from raftlog.consensus.messages import DescribeQuorumRequest
+from raftlog.net import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode, TransportError
+from raftlog.runtime import wire
+
+from .config import ConfigError, load_config
+from .storage_format import StorageError, format_storage, random_uuid
+
+__all__ = ("CliError", "register")
+
+T = TypeVar("T")
+
+
+class CliError(Exception):
+    """A problem to report to the user as one line, exit code 2."""
+
+
+# --- server / storage / metadata ---------------------------------------------------
+
+
+def cmd_server_start(args: argparse.Namespace) -> int:
+    from .node import run_node
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(f"invalid configuration: {exc}") from None
+    logging.getLogger().handlers.clear()
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format=f"%(asctime)s node{config.node_id} %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    try:
+        return asyncio.run(run_node(config))
+    except StorageError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_storage_format(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+        written = format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted)
+    except (ConfigError, StorageError) as exc:
+        raise CliError(str(exc)) from None
+    for directory in written:
+        print(f"Formatting {directory} with cluster.id {args.cluster_id} (node.id {config.node_id})")
+    if not written:
+        print("All of the log directories are already formatted.")
+    return 0
+
+
+def cmd_storage_random_uuid(args: argparse.Namespace) -> int:
+    print(random_uuid())
+    return 0
+
+
+def cmd_metadata_dump(args: argparse.Namespace) -> int:
+    from metadata_quorum.dump import dump_metadata_log
+
+    for path in args.files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        print(f"Dumping {path}")
+        for line in dump_metadata_log(data):
+            print(line)
+    return 0
+
+
+# --- the admin client ------------------------------------------------------------
+
+
+def _parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    result = []
+    for entry in text.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise CliError(f"--bootstrap-controller: {entry!r} is not HOST:PORT")
+        result.append((host, int(port)))
+    return result
+
+
+class _Admin:
+    """Sends to the controllers in turn until one answers acceptably."""
+
+    def __init__(self, bootstrap: list[tuple[str, int]], timeout_ms: int) -> None:
+        self._addresses = list(bootstrap)
+        self._deadline = time.monotonic() + timeout_ms / 1000
+        self._clients: dict[tuple[str, int], KafkaProtocolClient] = {}
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+    def prefer(self, host: str, port: int) -> None:
+        if (host, port) in self._addresses:
+            self._addresses.remove((host, port))
+        self._addresses.insert(0, (host, port))
+
+    async def first(
+        self,
+        request: Any,
+        version: int,
+        accept: Callable[[Any], str | None],
+    ) -> Any:
+        """The first response ``accept`` returns None for (else it names the
+        retriable error); raises `CliError` at the deadline with the last error."""
+        last_error = "no controller answered"
+        while True:
+            for address in list(self._addresses):
+                client = self._clients.get(address)
+                if client is None:
+                    client = KafkaProtocolClient(
+                        *address, client_id="raftlog-admin", request_timeout_ms=5000,
+                        connect_timeout_ms=1000, reconnect_backoff_max_ms=200,
+                    )
+                    self._clients[address] = client
+                try:
+                    response = await client.send(request, version)
+                except TransportError as exc:
+                    last_error = f"{address[0]}:{address[1]}: {exc}"
+                    continue
+                error = accept(response)
+                if error is None:
+                    return response
+                last_error = f"{address[0]}:{address[1]}: {error}"
+            if time.monotonic() >= self._deadline:
+                raise CliError(last_error)
+            await asyncio.sleep(0.2)
+
+
+def _run_admin(args: argparse.Namespace, body: Callable[[_Admin], Awaitable[int]]) -> int:
+    async def run() -> int:
+        admin = _Admin(_parse_bootstrap(args.bootstrap_controller), args.timeout_ms)
+        try:
+            return await body(admin)
+        finally:
+            await admin.close()
+
+    return asyncio.run(run())
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"error {code}"
+
+
+def _topic_id_text(topic_id: uuid.UUID | None) -> str:
+    if topic_id is None:
+        return ""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+# --- quorum describe ---------------------------------------------------------------
+
+
+async def _describe_quorum(admin: _Admin) -> dq_resp.DescribeQuorumResponse:
+    request = wire.encode_request(DescribeQuorumRequest(), destination=-1)
+
+    def accept(response: dq_resp.DescribeQuorumResponse) -> str | None:
+        if response.error_code != ErrorCode.none:
+            return _error_name(response.error_code)
+        partition = response.topics[0].partitions[0]
+        if partition.error_code != ErrorCode.none:
+            return f"{_error_name(partition.error_code)} (leader {partition.leader_id})"
+        return None
+
+    response: dq_resp.DescribeQuorumResponse = await admin.first(request, 2, accept)
+    return response
+
+
+def format_quorum_status(
+    cluster_id: str, partition: dq_resp.PartitionData
+) -> list[str]:
+    """kafka-metadata-quorum.sh ``describe --status`` lines."""
+    voters = {int(v.replica_id): v for v in partition.current_voters}
+    leader = voters.get(int(partition.leader_id))
+    leader_leo = int(leader.log_end_offset) if leader is not None else -1
+    lag, lag_time_ms = 0, -1
+    if leader is not None and voters:
+        laggard = min(voters.values(), key=lambda v: int(v.log_end_offset))
+        lag = leader_leo - int(laggard.log_end_offset)
+        if laggard is leader:
+            lag_time_ms = 0
+        elif int(leader.last_caught_up_timestamp) >= 0 and int(laggard.last_caught_up_timestamp) >= 0:
+            lag_time_ms = int(leader.last_caught_up_timestamp) - int(laggard.last_caught_up_timestamp)
+    ids = ",".join(str(i) for i in sorted(voters))
+    observers = ",".join(str(int(o.replica_id)) for o in partition.observers)
+    rows = [
+        ("ClusterId", cluster_id),
+        ("LeaderId", str(int(partition.leader_id))),
+        ("LeaderEpoch", str(int(partition.leader_epoch))),
+        ("HighWatermark", str(int(partition.high_watermark))),
+        ("MaxFollowerLag", str(lag)),
+        ("MaxFollowerLagTimeMs", str(lag_time_ms)),
+        ("CurrentVoters", f"[{ids}]"),
+        ("CurrentObservers", f"[{observers}]"),
+    ]
+    return [f"{name + ':':<24}{value}" for name, value in rows]
+
+
+def format_quorum_replication(partition: dq_resp.PartitionData) -> list[str]:
+    """kafka-metadata-quorum.sh ``describe --replication`` table."""
+    leader_id = int(partition.leader_id)
+    replicas = [(v, "Follower") for v in partition.current_voters] + [
+        (o, "Observer") for o in partition.observers
+    ]
+    leader_leo = next(
+        (int(v.log_end_offset) for v, _ in replicas if int(v.replica_id) == leader_id), 0
+    )
+    header = ("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
+              "Status")
+    rows: list[tuple[str, ...]] = [header]
+    ordered = sorted(replicas, key=lambda r: (int(r[0].replica_id) != leader_id, r[1] != "Follower"))
+    for replica, status in ordered:
+        node_id = int(replica.replica_id)
+        rows.append((
+            str(node_id),
+            str(int(replica.log_end_offset)),
+            str(max(0, leader_leo - int(replica.log_end_offset))),
+            str(int(replica.last_fetch_timestamp)),
+            str(int(replica.last_caught_up_timestamp)),
+            "Leader" if node_id == leader_id else status,
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def cmd_quorum_describe(args: argparse.Namespace) -> int:
+    async def body(admin: _Admin) -> int:
+        response = await _describe_quorum(admin)
+        partition = response.topics[0].partitions[0]
+        if args.status:
+            cluster = await admin.first(
+                dc_req.DescribeClusterRequest(include_cluster_authorized_operations=False), 0,
+                lambda r: None if r.error_code == ErrorCode.none else _error_name(r.error_code),
+            )
+            assert isinstance(cluster, dc_resp.DescribeClusterResponse)
+            lines = format_quorum_status(cluster.cluster_id, partition)
+        else:
+            lines = format_quorum_replication(partition)
+        print("\n".join(lines))
+        return 0
+
+    return _run_admin(args, body)
+
+
+# --- topics --------------------------------------------------------------------------
+
+
+def _not_controller(errors: Sequence[int]) -> str | None:
+    if any(e in (ErrorCode.not_controller, ErrorCode.request_timed_out) for e in errors):
+        return "NOT_CONTROLLER"
+    return None
+
+
+async def _metadata(admin: _Admin, names: Sequence[str] | None) -> md_resp.MetadataResponse:
+    request = md_req.MetadataRequest(
+        topics=None if names is None else tuple(
+            md_req.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=TopicName(n))
+            for n in names
+        ),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    response: md_resp.MetadataResponse = await admin.first(request, 12, lambda r: None)
+    return response
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    async def body(admin: _Admin) -> int:
+        match args.action:
+            case "create":
+                return await _topics_create(admin, args)
+            case "delete":
+                return await _topics_delete(admin, args)
+            case "list":
+                response = await _metadata(admin, None)
+                for topic in sorted(response.topics, key=lambda t: str(t.name)):
+                    print(topic.name)
+                return 0
+            case _:
+                return await _topics_describe(admin, args)
+
+    if args.action in ("create", "delete") and not args.topic:
+        raise CliError(f"topics {args.action} needs --topic")
+    return _run_admin(args, body)
+
+
+async def _topics_create(admin: _Admin, args: argparse.Namespace) -> int:
+    configs = []
+    for item in args.config or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--config {item!r} is not key=value")
+        configs.append(ct_req.CreatableTopicConfig(name=key, value=value))
+    request = ct_req.CreateTopicsRequest(
+        topics=(ct_req.CreatableTopic(
+            name=TopicName(args.topic),
+            num_partitions=i32(args.partitions),
+            replication_factor=i16(args.replication_factor),
+            assignments=(),
+            configs=tuple(configs),
+        ),),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=30_000)),
+        validate_only=False,
+    )
+    response: ct_resp.CreateTopicsResponse = await admin.first(
+        request, 7, lambda r: _not_controller([t.error_code for t in r.topics])
+    )
+    result = response.topics[0]
+    if result.error_code != ErrorCode.none:
+        raise CliError(
+            f"cannot create topic {args.topic}: {_error_name(result.error_code)}"
+            + (f": {result.error_message}" if result.error_message else "")
+        )
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
+    request = dt_req.DeleteTopicsRequest(
+        topics=(dt_req.DeleteTopicState(name=TopicName(args.topic), topic_id=uuid.UUID(int=0)),),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=30_000)),
+    )
+    response: dt_resp.DeleteTopicsResponse = await admin.first(
+        request, 6, lambda r: _not_controller([t.error_code for t in r.responses])
+    )
+    result = response.responses[0]
+    if result.error_code != ErrorCode.none:
+        raise CliError(f"cannot delete topic {args.topic}: {_error_name(result.error_code)}")
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def format_topic(topic: md_resp.MetadataResponseTopic) -> list[str]:
+    """kafka-topics.sh ``--describe`` lines for one topic."""
+    partitions = sorted(topic.partitions, key=lambda p: int(p.partition_index))
+    rf = len(partitions[0].replica_nodes) if partitions else 0
+    lines = [
+        f"Topic: {topic.name}\tTopicId: {_topic_id_text(topic.topic_id)}\t"
+        f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\tConfigs: "
+    ]
+    for p in partitions:
+        lines.append(
+            f"\tTopic: {topic.name}\tPartition: {int(p.partition_index)}\t"
+            f"Leader: {_leader_text(int(p.leader_id))}\t"
+            f"Replicas: {','.join(str(int(b)) for b in p.replica_nodes)}\t"
+            f"Isr: {','.join(str(int(b)) for b in p.isr_nodes)}"
+        )
+    return lines
+
+
+def _leader_text(leader: int) -> str:
+    return "none" if leader < 0 else str(leader)
+
+
+async def _topics_describe(admin: _Admin, args: argparse.Namespace) -> int:
+    response = await _metadata(admin, [args.topic] if args.topic else None)
+    for topic in sorted(response.topics, key=lambda t: str(t.name)):
+        if topic.error_code != ErrorCode.none:
+            raise CliError(f"topic {topic.name}: {_error_name(topic.error_code)}")
+        print("\n".join(format_topic(topic)))
+    return 0
+
+
+# --- registration ------------------------------------------------------------------
+
+
+def _admin_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,...]")
+    parser.add_argument("--timeout-ms", type=int, default=15_000,
+                        help="give up after this long without an acceptable answer")
+
+
+def register(sub: Any) -> None:
+    """Add the cluster subcommands to the `raftlog` subparsers ``sub``."""
+    server = sub.add_parser("server", help="run a node").add_subparsers(dest="action", required=True)
+    start = server.add_parser("start", help="run a node in the foreground (logs to stderr)")
+    start.add_argument("config", metavar="FILE", help="server.properties")
+    start.add_argument("--log-level", default="INFO")
+    start.set_defaults(func=cmd_server_start)
+
+    storage = sub.add_parser("storage", help="format log directories (kafka-storage.sh)")
+    storage_sub = storage.add_subparsers(dest="action", required=True)
+    fmt = storage_sub.add_parser("format", help="write meta.properties into every log dir")
+    fmt.add_argument("--cluster-id", required=True)
+    fmt.add_argument("--config", required=True, metavar="FILE")
+    fmt.add_argument("--ignore-formatted", action="store_true")
+    fmt.set_defaults(func=cmd_storage_format)
+    storage_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(
+        func=cmd_storage_random_uuid
+    )
+
+    quorum = sub.add_parser("quorum", help="describe the metadata quorum (kafka-metadata-quorum.sh)")
+    describe = quorum.add_subparsers(dest="action", required=True).add_parser("describe")
+    what = describe.add_mutually_exclusive_group(required=True)
+    what.add_argument("--status", action="store_true")
+    what.add_argument("--replication", action="store_true")
+    _admin_options(describe)
+    describe.set_defaults(func=cmd_quorum_describe)
+
+    topics = sub.add_parser("topics", help="manage topics (kafka-topics.sh)")
+    topics.add_argument("action", choices=("create", "list", "describe", "delete"))
+    topics.add_argument("--topic")
+    topics.add_argument("--partitions", type=int, default=-1)
+    topics.add_argument("--replication-factor", type=int, default=-1)
+    topics.add_argument("--config", action="append", metavar="KEY=VALUE")
+    _admin_options(topics)
+    topics.set_defaults(func=cmd_topics)
+
+    metadata = sub.add_parser("metadata", help="metadata log tools")
+    dump = metadata.add_subparsers(dest="action", required=True).add_parser(
+        "dump", help="decode a __cluster_metadata segment or snapshot"
+    )
+    dump.add_argument("files", nargs="+", metavar="FILE")
+    dump.set_defaults(func=cmd_metadata_dump)

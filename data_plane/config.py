@@ -1,0 +1,368 @@
+"""`NodeConfig`: a node's ``server.properties``, with Kafka's names.
+
+`load_config(path, environ)` reads a Java-properties file (``key=value`` or
+``key: value``, ``#``/``!`` comments, backslash line continuations), applies
+environment overrides, validates everything and returns a frozen
+`NodeConfig`. Every problem raises `ConfigError` naming the setting, so a
+node fails at start-up, never later.
+
+Environment overrides (for the docker image): ``RAFTLOG_<NAME>`` where
+``<NAME>`` is the property name upper-cased with ``.`` replaced by ``_``:
+``RAFTLOG_NODE_ID=2`` sets ``node.id``, ``RAFTLOG_CONTROLLER_QUORUM_VOTERS``
+sets ``controller.quorum.voters``. An override wins over the file. Only
+known property names are mapped (an unknown ``RAFTLOG_*`` variable is
+ignored: the environment holds other things, e.g. ``RAFTLOG_HOME``); an
+unknown key *in the file* is an error, as a typo there would otherwise be
+silently ignored.
+
+Defaults are Kafka's, except where noted on the field.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from raftlog.consensus.config import VoterAddress, parse_voters
+
+__all__ = (
+    "ENV_PREFIX",
+    "ConfigError",
+    "ListenerAddress",
+    "NodeConfig",
+    "env_name",
+    "load_config",
+    "parse_config",
+    "parse_properties",
+)
+
+ENV_PREFIX: Final = "RAFTLOG_"
+ROLES: Final = frozenset({"broker", "controller"})
+
+
+class ConfigError(Exception):
+    """An invalid or missing setting; ``setting`` is its property name."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerAddress:
+    """One entry of ``listeners``: ``NAME://host:port``."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """A validated node configuration (build it with `parse_config`)."""
+
+    node_id: int
+    process_roles: frozenset[str]
+    voters: tuple[VoterAddress, ...]
+    listeners: tuple[ListenerAddress, ...]
+    controller_listener_names: tuple[str, ...]
+    advertised_listeners: tuple[ListenerAddress, ...]
+    log_dirs: tuple[str, ...]
+    metadata_log_dir: str  # metadata.log.dir, else the first of log.dirs
+    min_insync_replicas: int = 1
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    quorum_election_timeout_ms: int = 1000
+    quorum_election_backoff_max_ms: int = 1000
+    quorum_fetch_timeout_ms: int = 2000
+    quorum_request_timeout_ms: int = 2000
+    quorum_append_linger_ms: int = 25
+    quorum_retry_backoff_ms: int = 20
+    metadata_max_bytes_between_snapshots: int = 20 * 1024 * 1024
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.process_roles
+
+    @property
+    def controller_listener(self) -> ListenerAddress:
+        """The listener this controller serves the quorum on (the first of
+        ``controller.listener.names`` that ``listeners`` declares)."""
+        for name in self.controller_listener_names:
+            for listener in self.listeners:
+                if listener.name == name:
+                    return listener
+        raise ConfigError("listeners", "no listener is named in controller.listener.names")
+
+    @property
+    def voter_addresses(self) -> dict[int, tuple[str, int]]:
+        return {v.node_id: (v.host, v.port) for v in self.voters}
+
+
+# --- parsing -------------------------------------------------------------------
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties text (the subset Kafka configs use). Later keys win."""
+    result: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_entry(logical)
+        result[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_entry(logical)
+        result[key] = value
+    return result
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+    if cut < 0:
+        key, _, value = line.partition(" ")
+        return key.strip(), value.strip()
+    return line[:cut].strip(), line[cut + 1 :].strip()
+
+
+def env_name(setting: str) -> str:
+    """``node.id`` -> ``RAFTLOG_NODE_ID``."""
+    return ENV_PREFIX + setting.upper().replace(".", "_").replace("-", "_")
+
+
+def load_config(path: str, environ: Mapping[str, str] | None = None) -> NodeConfig:
+    """Read ``path``, apply ``RAFTLOG_*`` overrides from ``environ`` (default
+    ``os.environ``), validate. Raises `ConfigError` (also for an unreadable file,
+    with setting ``config``)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_config(parse_properties(text), os.environ if environ is None else environ)
+
+
+_Parser = Callable[[str, str], object]
+
+
+def _int(minimum: int) -> _Parser:
+    def parse(setting: str, value: str) -> object:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ConfigError(setting, f"{value!r} is not an integer") from None
+        if number < minimum:
+            raise ConfigError(setting, f"must be >= {minimum}, got {number}")
+        return number
+
+    return parse
+
+
+def _bool(setting: str, value: str) -> object:
+    lowered = value.lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(setting, f"{value!r} is not true or false")
+    return lowered == "true"
+
+
+# property name -> (NodeConfig field, parser) for the simple settings.
+_SIMPLE: Final[Mapping[str, tuple[str, _Parser]]] = {
+    "min.insync.replicas": ("min_insync_replicas", _int(1)),
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1)),
+    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1)),
+    "controller.quorum.election.timeout.ms": ("quorum_election_timeout_ms", _int(1)),
+    "controller.quorum.election.backoff.max.ms": ("quorum_election_backoff_max_ms", _int(1)),
+    "controller.quorum.fetch.timeout.ms": ("quorum_fetch_timeout_ms", _int(1)),
+    "controller.quorum.request.timeout.ms": ("quorum_request_timeout_ms", _int(1)),
+    "controller.quorum.append.linger.ms": ("quorum_append_linger_ms", _int(0)),
+    "controller.quorum.retry.backoff.ms": ("quorum_retry_backoff_ms", _int(0)),
+    "metadata.log.max.record.bytes.between.snapshots": (
+        "metadata_max_bytes_between_snapshots",
+        _int(1),
+    ),
+    "num.partitions": ("num_partitions", _int(1)),
+    "default.replication.factor": ("default_replication_factor", _int(1)),
+    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
+    "leader.imbalance.check.interval.seconds": (
+        "leader_imbalance_check_interval_seconds",
+        _int(1),
+    ),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int(0)),
+}
+
+_STRUCTURED: Final = frozenset(
+    {
+        "node.id",
+        "process.roles",
+        "controller.quorum.voters",
+        "listeners",
+        "controller.listener.names",
+        "advertised.listeners",
+        "log.dirs",
+        "log.dir",
+        "metadata.log.dir",
+    }
+)
+
+KNOWN_SETTINGS: Final = frozenset(_SIMPLE) | _STRUCTURED
+
+
+def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> NodeConfig:
+    """Validate ``properties`` overridden by ``RAFTLOG_*`` entries of ``environ``.
+
+    Raises `ConfigError` naming the first bad setting.
+    """
+    props = dict(properties)
+    for key in props:
+        if key not in KNOWN_SETTINGS:
+            raise ConfigError(key, "unknown setting")
+    for setting in KNOWN_SETTINGS:
+        override = environ.get(env_name(setting))
+        if override is not None:
+            props[setting] = override.strip()
+
+    node_id = _int(0)("node.id", _required(props, "node.id"))
+    assert isinstance(node_id, int)
+    roles = _roles(_required(props, "process.roles"))
+    listeners = _listeners("listeners", _required(props, "listeners"))
+    advertised = (
+        _listeners("advertised.listeners", props["advertised.listeners"])
+        if props.get("advertised.listeners")
+        else ()
+    )
+    controller_names = tuple(
+        n.strip() for n in _required(props, "controller.listener.names").split(",") if n.strip()
+    )
+    if not controller_names:
+        raise ConfigError("controller.listener.names", "is empty")
+    try:
+        voters = parse_voters(_required(props, "controller.quorum.voters"))
+    except ValueError as exc:
+        raise ConfigError("controller.quorum.voters", str(exc)) from None
+    log_dirs = _log_dirs(props)
+    metadata_log_dir = props.get("metadata.log.dir") or log_dirs[0]
+
+    simple: dict[str, object] = {}
+    for setting, (field_name, parse) in _SIMPLE.items():
+        if setting in props:
+            simple[field_name] = parse(setting, props[setting])
+    config = NodeConfig(
+        node_id=node_id,
+        process_roles=roles,
+        voters=voters,
+        listeners=listeners,
+        controller_listener_names=controller_names,
+        advertised_listeners=advertised,
+        log_dirs=log_dirs,
+        metadata_log_dir=metadata_log_dir,
+        **simple,  # type: ignore[arg-type]
+    )
+    _check_roles(config)
+    return config
+
+
+def _required(props: Mapping[str, str], setting: str) -> str:
+    value = props.get(setting, "").strip()
+    if not value:
+        raise ConfigError(setting, "is required")
+    return value
+
+
+def _roles(value: str) -> frozenset[str]:
+    roles = [r.strip() for r in value.split(",") if r.strip()]
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown or not roles:
+        raise ConfigError(
+            "process.roles", f"{value!r}: expected broker, controller, or broker,controller"
+        )
+    if len(set(roles)) != len(roles):
+        raise ConfigError("process.roles", f"{value!r} repeats a role")
+    return frozenset(roles)
+
+
+def _listeners(setting: str, value: str) -> tuple[ListenerAddress, ...]:
+    result: list[ListenerAddress] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        name, sep, address = entry.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not name or not colon:
+            raise ConfigError(setting, f"{entry!r} is not NAME://host:port")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ConfigError(setting, f"{entry!r}: port {port_text!r} is not an integer") from None
+        if not 0 <= port <= 65535:
+            raise ConfigError(setting, f"{entry!r}: port out of range")
+        if any(existing.name == name for existing in result):
+            raise ConfigError(setting, f"listener name {name!r} appears twice")
+        result.append(ListenerAddress(name, host, port))
+    if not result:
+        raise ConfigError(setting, "is empty")
+    return tuple(result)
+
+
+def _log_dirs(props: Mapping[str, str]) -> tuple[str, ...]:
+    # Kafka: log.dirs wins over log.dir. Unlike Kafka there is no /tmp default:
+    # a node must be told where its data lives.
+    setting = "log.dir" if props.get("log.dir") and not props.get("log.dirs") else "log.dirs"
+    dirs = tuple(d.strip() for d in _required(props, setting).split(",") if d.strip())
+    if not dirs:
+        raise ConfigError(setting, "is empty")
+    if len(set(dirs)) != len(dirs):
+        raise ConfigError(setting, "names a directory twice")
+    return dirs
+
+
+def _check_roles(config: NodeConfig) -> None:
+    """Kafka's KafkaConfig validation of roles against listeners and voters."""
+    names = {listener.name for listener in config.listeners}
+    voter_ids = {v.node_id for v in config.voters}
+    if config.is_controller:
+        if config.node_id not in voter_ids:
+            raise ConfigError(
+                "controller.quorum.voters",
+                f"node.id {config.node_id} has the controller role but is not a voter",
+            )
+        if not names & set(config.controller_listener_names):
+            raise ConfigError(
+                "listeners",
+                "a controller must declare a listener named in controller.listener.names "
+                f"({', '.join(config.controller_listener_names)})",
+            )
+    elif config.node_id in voter_ids:
+        raise ConfigError(
+            "process.roles",
+            f"node.id {config.node_id} is a voter but has no controller role",
+        )
+    if config.is_broker and not names - set(config.controller_listener_names):
+        raise ConfigError("listeners", "a broker needs a listener that is not a controller one")
+    if config.broker_heartbeat_interval_ms >= config.broker_session_timeout_ms:
+        raise ConfigError(
+            "broker.heartbeat.interval.ms", "must be less than broker.session.timeout.ms"
+        )

@@ -1,0 +1,391 @@
+"""Kafka-protocol handlers of the controller listener (kio <-> controller types).
+
+Served APIs, one version each (the CLI and the brokers of this project speak
+exactly these; ApiVersions tells any other client):
+
+- writes, answered once their records are committed (`ControllerService.submit`):
+  CreateTopics v7, DeleteTopics v6, BrokerRegistration v1, BrokerHeartbeat v0,
+  AlterPartition v3, AllocateProducerIds v0;
+- reads of the committed image: DescribeCluster v0 and Metadata v12 (enough
+  for an admin client to list and describe topics).
+
+A controller that is not active answers NOT_CONTROLLER (per topic for
+CreateTopics/DeleteTopics, top-level elsewhere), as Kafka's
+``ControllerApis`` does; a write whose commit does not come in time answers
+REQUEST_TIMED_OUT (its outcome is unknown, as in Kafka). Reads are served by
+any controller from its committed image (hot standby).
+
+Only translation lives here; every decision is the controller's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from kio.schema.allocate_producer_ids.v0 import request as apid_req
+from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_partition.v3 import request as ap_req
+from kio.schema.alter_partition.v3 import response as ap_resp
+from kio.schema.broker_heartbeat.v0 import request as hb_req
+from kio.schema.broker_heartbeat.v0 import response as hb_resp
+from kio.schema.broker_registration.v1 import request as reg_req
+from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.create_topics.v7 import request as ct_req
+from kio.schema.create_topics.v7 import response as ct_resp
+from kio.schema.delete_topics.v6 import request as dt_req
+from kio.schema.delete_topics.v6 import response as dt_resp
+from kio.schema.describe_cluster.v0 import request as dc_req
+from kio.schema.describe_cluster.v0 import response as dc_resp
+from kio.schema.metadata.v12 import request as md_req
+from kio.schema.metadata.v12 import response as md_resp
+from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from metadata_quorum.controller.cluster_control import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from metadata_quorum.controller.producer_id_control import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+)
+from metadata_quorum.controller.quorum_controller import NotControllerError
+from metadata_quorum.controller.replication_control import (
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerState,
+    CreatableTopic,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+)
+from metadata_quorum.image import MetadataImage, TopicImage
+from metadata_quorum.records.types import Endpoint, LeaderRecoveryState, SecurityProtocol
+from raftlog.net import Handler, RequestContext
+from raftlog.net.errors import ErrorCode
+
+from .controller_service import ControllerService
+
+__all__ = ("CONTROLLER_API_VERSIONS", "controller_handlers")
+
+CREATE_TOPICS_KEY: Final = 19
+DELETE_TOPICS_KEY: Final = 20
+METADATA_KEY: Final = 3
+ALTER_PARTITION_KEY: Final = 56
+DESCRIBE_CLUSTER_KEY: Final = 60
+BROKER_REGISTRATION_KEY: Final = 62
+BROKER_HEARTBEAT_KEY: Final = 63
+ALLOCATE_PRODUCER_IDS_KEY: Final = 67
+
+CONTROLLER_API_VERSIONS: Final = {
+    CREATE_TOPICS_KEY: (7, 7),
+    DELETE_TOPICS_KEY: (6, 6),
+    METADATA_KEY: (12, 12),
+    ALTER_PARTITION_KEY: (3, 3),
+    DESCRIBE_CLUSTER_KEY: (0, 0),
+    BROKER_REGISTRATION_KEY: (1, 1),
+    BROKER_HEARTBEAT_KEY: (0, 0),
+    ALLOCATE_PRODUCER_IDS_KEY: (0, 0),
+}
+"""``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
+
+_NO_THROTTLE: Final = i32Timedelta.parse(datetime.timedelta(0))
+
+
+async def _write(service: ControllerService, request: Any) -> tuple[Any, ErrorCode]:
+    """(response, none) or (None, the error every item gets)."""
+    try:
+        return await service.submit(request), ErrorCode.none
+    except NotControllerError:
+        return None, ErrorCode.not_controller
+    except TimeoutError:
+        return None, ErrorCode.request_timed_out
+
+
+def controller_handlers(service: ControllerService) -> dict[int, Handler]:
+    """Server handlers for `CONTROLLER_API_VERSIONS`, over ``service``."""
+
+    async def create_topics(_: RequestContext, body: ct_req.CreateTopicsRequest) -> Any:
+        request = CreateTopicsRequest(
+            topics=tuple(
+                CreatableTopic(
+                    name=str(t.name),
+                    num_partitions=int(t.num_partitions),
+                    replication_factor=int(t.replication_factor),
+                    assignments=tuple(
+                        tuple(int(b) for b in a.broker_ids)
+                        for a in sorted(t.assignments, key=lambda a: int(a.partition_index))
+                    ),
+                    configs=tuple((c.name, c.value) for c in t.configs),
+                )
+                for t in body.topics
+            ),
+            validate_only=body.validate_only,
+        )
+        results, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            results = tuple(
+                CreatableTopicResult(name=str(t.name), error=error) for t in body.topics
+            )
+        return ct_resp.CreateTopicsResponse(
+            throttle_time=_NO_THROTTLE,
+            topics=tuple(_created(r) for r in results),
+        )
+
+    async def delete_topics(_: RequestContext, body: dt_req.DeleteTopicsRequest) -> Any:
+        nil = uuid.UUID(int=0)
+        request = DeleteTopicsRequest(
+            names=tuple(str(t.name) for t in body.topics if t.name),
+            topic_ids=tuple(
+                t.topic_id for t in body.topics if not t.name and t.topic_id not in (None, nil)
+            ),
+        )
+        results, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            results = tuple(
+                DeletableTopicResult(name=t.name, topic_id=t.topic_id, error=error)
+                for t in body.topics
+            )
+        return dt_resp.DeleteTopicsResponse(
+            throttle_time=_NO_THROTTLE,
+            responses=tuple(
+                dt_resp.DeletableTopicResult(
+                    name=TopicName(r.name) if r.name is not None else None,
+                    topic_id=r.topic_id or nil,
+                    error_code=r.error,
+                    error_message=r.message,
+                )
+                for r in results
+            ),
+        )
+
+    async def broker_registration(
+        _: RequestContext, body: reg_req.BrokerRegistrationRequest
+    ) -> Any:
+        request = BrokerRegistrationRequest(
+            broker_id=int(body.broker_id),
+            incarnation_id=body.incarnation_id or uuid.UUID(int=0),
+            listeners=tuple(
+                Endpoint(
+                    name=listener.name,
+                    host=listener.host,
+                    port=int(listener.port),
+                    security_protocol=SecurityProtocol(int(listener.security_protocol)),
+                )
+                for listener in body.listeners
+            ),
+            rack=body.rack,
+            cluster_id=body.cluster_id,
+        )
+        response, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            response = BrokerRegistrationResponse(error=error)
+        assert isinstance(response, BrokerRegistrationResponse)
+        return reg_resp.BrokerRegistrationResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=response.error,
+            broker_epoch=i64(response.broker_epoch),
+        )
+
+    async def broker_heartbeat(_: RequestContext, body: hb_req.BrokerHeartbeatRequest) -> Any:
+        request = BrokerHeartbeatRequest(
+            broker_id=int(body.broker_id),
+            broker_epoch=int(body.broker_epoch),
+            current_metadata_offset=int(body.current_metadata_offset),
+            want_fence=body.want_fence,
+            want_shutdown=body.want_shut_down,
+        )
+        response, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            response = BrokerHeartbeatResponse(error=error)
+        assert isinstance(response, BrokerHeartbeatResponse)
+        return hb_resp.BrokerHeartbeatResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=response.error,
+            is_caught_up=response.is_caught_up,
+            is_fenced=response.is_fenced,
+            should_shut_down=response.should_shut_down,
+        )
+
+    async def alter_partition(_: RequestContext, body: ap_req.AlterPartitionRequest) -> Any:
+        request = AlterPartitionRequest(
+            broker_id=int(body.broker_id),
+            broker_epoch=int(body.broker_epoch),
+            partitions=tuple(
+                AlterPartitionItem(
+                    topic_id=topic.topic_id or uuid.UUID(int=0),
+                    partition_id=int(p.partition_index),
+                    leader_epoch=int(p.leader_epoch),
+                    partition_epoch=int(p.partition_epoch),
+                    new_isr=tuple(
+                        BrokerState(int(b.broker_id), int(b.broker_epoch))
+                        for b in p.new_isr_with_epochs
+                    ),
+                    leader_recovery_state=LeaderRecoveryState(int(p.leader_recovery_state)),
+                )
+                for topic in body.topics
+                for p in topic.partitions
+            ),
+        )
+        response, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            response = AlterPartitionResponse(error=error)
+        assert isinstance(response, AlterPartitionResponse)
+        by_topic: dict[uuid.UUID, list[ap_resp.PartitionData]] = {}
+        for item in response.partitions:
+            by_topic.setdefault(item.topic_id, []).append(
+                ap_resp.PartitionData(
+                    partition_index=i32(item.partition_id),
+                    error_code=item.error,
+                    leader_id=BrokerId(item.leader),
+                    leader_epoch=i32(item.leader_epoch),
+                    isr=tuple(BrokerId(b) for b in item.isr),
+                    leader_recovery_state=i8(int(item.leader_recovery_state)),
+                    partition_epoch=i32(item.partition_epoch),
+                )
+            )
+        return ap_resp.AlterPartitionResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=response.error,
+            topics=tuple(
+                ap_resp.TopicData(topic_id=topic_id, partitions=tuple(parts))
+                for topic_id, parts in by_topic.items()
+            ),
+        )
+
+    async def allocate_producer_ids(
+        _: RequestContext, body: apid_req.AllocateProducerIdsRequest
+    ) -> Any:
+        request = AllocateProducerIdsRequest(
+            broker_id=int(body.broker_id), broker_epoch=int(body.broker_epoch)
+        )
+        response, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            response = AllocateProducerIdsResponse(error=error)
+        assert isinstance(response, AllocateProducerIdsResponse)
+        return apid_resp.AllocateProducerIdsResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=response.error,
+            producer_id_start=ProducerId(response.producer_id_start),
+            producer_id_len=i32(response.producer_id_len),
+        )
+
+    async def describe_cluster(_: RequestContext, body: dc_req.DescribeClusterRequest) -> Any:
+        image = service.controller.committed_image
+        return dc_resp.DescribeClusterResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            cluster_id=service.cluster_id,
+            controller_id=BrokerId(_or_minus_one(service.active_controller_id)),
+            brokers=tuple(
+                dc_resp.DescribeClusterBroker(
+                    broker_id=BrokerId(broker_id), host=host, port=i32(port), rack=rack
+                )
+                for broker_id, host, port, rack in _broker_addresses(image)
+            ),
+        )
+
+    async def metadata(_: RequestContext, body: md_req.MetadataRequest) -> Any:
+        image = service.controller.committed_image
+        if body.topics is None:
+            wanted: list[tuple[str, TopicImage | None]] = [
+                (t.name, t) for t in sorted(image.topics.values(), key=lambda t: t.name)
+            ]
+        else:
+            wanted = []
+            for requested in body.topics:
+                name = str(requested.name) if requested.name else ""
+                topic = (
+                    image.topic_by_name(name)
+                    if name
+                    else image.topics.get(requested.topic_id or uuid.UUID(int=0))
+                )
+                wanted.append((name, topic))
+        return md_resp.MetadataResponse(
+            throttle_time=_NO_THROTTLE,
+            brokers=tuple(
+                md_resp.MetadataResponseBroker(
+                    node_id=BrokerId(broker_id), host=host, port=i32(port), rack=rack
+                )
+                for broker_id, host, port, rack in _broker_addresses(image)
+            ),
+            cluster_id=service.cluster_id,
+            controller_id=BrokerId(_or_minus_one(service.active_controller_id)),
+            topics=tuple(_metadata_topic(name, topic) for name, topic in wanted),
+        )
+
+    table: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
+        CREATE_TOPICS_KEY: create_topics,
+        DELETE_TOPICS_KEY: delete_topics,
+        METADATA_KEY: metadata,
+        ALTER_PARTITION_KEY: alter_partition,
+        DESCRIBE_CLUSTER_KEY: describe_cluster,
+        BROKER_REGISTRATION_KEY: broker_registration,
+        BROKER_HEARTBEAT_KEY: broker_heartbeat,
+        ALLOCATE_PRODUCER_IDS_KEY: allocate_producer_ids,
+    }
+    return dict(table)
+
+
+def _created(result: CreatableTopicResult) -> ct_resp.CreatableTopicResult:
+    return ct_resp.CreatableTopicResult(
+        name=TopicName(result.name),
+        topic_id=result.topic_id or uuid.UUID(int=0),
+        error_code=result.error,
+        error_message=result.message,
+        num_partitions=i32(result.num_partitions),
+        replication_factor=i16(result.replication_factor),
+        configs=(),
+    )
+
+
+def _or_minus_one(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def _broker_addresses(image: MetadataImage) -> list[tuple[int, str, int, str | None]]:
+    """Unfenced brokers and their first listener, as Metadata/DescribeCluster list them."""
+    result = []
+    for broker_id in sorted(image.brokers):
+        broker = image.brokers[broker_id]
+        if broker.fenced or not broker.listeners:
+            continue
+        endpoint = broker.listeners[0]
+        result.append((broker_id, endpoint.host, endpoint.port, broker.rack))
+    return result
+
+
+def _metadata_topic(name: str, topic: TopicImage | None) -> md_resp.MetadataResponseTopic:
+    if topic is None:
+        return md_resp.MetadataResponseTopic(
+            error_code=ErrorCode.unknown_topic_or_partition,
+            name=TopicName(name) if name else None,
+            topic_id=uuid.UUID(int=0),
+            partitions=(),
+        )
+    return md_resp.MetadataResponseTopic(
+        error_code=ErrorCode.none,
+        name=TopicName(topic.name),
+        topic_id=topic.topic_id,
+        is_internal=False,
+        partitions=tuple(
+            md_resp.MetadataResponsePartition(
+                error_code=ErrorCode.none,
+                partition_index=i32(index),
+                leader_id=BrokerId(partition.leader),
+                leader_epoch=i32(partition.leader_epoch),
+                replica_nodes=tuple(BrokerId(b) for b in partition.replicas),
+                isr_nodes=tuple(BrokerId(b) for b in partition.isr),
+                offline_replicas=(),
+            )
+            for index, partition in sorted(topic.partitions.items())
+        ),
+    )

@@ -1,0 +1,175 @@
+"""data_plane.config: server.properties parsing, validation and env overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data_plane.config import ConfigError, env_name, load_config, parse_config, parse_properties
+
+BASE = {
+    "node.id": "1",
+    "process.roles": "controller",
+    "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095",
+    "listeners": "CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "log.dirs": "/data/a,/data/b",
+}
+
+
+def test_valid_controller_config_with_kafka_defaults() -> None:
+    config = parse_config(BASE, {})
+    assert config.node_id == 1
+    assert config.process_roles == frozenset({"controller"})
+    assert [v.node_id for v in config.voters] == [1, 2, 3]
+    assert config.controller_listener.port == 9093
+    assert config.log_dirs == ("/data/a", "/data/b")
+    assert config.metadata_log_dir == "/data/a"
+    assert config.broker_session_timeout_ms == 9000
+    assert config.metadata_max_bytes_between_snapshots == 20 * 1024 * 1024
+    assert config.unclean_leader_election_enable is False
+
+
+def test_combined_mode_and_typed_settings() -> None:
+    config = parse_config(
+        {
+            **BASE,
+            "process.roles": "broker,controller",
+            "listeners": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://127.0.0.1:9093",
+            "advertised.listeners": "PLAINTEXT://host1:9092",
+            "metadata.log.dir": "/meta",
+            "min.insync.replicas": "2",
+            "unclean.leader.election.enable": "TRUE",
+            "num.partitions": "3",
+        },
+        {},
+    )
+    assert config.is_broker and config.is_controller
+    assert config.advertised_listeners[0].host == "host1"
+    assert config.metadata_log_dir == "/meta"
+    assert config.min_insync_replicas == 2
+    assert config.unclean_leader_election_enable is True
+    assert config.num_partitions == 3
+
+
+@pytest.mark.parametrize(
+    "missing",
+    ["node.id", "process.roles", "controller.quorum.voters", "listeners",
+     "controller.listener.names", "log.dirs"],
+)
+def test_missing_required_setting_is_named(missing: str) -> None:
+    props = {k: v for k, v in BASE.items() if k != missing}
+    with pytest.raises(ConfigError) as info:
+        parse_config(props, {})
+    assert info.value.setting == missing
+    assert "required" in str(info.value)
+
+
+def test_log_dir_is_accepted_when_log_dirs_is_absent() -> None:
+    props = {k: v for k, v in BASE.items() if k != "log.dirs"}
+    props["log.dir"] = "/single"
+    assert parse_config(props, {}).log_dirs == ("/single",)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("node.id", "x"),
+        ("node.id", "-1"),
+        ("process.roles", "zookeeper"),
+        ("process.roles", "controller,controller"),
+        ("controller.quorum.voters", "1@hostnoport"),
+        ("controller.quorum.voters", "1@h:1,1@h:2"),
+        ("listeners", "CONTROLLER:127.0.0.1:9093"),
+        ("listeners", "CONTROLLER://127.0.0.1:port"),
+        ("listeners", "CONTROLLER://127.0.0.1:70000"),
+        ("listeners", "CONTROLLER://a:1,CONTROLLER://a:2"),
+        ("log.dirs", "/a,/a"),
+        ("min.insync.replicas", "0"),
+        ("broker.session.timeout.ms", "soon"),
+        ("controller.quorum.election.timeout.ms", "0"),
+        ("metadata.log.max.record.bytes.between.snapshots", "0"),
+        ("num.partitions", "0"),
+        ("default.replication.factor", "0"),
+        ("auto.create.topics.enable", "yes"),
+        ("unclean.leader.election.enable", "1"),
+        ("advertised.listeners", "nonsense"),
+    ],
+)
+def test_invalid_value_is_named(setting: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**BASE, setting: value}, {})
+    assert info.value.setting == setting
+    assert str(info.value).startswith(f"{setting}: ")
+
+
+def test_unknown_setting_in_file_is_an_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**BASE, "node.idd": "1"}, {})
+    assert info.value.setting == "node.idd"
+
+
+def test_controller_must_be_a_voter() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**BASE, "node.id": "7"}, {})
+    assert info.value.setting == "controller.quorum.voters"
+
+
+def test_voter_without_controller_role_is_rejected() -> None:
+    props = {**BASE, "process.roles": "broker", "listeners": "PLAINTEXT://h:9092"}
+    with pytest.raises(ConfigError) as info:
+        parse_config(props, {})
+    assert info.value.setting == "process.roles"
+
+
+def test_controller_needs_a_controller_listener() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**BASE, "listeners": "PLAINTEXT://h:9092"}, {})
+    assert info.value.setting == "listeners"
+
+
+def test_broker_needs_a_non_controller_listener() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**BASE, "process.roles": "broker,controller"}, {})
+    assert info.value.setting == "listeners"
+
+
+def test_heartbeat_interval_must_be_below_session_timeout() -> None:
+    props = {**BASE, "broker.heartbeat.interval.ms": "9000", "broker.session.timeout.ms": "9000"}
+    with pytest.raises(ConfigError) as info:
+        parse_config(props, {})
+    assert info.value.setting == "broker.heartbeat.interval.ms"
+
+
+def test_env_overrides_win_and_are_validated() -> None:
+    assert env_name("node.id") == "RAFTLOG_NODE_ID"
+    assert env_name("controller.quorum.voters") == "RAFTLOG_CONTROLLER_QUORUM_VOTERS"
+    config = parse_config(BASE, {"RAFTLOG_NODE_ID": "2", "RAFTLOG_NUM_PARTITIONS": "6",
+                                 "RAFTLOG_HOME": "/ignored"})
+    assert config.node_id == 2
+    assert config.num_partitions == 6
+    with pytest.raises(ConfigError) as info:
+        parse_config(BASE, {"RAFTLOG_MIN_INSYNC_REPLICAS": "many"})
+    assert info.value.setting == "min.insync.replicas"
+
+
+def test_env_can_supply_a_setting_missing_from_the_file() -> None:
+    props = {k: v for k, v in BASE.items() if k != "node.id"}
+    assert parse_config(props, {"RAFTLOG_NODE_ID": "3"}).node_id == 3
+
+
+def test_properties_syntax() -> None:
+    text = "# comment\n! also\n\nnode.id = 1\nlog.dirs: /a\nlisteners=CONTROLLER://h:1,\\\n   X://h:2\n"
+    assert parse_properties(text) == {
+        "node.id": "1", "log.dirs": "/a", "listeners": "CONTROLLER://h:1,X://h:2"
+    }
+
+
+def test_load_config_reads_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("\n".join(f"{k}={v}" for k, v in BASE.items()))
+    assert load_config(str(path), {}).node_id == 1
+    with pytest.raises(ConfigError) as info:
+        load_config(str(tmp_path / "missing.properties"), {})
+    assert info.value.setting == "config"

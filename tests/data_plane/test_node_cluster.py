@@ -1,0 +1,275 @@
+"""Real processes: three controller-only nodes (`raftlog server start`) on loopback.
+
+Format, start, register fake brokers (BrokerRegistration + heartbeats over
+the Kafka protocol, as a broker would), create and describe topics through
+the CLI, `quorum describe`, SIGKILL the active controller: a new one serves
+and every topic is intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.broker_heartbeat.v0 import request as hb_req
+from kio.schema.broker_heartbeat.v0 import response as hb_resp
+from kio.schema.broker_registration.v1 import request as reg_req
+from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.types import BrokerId
+from kio.static.primitive import i16, i64, u16
+
+from data_plane.storage_format import random_uuid
+from raftlog.net import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode, TransportError
+from raftlog.runtime.local_quorum import free_ports
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-m", "data_plane.cli"]
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ports = free_ports(3)
+        self.cluster_id = random_uuid()
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        for node_id in (1, 2, 3):
+            self.config(node_id).write_text(
+                f"node.id={node_id}\nprocess.roles=controller\n"
+                f"controller.quorum.voters={voters}\n"
+                f"listeners=CONTROLLER://127.0.0.1:{self.ports[node_id - 1]}\n"
+                "controller.listener.names=CONTROLLER\n"
+                f"log.dirs={root}/data{node_id}\n"
+                "broker.session.timeout.ms=60000\n"
+                "metadata.log.max.record.bytes.between.snapshots=300\n"
+            )
+
+    def config(self, node_id: int) -> Path:
+        return self.root / f"server{node_id}.properties"
+
+    def start(self, node_id: int) -> None:
+        log = open(self.root / f"node{node_id}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.procs[node_id] = subprocess.Popen(
+            [*CLI, "server", "start", str(self.config(node_id))], stderr=log, stdout=log
+        )
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(node_id, None)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for node_id in list(self.procs):
+            self.kill(node_id, signal.SIGTERM)
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=30)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+async def register_brokers(
+    ports: list[int], broker_ids: list[int], cluster_id: str
+) -> dict[int, int]:
+    """Register and unfence fake brokers on the active controller; broker id -> epoch."""
+    epochs: dict[int, int] = {}
+    deadline = time.monotonic() + 15
+    clients = [KafkaProtocolClient("127.0.0.1", p, request_timeout_ms=5000) for p in ports]
+    try:
+        for broker_id in broker_ids:
+            incarnation = uuid.uuid4()
+            while broker_id not in epochs or not await heartbeat(clients, broker_id, epochs):
+                assert time.monotonic() < deadline, f"broker {broker_id} was never unfenced"
+                if broker_id not in epochs:
+                    epoch = await register(clients, broker_id, incarnation, cluster_id)
+                    if epoch is not None:
+                        epochs[broker_id] = epoch
+                await asyncio.sleep(0.1)
+    finally:
+        for client in clients:
+            await client.close()
+    return epochs
+
+
+async def register(
+    clients: list[KafkaProtocolClient], broker_id: int, incarnation: uuid.UUID, cluster_id: str
+) -> int | None:
+    request = reg_req.BrokerRegistrationRequest(
+        broker_id=BrokerId(broker_id),
+        cluster_id=cluster_id,
+        incarnation_id=incarnation,
+        listeners=(reg_req.Listener(name="PLAINTEXT", host="127.0.0.1",
+                                    port=u16(9000 + broker_id), security_protocol=i16(0)),),
+        features=(),
+        rack=None,
+    )
+    for client in clients:
+        try:
+            response = await client.send(request, 1)
+        except TransportError:
+            continue
+        assert isinstance(response, reg_resp.BrokerRegistrationResponse)
+        if response.error_code == ErrorCode.none:
+            return int(response.broker_epoch)
+        assert response.error_code == ErrorCode.not_controller, response
+    return None
+
+
+async def heartbeat(clients: list[KafkaProtocolClient], broker_id: int,
+                    epochs: dict[int, int]) -> bool:
+    """One heartbeat round; True once the controller reports the broker unfenced."""
+    request = hb_req.BrokerHeartbeatRequest(
+        broker_id=BrokerId(broker_id),
+        broker_epoch=i64(epochs[broker_id]),
+        current_metadata_offset=i64(epochs[broker_id]),
+        want_fence=False,
+        want_shut_down=False,
+    )
+    for client in clients:
+        try:
+            response = await client.send(request, 0)
+        except TransportError:
+            continue
+        assert isinstance(response, hb_resp.BrokerHeartbeatResponse)
+        if response.error_code == ErrorCode.none:
+            return not response.is_fenced
+    return False
+
+
+def leader_id(bootstrap: str) -> int:
+    out = cli("quorum", "describe", "--status", "--bootstrap-controller", bootstrap).stdout
+    fields = dict(line.split(":", 1) for line in out.splitlines())
+    return int(fields["LeaderId"])
+
+
+def test_three_controllers_create_topics_and_survive_losing_the_active_one(
+    cluster: Cluster,
+) -> None:
+    started = time.monotonic()
+    for node_id in (1, 2, 3):
+        out = cli("storage", "format", "--cluster-id", cluster.cluster_id,
+                  "--config", str(cluster.config(node_id))).stdout
+        assert "Formatting" in out
+        cluster.start(node_id)
+    b = cluster.bootstrap
+
+    status = cli("quorum", "describe", "--status", "--bootstrap-controller", b).stdout
+    assert f"ClusterId:              {cluster.cluster_id}" in status
+    assert "CurrentVoters:          [1,2,3]" in status
+    for name in ("LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag",
+                 "MaxFollowerLagTimeMs", "CurrentObservers"):
+        assert f"\n{name}:" in f"\n{status}"
+    replication = cli("quorum", "describe", "--replication", "--bootstrap-controller", b).stdout
+    lines = replication.splitlines()
+    assert lines[0].split() == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                                "LastCaughtUpTimestamp", "Status"]
+    assert sorted(line.split()[-1] for line in lines[1:]) == ["Follower", "Follower", "Leader"]
+
+    # No broker yet: RF 1 cannot be placed (Kafka's error, reported on one line).
+    failed = cli("topics", "create", "--topic", "early", "--partitions", "1",
+                 "--replication-factor", "1", "--bootstrap-controller", b, check=False)
+    assert failed.returncode == 2
+    assert "INVALID_REPLICATION_FACTOR" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+
+    epochs = asyncio.run(register_brokers(cluster.ports, [101, 102, 103], cluster.cluster_id))
+    assert len(set(epochs.values())) == 3
+    cli("topics", "create", "--topic", "orders", "--partitions", "3",
+        "--replication-factor", "3", "--bootstrap-controller", b)
+    cli("topics", "create", "--topic", "audit", "--partitions", "2",
+        "--replication-factor", "2", "--bootstrap-controller", b)
+    dup = cli("topics", "create", "--topic", "orders", "--partitions", "1",
+              "--bootstrap-controller", b, check=False)
+    assert dup.returncode == 2 and "TOPIC_ALREADY_EXISTS" in dup.stderr
+    cli("topics", "create", "--topic", "doomed", "--bootstrap-controller", b)
+    cli("topics", "delete", "--topic", "doomed", "--bootstrap-controller", b)
+
+    assert cli("topics", "list", "--bootstrap-controller", b).stdout.split() == ["audit", "orders"]
+    before = cli("topics", "describe", "--bootstrap-controller", b).stdout
+    header = before.splitlines()[0]
+    assert header.startswith("Topic: audit\tTopicId: ")
+    assert "PartitionCount: 2\tReplicationFactor: 2" in header
+    orders = [line for line in before.splitlines() if "Topic: orders\tPartition:" in line]
+    assert len(orders) == 3
+    for line in orders:
+        fields = dict(part.split(": ") for part in line.strip().split("\t"))
+        replicas = fields["Replicas"].split(",")
+        assert sorted(replicas) == ["101", "102", "103"]
+        assert fields["Leader"] == replicas[0]  # the preferred leader
+        assert sorted(fields["Isr"].split(",")) == sorted(replicas)
+
+    old_leader = leader_id(b)
+    cluster.kill(old_leader)  # SIGKILL the active controller
+    survivors = ",".join(
+        f"127.0.0.1:{p}" for i, p in enumerate(cluster.ports) if i + 1 != old_leader
+    )
+    # A new active controller serves writes ...
+    cli("topics", "create", "--topic", "after-failover", "--partitions", "1",
+        "--replication-factor", "1", "--bootstrap-controller", survivors)
+    new_leader = leader_id(survivors)
+    assert new_leader != old_leader
+    # ... and every topic is intact (same ids, replicas, leaders, ISRs).
+    after = cli("topics", "describe", "--bootstrap-controller", survivors).stdout
+    kept = [line for line in after.splitlines() if "after-failover" not in line]
+    assert kept == before.splitlines()
+    assert "Topic: after-failover" in after
+
+    # The killed controller restarts and catches up, replaying its log.
+    cluster.start(old_leader)
+    deadline = time.monotonic() + 15
+    while True:
+        rows = cli("quorum", "describe", "--replication", "--bootstrap-controller", b).stdout
+        lags = {line.split()[0]: line.split()[2] for line in rows.splitlines()[1:]}
+        if lags.get(str(old_leader)) == "0":
+            break
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.3)
+    # Snapshots were written every few hundred bytes (KIP-630) and bound the log.
+    checkpoints = list(cluster.root.glob("data*/__cluster_metadata-0/*.checkpoint"))
+    assert checkpoints, "no metadata snapshot was written"
+    assert time.monotonic() - started < 40
+
+
+def test_server_start_on_an_unformatted_dir_fails_with_the_reason(cluster: Cluster) -> None:
+    result = subprocess.run(
+        [*CLI, "server", "start", str(cluster.config(1))],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 2
+    assert f"log directory {cluster.root}/data1 is not formatted" in result.stderr
+    assert "raftlog storage format" in result.stderr
+
+
+def test_server_start_with_another_nodes_dir_is_refused(cluster: Cluster) -> None:
+    cli("storage", "format", "--cluster-id", cluster.cluster_id,
+        "--config", str(cluster.config(2)))
+    os.rename(cluster.root / "data2", cluster.root / "data1")
+    result = subprocess.run(
+        [*CLI, "server", "start", str(cluster.config(1))],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 2
+    assert "belongs to node.id 2, but node.id is 1" in result.stderr
