@@ -579,7 +579,14 @@ class Log:
         whole, so the log end offset may end up below ``offset``. An
         ``offset`` below the first segment truncates fully and restarts the
         log there. The epoch cache loses entries starting at or after the new
-        end. Durable on return. Returns whether anything was removed.
+        end. Durable on return. Returns whether any batch was removed.
+
+        An ``offset`` at or past the log end removes no batch but still drops
+        epoch-cache entries that start at the log end, as Kafka's
+        ``UnifiedLog.truncateTo`` does: a leader checkpoints its epoch before
+        its first batch, and if it crashed or lost leadership before that
+        batch was written, the stale entry would make every later follower
+        append of older-epoch batches fail.
         Raises `ValueError` for a negative offset, `LogClosedError`.
         """
         if offset < 0:
@@ -587,6 +594,8 @@ class Log:
         with self._flush_lock, self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
+                if self._epoch_cache.truncate_from_end(self.log_end_offset):
+                    self._epoch_file.write(self._epoch_cache.entries)
                 return False
             if offset < self._bases[0]:
                 self._truncate_fully_and_start_at(offset)

@@ -426,3 +426,25 @@ def test_temp_files_and_orphan_indexes_are_swept(open_log: OpenLog, fs: FakeFile
         fs.open(f"{LOG_DIR}/{name}", create=True).close()
     Log.open(LOG_DIR, log.config, fs=fs, clock=FakeClock())
     assert not any(n.endswith(".tmp") or n.startswith(f"{77:020d}") for n in files(fs))
+
+
+
+def test_truncate_to_the_log_end_drops_an_epoch_entry_without_batches(
+    open_log: OpenLog, fs: FakeFileSystem
+) -> None:
+    """Kafka's UnifiedLog.truncateTo: even when no batch goes, epoch entries
+    starting at the log end go. The stale entry comes from a leader that
+    checkpointed its new epoch, then crashed before its batch was synced."""
+    log = open_log()
+    log.append_as_leader(make_batch(3), leader_epoch=1, now_ms=T0)
+    log.flush()
+    log.append_as_leader(make_batch(2), leader_epoch=5, now_ms=T0)  # epoch 5 checkpointed, batch not synced
+    fs.crash()
+    log = open_log()
+    assert log.log_end_offset == 3
+    assert log.epoch_entries == [EpochEntry(1, 0), EpochEntry(5, 3)]
+    assert log.truncate_to(log.log_end_offset) is False  # no batch removed ...
+    assert log.epoch_entries == [EpochEntry(1, 0)]  # ... but the stale epoch is gone
+    log.append_as_follower(make_batch(2, base_offset=3, epoch=2))  # an older-epoch batch now fits
+    fs.crash()
+    assert open_log().epoch_entries[:1] == [EpochEntry(1, 0)]  # the drop was durable
