@@ -1,0 +1,261 @@
+"""Delayed operations (Kafka's ``DelayedOperationPurgatory``), sans-I/O.
+
+An operation waits, keyed by the partitions it concerns, until its condition
+holds or its deadline passes:
+
+- `DelayedProduce`: acks=all waits for the HW to reach each partition's
+  required offset (done with NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, or
+  NOT_LEADER_OR_FOLLOWER), bounded by the request timeout (REQUEST_TIMED_OUT).
+- `DelayedFetch`: long poll until ``fetch.min.bytes`` are readable or
+  ``fetch.max.wait.ms`` passes; the caller then reads again and answers.
+
+The shell calls `Purgatory.check_and_complete` after anything that can
+satisfy a waiter (an append, a HW move, an ISR or role change) and
+`Purgatory.expire` when `Purgatory.next_deadline_ms` comes, so it sleeps
+exactly until the next deadline. Deadlines sit in one
+``sortedcontainers.SortedList``: no per-request timer, no polling.
+Completion and expiry return the finished operations; their ``outcome``
+says what to answer.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Generic, Protocol, TypeVar
+
+from sortedcontainers import SortedList
+
+from data_plane.replication.types import FetchPartition, TopicPartition
+from raftlog.net.errors import ErrorCode
+
+
+class ReplicaView(Protocol):
+    """What delayed operations ask of a partition (implemented by `Partition`)."""
+
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int, leader_epoch: int
+    ) -> tuple[bool, ErrorCode]: ...
+
+    def delayed_fetch_bytes(self, request: FetchPartition) -> int | None: ...
+
+
+PartitionLookup = Callable[[TopicPartition], "ReplicaView | None"]
+
+
+class DelayedOperation(abc.ABC):
+    """One waiting request. Subclasses implement `try_complete` and
+    `on_expiration`; the purgatory calls each at most until one finishes it.
+
+    ``keys`` are the partitions whose changes may complete it;
+    ``deadline_ms`` is when it expires.
+    """
+
+    def __init__(self, keys: Iterable[TopicPartition], deadline_ms: int) -> None:
+        self.keys: tuple[TopicPartition, ...] = tuple(dict.fromkeys(keys))
+        if not self.keys:
+            raise ValueError("a delayed operation needs at least one key")
+        self.deadline_ms = deadline_ms
+        self.completed = False
+
+    @abc.abstractmethod
+    def try_complete(self, now_ms: int) -> bool:
+        """Return True (having set the outcome) if the operation can finish now."""
+
+    @abc.abstractmethod
+    def on_expiration(self, now_ms: int) -> None:
+        """Set the outcome for a deadline that passed first."""
+
+
+Op = TypeVar("Op", bound=DelayedOperation)
+
+
+class Purgatory(Generic[Op]):
+    """Watches delayed operations by key and by deadline.
+
+    Invariant: an operation is in ``_by_key`` under each of its keys and in
+    ``_deadlines`` exactly while it is neither completed nor expired.
+    """
+
+    def __init__(self, name: str = "purgatory") -> None:
+        self.name = name
+        self._by_key: dict[TopicPartition, dict[int, Op]] = {}
+        self._ops: dict[int, Op] = {}
+        # (deadline_ms, sequence, id(op)): sequence breaks ties in insertion order.
+        self._deadlines: SortedList = SortedList()
+        self._entry_of: dict[int, tuple[int, int, int]] = {}
+        self._next_sequence = 0
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def watched(self, key: TopicPartition) -> int:
+        """How many operations wait on ``key``."""
+        return len(self._by_key.get(key, ()))
+
+    def try_complete_else_watch(self, op: Op, now_ms: int) -> bool:
+        """Complete ``op`` now if it can, else watch it. Returns whether it completed.
+
+        Raises `ValueError` if ``op`` already finished or is already watched.
+        """
+        if op.completed or id(op) in self._ops:
+            raise ValueError("operation already finished or watched")
+        if op.try_complete(now_ms):
+            op.completed = True
+            return True
+        seq = self._next_sequence
+        self._next_sequence += 1
+        self._ops[id(op)] = op
+        entry = (op.deadline_ms, seq, id(op))
+        self._entry_of[id(op)] = entry
+        self._deadlines.add(entry)
+        for key in op.keys:
+            self._by_key.setdefault(key, {})[id(op)] = op
+        return False
+
+    def check_and_complete(self, key: TopicPartition, now_ms: int) -> list[Op]:
+        """Try every operation watching ``key``; return those that completed
+        (in the order they were watched)."""
+        watchers = self._by_key.get(key)
+        if not watchers:
+            return []
+        done = [op for op in list(watchers.values()) if op.try_complete(now_ms)]
+        for op in done:
+            op.completed = True
+            self._forget(op)
+        return done
+
+    def expire(self, now_ms: int) -> list[Op]:
+        """Expire every operation whose deadline is <= ``now_ms``, earliest first."""
+        expired: list[Op] = []
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            op = self._ops[self._deadlines[0][2]]
+            op.on_expiration(now_ms)
+            op.completed = True
+            self._forget(op)
+            expired.append(op)
+        return expired
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline of a watched operation, or None if none waits."""
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def cancel(self, op: Op) -> bool:
+        """Stop watching ``op`` without an outcome (its connection closed)."""
+        if id(op) not in self._ops:
+            return False
+        self._forget(op)
+        return True
+
+    def _forget(self, op: Op) -> None:
+        key_id = id(op)
+        del self._ops[key_id]
+        self._deadlines.remove(self._entry_of.pop(key_id))
+        for key in op.keys:
+            watchers = self._by_key[key]
+            del watchers[key_id]
+            if not watchers:
+                del self._by_key[key]
+
+
+# ---- DelayedProduce -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceWait:
+    """One partition of an acks=all produce: the HW it needs, in which epoch."""
+
+    required_offset: int
+    leader_epoch: int
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=all: wait until every partition's HW reaches its required offset.
+
+    ``outcome`` maps each partition to its error: NONE,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR fell below
+    ``min.insync.replicas``), NOT_LEADER_OR_FOLLOWER (leadership moved: an
+    indefinite answer, KAFKA-13574) or REQUEST_TIMED_OUT at the deadline.
+    """
+
+    def __init__(
+        self,
+        waits: Mapping[TopicPartition, ProduceWait],
+        *,
+        deadline_ms: int,
+        lookup: PartitionLookup,
+    ) -> None:
+        super().__init__(waits.keys(), deadline_ms)
+        self.waits = dict(waits)
+        self._lookup = lookup
+        self.outcome: dict[TopicPartition, ErrorCode] = {}
+
+    def try_complete(self, now_ms: int) -> bool:
+        for key, wait in self.waits.items():
+            if key in self.outcome:
+                continue
+            replica = self._lookup(key)
+            if replica is None:
+                self.outcome[key] = ErrorCode.not_leader_or_follower
+                continue
+            done, error = replica.check_enough_replicas_reach_offset(
+                wait.required_offset, wait.leader_epoch
+            )
+            if done:
+                self.outcome[key] = error
+        return len(self.outcome) == len(self.waits)
+
+    def on_expiration(self, now_ms: int) -> None:
+        for key in self.waits:
+            self.outcome.setdefault(key, ErrorCode.request_timed_out)
+
+
+# ---- DelayedFetch ---------------------------------------------------------------
+
+
+class FetchOutcome(Enum):
+    """Why a DelayedFetch finished: answer by reading again either way."""
+
+    SATISFIED = "satisfied"  # min bytes available, or a partition needs an answer now
+    EXPIRED = "expired"  # fetch.max.wait.ms passed
+
+
+class DelayedFetch(DelayedOperation):
+    """Long poll: wait until ``fetch.min.bytes`` are readable over all
+    partitions, or one of them must answer now (leader or epoch change,
+    divergence, truncation), or ``fetch.max.wait.ms`` passes (Kafka's
+    ``DelayedFetch.tryComplete``). The caller reads again on completion.
+    """
+
+    def __init__(
+        self,
+        requests: Mapping[TopicPartition, FetchPartition],
+        *,
+        min_bytes: int,
+        deadline_ms: int,
+        lookup: PartitionLookup,
+    ) -> None:
+        super().__init__(requests.keys(), deadline_ms)
+        self.requests = dict(requests)
+        self.min_bytes = min_bytes
+        self._lookup = lookup
+        self.outcome: FetchOutcome | None = None
+
+    def try_complete(self, now_ms: int) -> bool:
+        available = 0
+        for key, request in self.requests.items():
+            replica = self._lookup(key)
+            readable = None if replica is None else replica.delayed_fetch_bytes(request)
+            if readable is None:
+                self.outcome = FetchOutcome.SATISFIED
+                return True
+            available += readable
+        if available >= self.min_bytes:
+            self.outcome = FetchOutcome.SATISFIED
+            return True
+        return False
+
+    def on_expiration(self, now_ms: int) -> None:
+        self.outcome = FetchOutcome.EXPIRED

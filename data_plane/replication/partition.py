@@ -1,0 +1,724 @@
+"""One partition replica on one broker: the sans-I/O replication core.
+
+`Partition` owns the replica's role (none, leader, follower), its log and its
+high watermark. Metadata drives roles (`become_leader`, `become_follower`);
+requests drive the rest (`append_records`, `handle_fetch`,
+`handle_fetch_response`, `handle_alter_partition_response`); the shell calls
+`maybe_shrink_isr` and `poll_alter_partition` on a timer and `fetch_request`
+when its fetcher builds a request. Every input carries ``now_ms``; outputs are
+the dataclasses of `data_plane.replication.types`. No asyncio, sockets or
+clocks (STYLE.md §1). The log is the injected `raftlog.storage.Log` (whose
+own I/O the simulator fakes with `FakeFileSystem`).
+
+Records stay opaque: the core looks at batch headers and CRCs only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from data_plane.replication import isr as isr_math
+from data_plane.replication.follower import FollowerState, divergence_truncation_offset
+from data_plane.replication.leader import LeaderState
+from data_plane.replication.types import (
+    NO_LEADER,
+    UNKNOWN_BROKER_EPOCH,
+    Acks,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AppendResult,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResult,
+    FollowerFetchOutcome,
+    PartitionState,
+    ReplicationConfig,
+    Role,
+    TopicPartition,
+)
+from raftlog.net.errors import ErrorCode
+from raftlog.records import RecordError, validate_batches
+from raftlog.storage import (
+    InvalidEpochError,
+    InvalidRecordBatchError,
+    Log,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+
+log = logging.getLogger(__name__)
+
+# AlterPartition errors after which only newer metadata can settle the change
+# (Kafka's Partition.handleAlterPartitionError: no retry).
+_AWAIT_METADATA_ERRORS = frozenset({
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.invalid_update_version,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.invalid_request,
+    ErrorCode.new_leader_elected,
+})
+# The controller states the change was not applied and our partition epoch is
+# current: fall back to the committed ISR.
+_REVERT_ERRORS = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted})
+
+
+class PartitionStateError(ValueError):
+    """Caller misuse: metadata for another partition, or a role this broker cannot take."""
+
+
+class Partition:
+    """A replica of ``(topic, partition)`` on broker ``local_id``.
+
+    Roles and legal transitions (all driven by metadata, fenced by leader
+    epoch; a stale epoch is ignored and the call returns False):
+
+    - NONE -> LEADER(e) | FOLLOWER(e)             first metadata for the replica
+    - LEADER(e) -> LEADER(e' > e) | FOLLOWER(e' > e)
+    - FOLLOWER(e) -> FOLLOWER(e' > e) | LEADER(e' > e)
+    - LEADER(e) | FOLLOWER(e) -> same role, same e  ISR refresh, only with a
+      newer partition epoch
+    - any -> NONE                                   `stop`
+
+    Invariants (checked where they could break, tier 3 of STYLE.md §8):
+    ``log_start_offset <= high_watermark <= log_end_offset``; on a leader the
+    HW never decreases within an epoch.
+    """
+
+    leader_state_class: type[LeaderState] = LeaderState
+    # Deliberately broken variants only: pre-KIP-101 truncation to the HW on
+    # becoming a follower.
+    truncate_to_high_watermark_on_become_follower = False
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        local_id: int,
+        log: Log,
+        config: ReplicationConfig,
+        broker_epoch: int = UNKNOWN_BROKER_EPOCH,
+        initial_high_watermark: int = 0,
+    ) -> None:
+        """``initial_high_watermark`` is the checkpointed HW (capped to the log)."""
+        self.topic = topic
+        self.partition = partition
+        self.local_id = local_id
+        self.log = log
+        self.config = config
+        self.broker_epoch = broker_epoch
+        self._role = Role.NONE
+        self._leader_epoch = -1
+        self._partition_epoch = -1
+        self._leader_id = NO_LEADER
+        self._replicas: tuple[int, ...] = ()
+        self._isr: tuple[int, ...] = ()
+        self._high_watermark = min(
+            max(initial_high_watermark, log.log_start_offset), log.log_end_offset
+        )
+        self._leader: LeaderState | None = None
+        self._follower: FollowerState | None = None
+        self._ineligible: frozenset[int] = frozenset()
+        # AlterPartition change ids, unique for the life of this replica.
+        self._change_ids = itertools.count(1)
+
+    # ==== views =====================================================================
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def is_leader(self) -> bool:
+        return self._role is Role.LEADER
+
+    @property
+    def leader_id(self) -> int:
+        return self._leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self._partition_epoch
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self._replicas
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR (the leader's, or the follower's metadata copy)."""
+        return self._leader.isr if self._leader is not None else self._isr
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """Committed + proposed ISR while an AlterPartition is in flight (KIP-497)."""
+        return self._leader.maximal_isr if self._leader is not None else self._isr
+
+    @property
+    def isr_change_in_flight(self) -> bool:
+        return self._leader is not None and self._leader.isr_change_in_flight
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def leader_epoch_start_offset(self) -> int | None:
+        """Where the current leader epoch began (leaders only)."""
+        return self._leader.epoch_start_offset if self._leader is not None else None
+
+    @property
+    def high_watermark_is_lagging(self) -> bool:
+        """A new leader's HW still below its epoch start (KIP-207): the records
+        in between are on every ISR member but not yet known committed, so
+        ListOffsets(latest) should answer OFFSET_NOT_AVAILABLE meanwhile."""
+        return self._leader is not None and self._high_watermark < self._leader.epoch_start_offset
+
+    def follower_fetch_state(self, replica_id: int) -> tuple[int, int, bool] | None:
+        """Leader's view of a follower: (LEO, last caught-up ms, fetched in epoch)."""
+        if self._leader is None or replica_id not in self._leader.followers:
+            return None
+        s = self._leader.followers[replica_id]
+        return (s.log_end_offset, s.last_caught_up_time_ms, s.fetched_in_current_epoch)
+
+    # ==== transitions ===============================================================
+
+    def become_leader(self, state: PartitionState, now_ms: int) -> bool:
+        """Apply metadata naming this broker leader (Kafka's ``makeLeader``).
+
+        A newer leader epoch starts a fresh `LeaderState`: the epoch starts at
+        the current LEO, follower LEOs are forgotten (KIP-320 rule 3), any
+        pending AlterPartition is dropped. The same epoch with a newer
+        partition epoch only refreshes the ISR. Anything older is ignored.
+        Returns whether anything changed. Raises `PartitionStateError` if
+        ``state`` is for another partition or does not name this broker leader.
+        """
+        self._check_state(state)
+        if state.leader != self.local_id:
+            raise PartitionStateError(f"{state} does not make broker {self.local_id} leader")
+        if state.leader_epoch < self._leader_epoch:
+            return False
+        if state.leader_epoch == self._leader_epoch:
+            if self._leader is None or state.partition_epoch <= self._partition_epoch:
+                return False
+            self._replicas = state.replicas
+            self._partition_epoch = state.partition_epoch
+            self._leader.commit_isr(state.isr, state.partition_epoch)
+            self._maybe_increment_leader_hw()
+            return True
+        self._set_metadata(state)
+        self._role = Role.LEADER
+        self._follower = None
+        self._leader = self.leader_state_class(
+            topic=self.topic,
+            partition=self.partition,
+            local_id=self.local_id,
+            local_broker_epoch=self.broker_epoch,
+            leader_epoch=state.leader_epoch,
+            partition_epoch=state.partition_epoch,
+            epoch_start_offset=self.log.log_end_offset,
+            replicas=state.replicas,
+            isr=state.isr,
+            config=self.config,
+            now_ms=now_ms,
+            change_ids=self._change_ids,
+        )
+        # With ISR = {leader} the HW can move at once (Kafka does this in makeLeader).
+        self._maybe_increment_leader_hw()
+        return True
+
+    def become_follower(self, state: PartitionState, now_ms: int) -> bool:
+        """Apply metadata naming another broker (or no broker) leader
+        (Kafka's ``makeFollower``).
+
+        A newer leader epoch starts a fresh `FollowerState`; the log is *not*
+        truncated here (KIP-101: truncation waits for the leader's answer to
+        the first fetch, which carries our last fetched epoch). The same epoch
+        with a newer partition epoch refreshes the ISR copy. Older metadata is
+        ignored. Returns whether anything changed. Raises `PartitionStateError`
+        for another partition, for this broker named leader, or if this broker
+        is not a replica.
+        """
+        self._check_state(state)
+        if state.leader == self.local_id:
+            raise PartitionStateError(f"{state} makes broker {self.local_id} leader")
+        if self.local_id not in state.replicas:
+            raise PartitionStateError(f"broker {self.local_id} is not a replica in {state}")
+        if state.leader_epoch < self._leader_epoch:
+            return False
+        if state.leader_epoch == self._leader_epoch:
+            if self._follower is None or state.partition_epoch <= self._partition_epoch:
+                return False
+            self._set_metadata(state)
+            return True
+        self._set_metadata(state)
+        self._role = Role.FOLLOWER
+        self._leader = None
+        self._follower = FollowerState(leader_id=state.leader, leader_epoch=state.leader_epoch)
+        if self.truncate_to_high_watermark_on_become_follower:
+            self.log.truncate_to(self._high_watermark)
+        return True
+
+    def stop(self) -> None:
+        """Stop replicating (partition deleted or moved away): role NONE. The
+        log stays open; the caller closes or deletes it."""
+        self._role = Role.NONE
+        self._leader = None
+        self._follower = None
+
+    def update_ineligible_replicas(self, ineligible: frozenset[int]) -> None:
+        """Brokers the metadata marks fenced or in controlled shutdown: never
+        proposed for the ISR (KIP-841)."""
+        self._ineligible = ineligible
+
+    def _set_metadata(self, state: PartitionState) -> None:
+        self._leader_epoch = state.leader_epoch
+        self._partition_epoch = state.partition_epoch
+        self._leader_id = state.leader
+        self._replicas = state.replicas
+        self._isr = state.isr
+
+    def _check_state(self, state: PartitionState) -> None:
+        if state.key != self.key:
+            raise PartitionStateError(f"{state} is not for partition {self.key}")
+
+    # ==== leader: produce ===========================================================
+
+    def append_records(self, records: bytes | bytearray, acks: int, now_ms: int) -> AppendResult:
+        """Append a producer's batches as leader (Kafka's ``appendRecordsToLeader``).
+
+        Checks, in order: acks in {0, 1, -1} (INVALID_REQUIRED_ACKS); leader
+        (NOT_LEADER_OR_FOLLOWER); batch headers and CRC (CORRUPT_MESSAGE);
+        each batch within ``message.max.bytes`` (MESSAGE_TOO_LARGE); producer
+        batches only, with offset deltas 0..n-1 (INVALID_RECORD); for acks=all
+        a committed ISR of at least ``min.insync.replicas``
+        (NOT_ENOUGH_REPLICAS, before anything is written). Then assigns
+        offsets, stamps the leader epoch (header rewrite, no recompression)
+        and may advance the HW. For acks=all the caller waits for
+        `check_enough_replicas_reach_offset`.
+        """
+        del now_ms  # the log reads its own clock for segment time
+        if acks not in (Acks.NONE, Acks.LEADER, Acks.ALL):
+            return AppendResult(ErrorCode.invalid_required_acks, error_message=f"acks={acks}")
+        leader = self._leader
+        if leader is None:
+            return AppendResult(ErrorCode.not_leader_or_follower)
+        rejected = self._validate_producer_batches(records)
+        if rejected is not None:
+            return rejected
+        if acks == Acks.ALL and len(leader.isr) < self.config.min_insync_replicas:
+            return AppendResult(
+                ErrorCode.not_enough_replicas,
+                error_message=f"ISR {leader.isr} is smaller than min.insync.replicas "
+                f"{self.config.min_insync_replicas}",
+            )
+        try:
+            info = self.log.append_as_leader(records, leader.leader_epoch)
+        except RecordTooLargeError as e:
+            return AppendResult(ErrorCode.message_too_large, error_message=str(e))
+        except InvalidRecordBatchError as e:
+            return AppendResult(ErrorCode.corrupt_message, error_message=str(e))
+        except InvalidEpochError as e:
+            # Our log holds a newer epoch than we lead: a broken invariant.
+            raise AssertionError(f"{self.key}: leader epoch below the log's: {e}") from e
+        self._maybe_increment_leader_hw()
+        return AppendResult(
+            ErrorCode.none,
+            base_offset=info.first_offset,
+            last_offset=info.last_offset,
+            log_start_offset=self.log.log_start_offset,
+            leader_epoch=leader.leader_epoch,
+            records_count=info.records_count,
+        )
+
+    def _validate_producer_batches(self, records: bytes | bytearray) -> AppendResult | None:
+        try:
+            headers = validate_batches(records)
+        except RecordError as e:
+            return AppendResult(ErrorCode.corrupt_message, error_message=str(e))
+        if not headers:
+            return AppendResult(ErrorCode.invalid_record, error_message="no record batch")
+        limit = self.log.config.message_max_bytes
+        for header in headers:
+            if header.size_in_bytes > limit:
+                return AppendResult(
+                    ErrorCode.message_too_large,
+                    error_message=f"batch of {header.size_in_bytes} bytes exceeds "
+                    f"message.max.bytes {limit}",
+                )
+            if header.is_control:
+                return AppendResult(ErrorCode.invalid_record,
+                                    error_message="producers may not write control batches")
+            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+                return AppendResult(
+                    ErrorCode.invalid_record,
+                    error_message=f"recordsCount {header.records_count} with lastOffsetDelta "
+                    f"{header.last_offset_delta}",
+                )
+        return None
+
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int, leader_epoch: int
+    ) -> tuple[bool, ErrorCode]:
+        """DelayedProduce's test (Kafka's ``checkEnoughReplicasReachOffset``):
+        ``(done, error)``.
+
+        Done with NONE once the HW reaches ``required_offset`` and the maximal
+        ISR still has ``min.insync.replicas`` members; done with
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if it reached it with fewer; done with
+        NOT_LEADER_OR_FOLLOWER if this replica no longer leads in the epoch
+        that appended. (Kafka checks leadership only; requiring the same
+        epoch is stricter and costs nothing: the answer is indefinite anyway.)
+        """
+        if self._leader is None or self._leader.leader_epoch != leader_epoch:
+            return True, ErrorCode.not_leader_or_follower
+        if self._high_watermark < required_offset:
+            return False, ErrorCode.none
+        if len(self._leader.maximal_isr) < self.config.min_insync_replicas:
+            return True, ErrorCode.not_enough_replicas_after_append
+        return True, ErrorCode.none
+
+    # ==== leader: fetch =============================================================
+
+    def handle_fetch(self, request: FetchPartition, now_ms: int) -> FetchPartitionResult:
+        """Serve one partition of a Fetch as leader (Kafka's ``fetchRecords``).
+
+        Order of checks: leader (NOT_LEADER_OR_FOLLOWER); current leader epoch
+        (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); a follower
+        outside the assignment (NOT_LEADER_OR_FOLLOWER); for followers, the
+        last fetched epoch against our epoch cache: on divergence the answer
+        is ``DivergingEpoch`` and no records, and the fetch does not count
+        toward the follower's LEO (KIP-320); the offset within [log start,
+        LEO] (OFFSET_OUT_OF_RANGE). Followers read up to the LEO and their
+        fetch updates their state, may expand the ISR and advance the HW;
+        consumers read only below the HW.
+        """
+        leader = self._leader
+        if leader is None:
+            return self._error_result(ErrorCode.not_leader_or_follower)
+        error = self._check_current_leader_epoch(request.current_leader_epoch)
+        if error is not None:
+            return self._error_result(error)
+        if request.is_from_follower and request.replica_id not in leader.followers:
+            return self._error_result(ErrorCode.not_leader_or_follower)
+        if request.is_from_follower and request.last_fetched_epoch >= 0:
+            diverging = self._diverging_epoch(request.last_fetched_epoch, request.fetch_offset)
+            if diverging is not None:
+                return self._result(ErrorCode.none, diverging_epoch=diverging)
+        if not self.log.log_start_offset <= request.fetch_offset <= self.log.log_end_offset:
+            return self._result(ErrorCode.offset_out_of_range)
+        max_offset = None if request.is_from_follower else self._high_watermark
+        data = self.log.read(request.fetch_offset, request.max_bytes, max_offset)
+        if request.is_from_follower:
+            leader.update_follower_fetch_state(
+                request.replica_id,
+                fetch_offset=request.fetch_offset,
+                log_start_offset=request.log_start_offset,
+                broker_epoch=request.replica_epoch,
+                leader_log_end_offset=self.log.log_end_offset,
+                now_ms=now_ms,
+            )
+            leader.maybe_propose_expand(
+                request.replica_id,
+                high_watermark=self._high_watermark,
+                ineligible=self._ineligible,
+                now_ms=now_ms,
+            )
+            self._maybe_increment_leader_hw()
+        return self._result(ErrorCode.none, records=data.records)
+
+    def delayed_fetch_bytes(self, request: FetchPartition) -> int | None:
+        """For DelayedFetch: bytes now readable for ``request``, or None if the
+        fetch must be answered now anyway (leadership or epoch changed, the
+        follower diverged, the offset fell out of range)."""
+        if self._leader is None:
+            return None
+        if self._check_current_leader_epoch(request.current_leader_epoch) is not None:
+            return None
+        if request.is_from_follower and request.last_fetched_epoch >= 0 and (
+            self._diverging_epoch(request.last_fetched_epoch, request.fetch_offset) is not None
+        ):
+            return None
+        end = self.log.log_end_offset if request.is_from_follower else self._high_watermark
+        if request.fetch_offset > end or request.fetch_offset < self.log.log_start_offset:
+            return None
+        if request.fetch_offset == end:
+            return 0
+        max_offset = None if request.is_from_follower else end
+        return len(self.log.read(request.fetch_offset, request.max_bytes, max_offset).records)
+
+    def _check_current_leader_epoch(self, current_leader_epoch: int) -> ErrorCode | None:
+        if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:
+            return None
+        if current_leader_epoch < self._leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    def _diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> EpochEndOffset | None:
+        epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:
+            # Our cache has no epochs (an empty log): the follower keeps nothing
+            # beyond our end.
+            epoch, end_offset = -1, self.log.log_end_offset
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return EpochEndOffset(epoch, end_offset)
+        return None
+
+    def _error_result(self, error: ErrorCode) -> FetchPartitionResult:
+        return FetchPartitionResult(error, leader_id=self._leader_id, leader_epoch=self._leader_epoch)
+
+    def _result(
+        self,
+        error: ErrorCode,
+        *,
+        records: bytes = b"",
+        diverging_epoch: EpochEndOffset | None = None,
+    ) -> FetchPartitionResult:
+        return FetchPartitionResult(
+            error,
+            high_watermark=self._high_watermark,
+            log_start_offset=self.log.log_start_offset,
+            log_end_offset=self.log.log_end_offset,
+            records=records,
+            diverging_epoch=diverging_epoch,
+            leader_id=self._leader_id,
+            leader_epoch=self._leader_epoch,
+        )
+
+    # ==== leader: HW and ISR ========================================================
+
+    def _maybe_increment_leader_hw(self) -> bool:
+        leader = self._leader
+        if leader is None:
+            return False
+        leo = self.log.log_end_offset
+        candidate = leader.high_watermark_candidate(leo)
+        new_hw = isr_math.next_high_watermark(self._high_watermark, candidate)
+        if new_hw == self._high_watermark:
+            return False
+        if not self.log.log_start_offset <= new_hw <= leo:
+            raise AssertionError(f"{self.key}: HW {new_hw} outside the log "
+                                 f"[{self.log.log_start_offset}, {leo}]")
+        self._high_watermark = new_hw
+        return True
+
+    def maybe_shrink_isr(self, now_ms: int) -> bool:
+        """Propose removing followers that have not caught up to the leader's
+        LEO within ``replica.lag.time.max.ms`` (Kafka's ``maybeShrinkIsr``,
+        run periodically). Returns whether a change was proposed; fetch it
+        with `poll_alter_partition`."""
+        if self._leader is None:
+            return False
+        return self._leader.maybe_propose_shrink(self.log.log_end_offset, now_ms)
+
+    def poll_alter_partition(self, now_ms: int) -> AlterPartitionRequest | None:
+        """The AlterPartition to send now, if one is due: a new proposal, a
+        retry after a retriable error, or a resend after
+        ``alter_partition_timeout_ms`` without an answer. At most one change
+        is ever pending."""
+        pending = self._leader.pending if self._leader is not None else None
+        if pending is None or pending.awaiting_metadata or now_ms < pending.retry_at_ms:
+            return None
+        if (
+            pending.sent_at_ms is not None
+            and now_ms < pending.sent_at_ms + self.config.alter_partition_timeout_ms
+        ):
+            return None
+        pending.sent_at_ms = now_ms
+        return pending.request
+
+    def handle_alter_partition_response(
+        self, response: AlterPartitionResponse, now_ms: int
+    ) -> bool:
+        """Settle the pending ISR change (Kafka's ``handleAlterPartitionUpdate``
+        and ``handleAlterPartitionError``). Returns whether the committed ISR
+        changed.
+
+        - NONE: adopt the controller's ISR and partition epoch, unless the
+          answer is for another leader epoch or an older partition epoch
+          (then newer metadata settles it).
+        - INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED: not applied; revert.
+        - FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...: our view is stale;
+          stay pending (HW over the maximal ISR) until metadata arrives.
+        - anything else (retriable): resend after the retry backoff.
+
+        A response for a change that is no longer pending is ignored.
+        """
+        leader = self._leader
+        pending = leader.pending if leader is not None else None
+        if leader is None or pending is None or pending.request.change_id != response.change_id:
+            return False
+        if response.error == ErrorCode.none:
+            if response.leader_epoch != leader.leader_epoch or (
+                response.partition_epoch < leader.partition_epoch
+            ):
+                pending.awaiting_metadata = True
+                return False
+            leader.commit_isr(response.isr, response.partition_epoch)
+            self._partition_epoch = response.partition_epoch
+            self._isr = leader.isr
+            self._maybe_increment_leader_hw()
+            return True
+        if response.error in _REVERT_ERRORS:
+            leader.revert_pending()
+            return False
+        if response.error in _AWAIT_METADATA_ERRORS:
+            pending.awaiting_metadata = True
+            return False
+        pending.sent_at_ms = None
+        pending.retry_at_ms = now_ms + self.config.alter_partition_retry_backoff_ms
+        return False
+
+    # ==== follower ==================================================================
+
+    def fetch_request(self, now_ms: int) -> FetchPartition | None:
+        """The next fetch to send to the leader, or None (not a follower, no
+        leader, fenced, or backing off). It carries the LEO as fetch offset,
+        the log's latest epoch as last fetched epoch (KIP-320) and our leader
+        epoch for fencing."""
+        follower = self._follower
+        if follower is None or not follower.can_fetch(now_ms):
+            return None
+        self._drop_epoch_entries_at_log_end()
+        return FetchPartition(
+            fetch_offset=self.log.log_end_offset,
+            current_leader_epoch=follower.leader_epoch,
+            last_fetched_epoch=self.last_fetched_epoch,
+            max_bytes=self.config.replica_fetch_max_bytes,
+            replica_id=self.local_id,
+            replica_epoch=self.broker_epoch,
+            log_start_offset=self.log.log_start_offset,
+        )
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        """The epoch of the last batch in the log (-1 if none): the newest
+        epoch-cache entry that starts below the log end.
+
+        The cache may also hold an entry starting exactly at the log end: a
+        leader writes its epoch before the first batch, and recovery or a
+        crash can leave the entry without the batch until the follower
+        truncates at its log end (`_drop_epoch_entries_at_log_end`); reporting
+        that entry would make the leader answer the same DivergingEpoch
+        forever. Skipping it gives the epoch Kafka would send.
+        """
+        leo = self.log.log_end_offset
+        for entry in reversed(self.log.epoch_entries):
+            if entry.start_offset < leo:
+                return entry.epoch
+        return -1
+
+    def _drop_epoch_entries_at_log_end(self) -> None:
+        """Forget epoch-cache entries that start at the log end (no batch carries them).
+
+        A leader checkpoints its epoch before its first batch; a crash or a
+        lost leadership can leave the entry without the batch, and a kept
+        entry makes every later ``append_as_follower`` of older-epoch batches
+        fail. Truncating at the log end drops it (Kafka's follower gets the
+        same from ``UnifiedLog.truncateTo``, which always truncates the epoch
+        cache). Cheap when there is nothing to drop.
+        """
+        entries = self.log.epoch_entries
+        if entries and entries[-1].start_offset >= self.log.log_end_offset:
+            self.log.truncate_to(self.log.log_end_offset)
+
+    def handle_fetch_response(
+        self, request: FetchPartition, result: FetchPartitionResult, now_ms: int
+    ) -> FollowerFetchOutcome:
+        """Apply the leader's answer to ``request`` (which we sent).
+
+        Stale answers (another epoch, or our LEO moved since) are dropped.
+        DivergingEpoch truncates (`divergence_truncation_offset`);
+        records are appended as they are; the HW becomes
+        min(leader HW, our LEO). FENCED_LEADER_EPOCH stops fetching until
+        newer metadata; UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER (the
+        leader's metadata is behind ours, or ours behind) back off and retry,
+        as Kafka's fetcher does: newer metadata replaces this state anyway.
+        """
+        follower = self._follower
+        if (
+            follower is None
+            or request.current_leader_epoch != follower.leader_epoch
+            or request.fetch_offset != self.log.log_end_offset
+        ):
+            return FollowerFetchOutcome.STALE
+        error = result.error
+        if error == ErrorCode.none and result.diverging_epoch is not None:
+            self._truncate_on_divergence(result.diverging_epoch)
+            return FollowerFetchOutcome.TRUNCATED
+        if error == ErrorCode.none:
+            return self._append_fetched(follower, result, now_ms)
+        if error == ErrorCode.fenced_leader_epoch:
+            follower.fenced = True
+            return FollowerFetchOutcome.WAIT_FOR_METADATA
+        if error == ErrorCode.offset_out_of_range:
+            return self._handle_offset_out_of_range(follower, result, now_ms)
+        follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+        return FollowerFetchOutcome.RETRY_LATER
+
+    def _append_fetched(
+        self, follower: FollowerState, result: FetchPartitionResult, now_ms: int
+    ) -> FollowerFetchOutcome:
+        outcome = FollowerFetchOutcome.NO_DATA
+        if result.records:
+            try:
+                self.log.append_as_follower(result.records)
+            except (UnexpectedAppendOffsetError, InvalidEpochError, InvalidRecordBatchError,
+                    RecordTooLargeError) as e:
+                # Bad peer input (tier 1): drop the response and retry later.
+                log.warning("%s: cannot append fetched batches: %s", self.key, e)
+                follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+                return FollowerFetchOutcome.RETRY_LATER
+            outcome = FollowerFetchOutcome.APPENDED
+        if result.high_watermark >= 0:
+            self._high_watermark = max(
+                self.log.log_start_offset, min(result.high_watermark, self.log.log_end_offset)
+            )
+        return outcome
+
+    def _truncate_on_divergence(self, diverging: EpochEndOffset) -> None:
+        target = divergence_truncation_offset(
+            diverging,
+            self.log.end_offset_for_epoch(diverging.epoch),
+            self.log.log_end_offset,
+            self.log.log_start_offset,
+        )
+        if target < self._high_watermark:
+            log.warning("%s: truncating to %d, below the high watermark %d",
+                        self.key, target, self._high_watermark)
+        self.log.truncate_to(target)
+        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+
+    def _handle_offset_out_of_range(
+        self, follower: FollowerState, result: FetchPartitionResult, now_ms: int
+    ) -> FollowerFetchOutcome:
+        leo = self.log.log_end_offset
+        if 0 <= result.log_end_offset < leo:
+            # The leader's log ends below ours with no epoch to compare (only
+            # after an unclean election): keep at most the leader's log.
+            if not self.config.unclean_leader_election_enable:
+                log.warning("%s: leader's end %d is below ours %d with unclean election "
+                            "disabled; truncating", self.key, result.log_end_offset, leo)
+            self.log.truncate_to(result.log_end_offset)
+            self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+            return FollowerFetchOutcome.TRUNCATED
+        if result.log_start_offset > leo:
+            # We are behind the leader's retention: restart empty at its start.
+            self.log.truncate_fully_and_start_at(result.log_start_offset)
+            self._high_watermark = result.log_start_offset
+            return FollowerFetchOutcome.TRUNCATED
+        follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+        return FollowerFetchOutcome.RETRY_LATER

@@ -1,0 +1,600 @@
+"""The partition replication core (`data_plane.partition`): scripted tests,
+each named after the rule it checks. A small context builder wires real logs
+on a `FakeFileSystem` to `Partition` objects and moves fetches between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from data_plane.partition import (
+    Acks,
+    AlterPartitionResponse,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResult,
+    FollowerFetchOutcome,
+    Partition,
+    PartitionState,
+    PartitionStateError,
+    ReplicationConfig,
+    Role,
+)
+from raftlog.net.errors import ErrorCode
+from raftlog.records import BatchBuilder, build_control_batch, decode_records, iter_batches
+from raftlog.records.batch import ControlRecordType
+from raftlog.storage import Log, LogConfig
+from raftlog.testing.clock import FakeClock
+from raftlog.testing.disk import FakeFileSystem
+
+TOPIC = "t"
+REPLICAS = (1, 2, 3)
+
+
+def batch(*values: bytes) -> bytes:
+    b = BatchBuilder()
+    for v in values:
+        b.append(v, timestamp_ms=1_700_000_000_000)
+    return b.build()
+
+
+def state(leader: int, epoch: int, pe: int, isr: tuple[int, ...] = REPLICAS) -> PartitionState:
+    return PartitionState(TOPIC, 0, leader=leader, leader_epoch=epoch, partition_epoch=pe,
+                          replicas=REPLICAS, isr=isr)
+
+
+@dataclass
+class Ctx:
+    """Three replicas of one partition, each with its own fake disk."""
+
+    config: ReplicationConfig = field(
+        default_factory=lambda: ReplicationConfig(replica_lag_time_max_ms=1_000,
+                                                  min_insync_replicas=2))
+    log_config: LogConfig = field(default_factory=LogConfig)
+    clock: FakeClock = field(default_factory=FakeClock)
+    parts: dict[int, Partition] = field(default_factory=dict)
+    now_ms: int = 0
+
+    def __post_init__(self) -> None:
+        for r in REPLICAS:
+            log = Log.open(f"/d{r}", self.log_config, fs=FakeFileSystem(), clock=self.clock)
+            self.parts[r] = Partition(TOPIC, 0, local_id=r, log=log, config=self.config,
+                                      broker_epoch=100 + r)
+
+    def apply(self, s: PartitionState) -> None:
+        for r, p in self.parts.items():
+            (p.become_leader if s.leader == r else p.become_follower)(s, self.now_ms)
+
+    def produce(self, leader: int, *values: bytes, acks: int = Acks.ALL) -> int:
+        result = self.parts[leader].append_records(batch(*values), acks, self.now_ms)
+        assert result.error == ErrorCode.none, result
+        return result.base_offset
+
+    def fetch_once(self, follower: int) -> tuple[FetchPartitionResult, FollowerFetchOutcome]:
+        f = self.parts[follower]
+        request = f.fetch_request(self.now_ms)
+        assert request is not None
+        result = self.parts[f.leader_id].handle_fetch(request, self.now_ms)
+        return result, f.handle_fetch_response(request, result, self.now_ms)
+
+    def replicate(self, *followers: int, rounds: int = 3) -> None:
+        for _ in range(rounds):
+            for f in followers:
+                self.fetch_once(f)
+
+    def values(self, r: int) -> list[bytes | None]:
+        """Every record value in replica ``r``'s log (reads stop at segment ends)."""
+        log = self.parts[r].log
+        out: list[bytes | None] = []
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            data = log.read(offset, 1 << 20).records
+            for header, pos in iter_batches(data):
+                out += [rec.value for rec in decode_records(data, pos=pos)]
+                offset = header.next_offset
+        return out
+
+
+@pytest.fixture
+def ctx() -> Ctx:
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    return c
+
+
+# ---- transitions -------------------------------------------------------------------
+
+
+def test_leader_epoch_fencing_ignores_metadata_with_an_older_leader_epoch(ctx: Ctx) -> None:
+    assert ctx.parts[2].become_follower(state(1, 3, 3), 0)
+    assert not ctx.parts[2].become_follower(state(3, 2, 4), 0)
+    assert ctx.parts[2].leader_id == 1 and ctx.parts[2].leader_epoch == 3
+
+
+def test_same_leader_epoch_with_newer_partition_epoch_refreshes_the_isr_only(ctx: Ctx) -> None:
+    leader = ctx.parts[1]
+    assert leader.become_leader(state(1, 1, 2, isr=(1, 2)), 0)
+    assert leader.isr == (1, 2) and leader.leader_epoch == 1 and leader.partition_epoch == 2
+    assert not leader.become_leader(state(1, 1, 2, isr=(1, 3)), 0)  # same partition epoch
+    assert leader.isr == (1, 2)
+
+
+def test_metadata_for_another_partition_or_wrong_role_is_caller_misuse(ctx: Ctx) -> None:
+    with pytest.raises(PartitionStateError):
+        ctx.parts[2].become_leader(state(1, 2, 2), 0)
+    with pytest.raises(PartitionStateError):
+        ctx.parts[1].become_follower(replace(state(2, 2, 2), topic="other"), 0)
+
+
+def test_kip101_becoming_follower_does_not_truncate_to_the_high_watermark(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")  # HW stays 0: followers have not fetched
+    assert ctx.parts[1].high_watermark == 0
+    ctx.apply(state(2, 2, 2))
+    assert ctx.parts[1].role is Role.FOLLOWER
+    assert ctx.parts[1].log_end_offset == 2
+
+
+# ---- produce -------------------------------------------------------------------
+
+
+def test_append_assigns_offsets_and_stamps_the_leader_epoch(ctx: Ctx) -> None:
+    assert ctx.produce(1, b"a", b"b") == 0
+    result = ctx.parts[1].append_records(batch(b"c"), Acks.LEADER, 0)
+    assert (result.base_offset, result.last_offset, result.leader_epoch) == (2, 2, 1)
+    assert result.required_offset == 3
+    assert ctx.parts[1].log.latest_epoch == 1
+
+
+@pytest.mark.parametrize("acks", [2, -2, 5])
+def test_produce_with_unknown_acks_is_invalid_required_acks(ctx: Ctx, acks: int) -> None:
+    assert ctx.parts[1].append_records(batch(b"a"), acks, 0).error == ErrorCode.invalid_required_acks
+
+
+def test_produce_to_a_follower_is_not_leader_or_follower(ctx: Ctx) -> None:
+    result = ctx.parts[2].append_records(batch(b"a"), Acks.ALL, 0)
+    assert result.error == ErrorCode.not_leader_or_follower
+    assert ctx.parts[2].log_end_offset == 0
+
+
+def test_a_bad_crc_is_corrupt_message_and_nothing_is_written(ctx: Ctx) -> None:
+    data = bytearray(batch(b"hello"))
+    data[-1] ^= 0xFF
+    assert ctx.parts[1].append_records(bytes(data), Acks.ALL, 0).error == ErrorCode.corrupt_message
+    assert ctx.parts[1].log_end_offset == 0
+
+
+def test_a_batch_over_message_max_bytes_is_message_too_large() -> None:
+    c = Ctx(log_config=LogConfig(message_max_bytes=100))
+    c.apply(state(1, 1, 1))
+    result = c.parts[1].append_records(batch(b"x" * 200), Acks.ALL, 0)
+    assert result.error == ErrorCode.message_too_large
+
+
+def test_producers_may_not_write_control_batches(ctx: Ctx) -> None:
+    control = build_control_batch(ControlRecordType.COMMIT, b"\x00\x00\x00\x00\x00\x00", timestamp_ms=0, producer_id=1,
+                                  producer_epoch=0)
+    assert ctx.parts[1].append_records(control, Acks.ALL, 0).error == ErrorCode.invalid_record
+
+
+def test_min_isr_acks_all_is_refused_before_the_append_when_the_isr_is_too_small() -> None:
+    c = Ctx()
+    c.apply(state(1, 1, 1, isr=(1,)))
+    result = c.parts[1].append_records(batch(b"a"), Acks.ALL, 0)
+    assert result.error == ErrorCode.not_enough_replicas
+    assert c.parts[1].log_end_offset == 0
+    # acks=1 does not need the ISR.
+    assert c.parts[1].append_records(batch(b"a"), Acks.LEADER, 0).error == ErrorCode.none
+
+
+def test_acks_all_completes_once_the_hw_reaches_the_last_offset_plus_one(ctx: Ctx) -> None:
+    base = ctx.produce(1, b"a", b"b")
+    leader = ctx.parts[1]
+    assert leader.check_enough_replicas_reach_offset(base + 2, 1) == (False, ErrorCode.none)
+    ctx.replicate(2, 3)
+    assert leader.high_watermark == 2
+    assert leader.check_enough_replicas_reach_offset(base + 2, 1) == (True, ErrorCode.none)
+
+
+def test_not_enough_replicas_after_append_when_the_isr_shrank_while_waiting(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    leader = ctx.parts[1]
+    leader.become_leader(state(1, 1, 2, isr=(1,)), 0)  # followers fenced by the controller
+    assert leader.high_watermark == 1
+    assert leader.check_enough_replicas_reach_offset(1, 1) == (
+        True, ErrorCode.not_enough_replicas_after_append)
+
+
+def test_a_waiting_produce_fails_not_leader_once_leadership_moves(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    ctx.apply(state(2, 2, 2))
+    assert ctx.parts[1].check_enough_replicas_reach_offset(1, 1) == (
+        True, ErrorCode.not_leader_or_follower)
+
+
+# ---- high watermark -------------------------------------------------------------------
+
+
+def test_hw_is_the_minimum_leo_over_the_isr(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b", b"c")
+    ctx.replicate(2)
+    assert ctx.parts[1].high_watermark == 0  # broker 3 has not fetched
+    ctx.fetch_once(3)
+    ctx.fetch_once(3)  # the second fetch reports LEO 3
+    ctx.fetch_once(2)
+    assert ctx.parts[1].high_watermark == 3
+
+
+def test_kip320_rule3_a_new_leader_hw_waits_until_every_isr_member_fetched_in_its_epoch(
+    ctx: Ctx,
+) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2, 3)
+    ctx.apply(state(2, 2, 2))
+    new_leader = ctx.parts[2]
+    assert new_leader.leader_epoch_start_offset == 2
+    hw_before = new_leader.high_watermark
+    new_leader.append_records(batch(b"c"), Acks.ALL, 0)
+    ctx.fetch_once(3)
+    ctx.fetch_once(3)
+    # Broker 1 (in the ISR) has not fetched in epoch 2: the HW cannot move past it.
+    assert new_leader.high_watermark == hw_before
+    ctx.fetch_once(1)
+    ctx.fetch_once(1)
+    ctx.fetch_once(3)
+    assert new_leader.high_watermark == 3
+    assert not new_leader.high_watermark_is_lagging
+
+
+def test_hw_never_decreases_when_a_follower_fetches_from_a_lower_offset(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2, 3)
+    assert ctx.parts[1].high_watermark == 2
+    # Broker 3 lost its tail (crash) and fetches from offset 0 again.
+    ctx.parts[1].handle_fetch(FetchPartition(0, 1, -1, replica_id=3, replica_epoch=103), 0)
+    assert ctx.parts[1].high_watermark == 2
+
+
+def test_kip497_hw_counts_the_maximal_isr_while_an_expansion_is_in_flight() -> None:
+    c = Ctx()
+    c.apply(state(1, 1, 1, isr=(1, 2)))
+    leader = c.parts[1]
+    c.produce(1, b"a")
+    c.replicate(2, 3)  # broker 3 reaches the HW: expansion proposed
+    assert leader.isr_change_in_flight and leader.maximal_isr == (1, 2, 3)
+    request = leader.poll_alter_partition(0)
+    assert request is not None and request.new_isr == (1, 2, 3)
+    c.produce(1, b"b")
+    c.replicate(2)
+    # The HW does not pass broker 3, which may already be in the ISR.
+    assert leader.high_watermark == 1
+    c.fetch_once(3)  # gets "b"
+    c.fetch_once(3)  # reports LEO 2
+    assert leader.high_watermark == 2
+
+
+# ---- ISR -------------------------------------------------------------------------
+
+
+def test_isr_shrinks_after_replica_lag_time_max_without_catching_up(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    ctx.now_ms = 500
+    ctx.replicate(2)  # broker 2 keeps up, broker 3 never fetches
+    leader = ctx.parts[1]
+    assert not leader.maybe_shrink_isr(1_000)
+    ctx.now_ms = 1_400
+    ctx.replicate(2)
+    assert leader.maybe_shrink_isr(1_600)
+    request = leader.poll_alter_partition(1_600)
+    assert request is not None and request.new_isr == (1, 2)
+    assert [p.broker_epoch for p in request.new_isr_with_epochs] == [101, 102]
+
+
+def test_a_follower_fetching_at_the_leader_leo_is_caught_up_and_stays(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    for t in (300, 900, 1_500, 2_100):
+        ctx.now_ms = t
+        ctx.replicate(2, 3, rounds=1)
+    assert not ctx.parts[1].maybe_shrink_isr(2_200)
+
+
+def test_isr_expansion_requires_hw_epoch_start_and_a_fetch_in_the_current_epoch() -> None:
+    c = Ctx()
+    c.apply(state(1, 1, 1, isr=(1, 2)))
+    c.produce(1, b"a", b"b")
+    c.replicate(2)
+    # Leadership moves to 2 (epoch 2) with a lagging HW; 3 has nothing.
+    c.apply(state(2, 2, 2, isr=(2, 1)))
+    leader = c.parts[2]
+    assert leader.leader_epoch_start_offset == 2
+    # Broker 3 fetching from 0 has reached the HW (0) but not the epoch start (2).
+    c.fetch_once(3)
+    assert not leader.isr_change_in_flight
+    c.fetch_once(1)
+    c.fetch_once(3)
+    c.fetch_once(3)
+    assert leader.isr_change_in_flight
+    request = leader.poll_alter_partition(0)
+    assert request is not None and request.new_isr == (2, 1, 3)
+
+
+def test_kip841_a_fenced_replica_is_never_proposed_for_the_isr() -> None:
+    c = Ctx()
+    c.apply(state(1, 1, 1, isr=(1, 2)))
+    c.parts[1].update_ineligible_replicas(frozenset({3}))
+    c.replicate(2, 3)
+    assert not c.parts[1].isr_change_in_flight
+
+
+def test_only_one_alter_partition_is_in_flight_and_a_timeout_resends_it(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    leader = ctx.parts[1]
+    assert leader.maybe_shrink_isr(5_000)
+    assert not leader.maybe_shrink_isr(5_001)
+    first = leader.poll_alter_partition(5_000)
+    assert first is not None
+    assert leader.poll_alter_partition(5_001) is None
+    again = leader.poll_alter_partition(5_000 + ctx.config.alter_partition_timeout_ms)
+    assert again == first
+
+
+def test_alter_partition_success_applies_the_controller_isr_and_partition_epoch(ctx: Ctx) -> None:
+    leader = ctx.parts[1]
+    leader.maybe_shrink_isr(5_000)
+    req = leader.poll_alter_partition(5_000)
+    assert req is not None and req.new_isr == (1,)
+    stale = AlterPartitionResponse(req.change_id + 7, ErrorCode.none, 1, 1, 9, (1,))
+    assert not leader.handle_alter_partition_response(stale, 5_001)
+    ok = AlterPartitionResponse(req.change_id, ErrorCode.none, 1, 1, 2, (1,))
+    assert leader.handle_alter_partition_response(ok, 5_001)
+    assert leader.isr == (1,) and leader.partition_epoch == 2 and not leader.isr_change_in_flight
+    # The metadata record for the same change is now a no-op.
+    assert not leader.become_leader(state(1, 1, 2, isr=(1,)), 5_002)
+
+
+@pytest.mark.parametrize("error", [ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted])
+def test_alter_partition_not_applied_reverts_to_the_committed_isr(ctx: Ctx, error: ErrorCode) -> None:
+    leader = ctx.parts[1]
+    leader.maybe_shrink_isr(5_000)
+    req = leader.poll_alter_partition(5_000)
+    assert req is not None
+    leader.handle_alter_partition_response(AlterPartitionResponse(req.change_id, error), 5_001)
+    assert not leader.isr_change_in_flight and leader.isr == REPLICAS
+
+
+@pytest.mark.parametrize("error", [ErrorCode.invalid_update_version, ErrorCode.fenced_leader_epoch])
+def test_alter_partition_with_a_stale_view_waits_for_metadata(ctx: Ctx, error: ErrorCode) -> None:
+    leader = ctx.parts[1]
+    leader.maybe_shrink_isr(5_000)
+    req = leader.poll_alter_partition(5_000)
+    assert req is not None
+    leader.handle_alter_partition_response(AlterPartitionResponse(req.change_id, error), 5_001)
+    assert leader.isr_change_in_flight
+    assert leader.poll_alter_partition(100_000) is None
+    assert leader.become_leader(state(1, 1, 5, isr=(1, 2)), 5_002)
+    assert not leader.isr_change_in_flight and leader.isr == (1, 2)
+
+
+def test_a_retriable_alter_partition_error_is_retried_after_the_backoff(ctx: Ctx) -> None:
+    leader = ctx.parts[1]
+    leader.maybe_shrink_isr(5_000)
+    req = leader.poll_alter_partition(5_000)
+    assert req is not None
+    leader.handle_alter_partition_response(
+        AlterPartitionResponse(req.change_id, ErrorCode.request_timed_out), 5_001)
+    assert leader.poll_alter_partition(5_002) is None
+    assert leader.poll_alter_partition(5_001 + ctx.config.alter_partition_retry_backoff_ms) == req
+
+
+# ---- serving fetches -------------------------------------------------------------------
+
+
+def test_kip320_a_fetch_with_an_older_leader_epoch_is_fenced(ctx: Ctx) -> None:
+    ctx.apply(state(1, 3, 2))
+    result = ctx.parts[1].handle_fetch(FetchPartition(0, 2, replica_id=2), 0)
+    assert result.error == ErrorCode.fenced_leader_epoch
+
+
+def test_kip320_a_fetch_with_a_newer_leader_epoch_is_unknown_leader_epoch(ctx: Ctx) -> None:
+    result = ctx.parts[1].handle_fetch(FetchPartition(0, 2, replica_id=2), 0)
+    assert result.error == ErrorCode.unknown_leader_epoch
+
+
+def test_fetch_from_a_follower_replica_is_not_leader_or_follower(ctx: Ctx) -> None:
+    result = ctx.parts[2].handle_fetch(FetchPartition(0, 1), 0)
+    assert result.error == ErrorCode.not_leader_or_follower
+
+
+def test_kip320_leader_answers_diverging_epoch_and_does_not_count_the_fetch(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.apply(state(1, 3, 2))
+    ctx.produce(1, b"c")
+    # Broker 2 claims epoch 2 up to offset 4: the leader never had epoch 2.
+    result = ctx.parts[1].handle_fetch(
+        FetchPartition(4, 3, last_fetched_epoch=2, replica_id=2, replica_epoch=102), 0)
+    assert result.error == ErrorCode.none and result.records == b""
+    assert result.diverging_epoch == EpochEndOffset(1, 2)
+    state2 = ctx.parts[1].follower_fetch_state(2)
+    assert state2 is not None and state2[0] == -1  # LEO still unknown
+
+
+def test_consumers_read_only_below_the_high_watermark(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    ctx.replicate(2, 3)
+    ctx.produce(1, b"b")
+    result = ctx.parts[1].handle_fetch(FetchPartition(0, 1), 0)
+    assert [r.value for r in decode_records(result.records)] == [b"a"]
+    assert ctx.parts[1].handle_fetch(FetchPartition(1, 1), 0).records == b""
+    assert result.high_watermark == 1
+
+
+def test_a_fetch_outside_log_start_and_leo_is_offset_out_of_range(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    assert ctx.parts[1].handle_fetch(FetchPartition(5, 1), 0).error == ErrorCode.offset_out_of_range
+
+
+def test_delayed_fetch_bytes_counts_readable_bytes_and_asks_to_answer_on_change(ctx: Ctx) -> None:
+    leader = ctx.parts[1]
+    follower_req = FetchPartition(0, 1, replica_id=2)
+    assert leader.delayed_fetch_bytes(follower_req) == 0
+    ctx.produce(1, b"a")
+    readable = leader.delayed_fetch_bytes(follower_req)
+    assert readable is not None and readable > 0
+    assert leader.delayed_fetch_bytes(FetchPartition(0, 1)) == 0  # consumer: HW is 0
+    ctx.apply(state(2, 2, 2))
+    assert leader.delayed_fetch_bytes(follower_req) is None
+
+
+# ---- follower side -------------------------------------------------------------------
+
+
+def test_follower_fetch_carries_leo_last_fetched_epoch_and_leader_epoch(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    ctx.replicate(2)
+    request = ctx.parts[2].fetch_request(0)
+    assert request is not None
+    assert (request.fetch_offset, request.last_fetched_epoch, request.current_leader_epoch,
+            request.replica_id, request.replica_epoch) == (1, 1, 1, 2, 102)
+    assert ctx.parts[1].fetch_request(0) is None  # leaders do not fetch
+
+
+def test_follower_takes_the_hw_as_min_of_leader_hw_and_own_leo(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2, 3)
+    assert ctx.parts[2].high_watermark == 2
+    fake = FetchPartitionResult(ErrorCode.none, high_watermark=50, log_end_offset=50)
+    request = ctx.parts[2].fetch_request(0)
+    assert request is not None
+    ctx.parts[2].handle_fetch_response(request, fake, 0)
+    assert ctx.parts[2].high_watermark == 2
+
+
+def test_kip320_follower_truncates_to_the_leader_end_offset_for_its_last_fetched_epoch(
+    ctx: Ctx,
+) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2, 3)
+    # Broker 1 writes two more records in epoch 1 that only it has, then loses leadership.
+    ctx.produce(1, b"x", b"y")
+    ctx.apply(state(2, 2, 2))
+    ctx.produce(2, b"c")
+    result, outcome = ctx.fetch_once(1)
+    assert result.diverging_epoch == EpochEndOffset(1, 2)
+    assert outcome is FollowerFetchOutcome.TRUNCATED
+    assert ctx.parts[1].log_end_offset == 2
+    ctx.replicate(1, 3)
+    assert ctx.values(1) == ctx.values(2) == [b"a", b"b", b"c"]
+
+
+def test_kip279_a_follower_lacking_the_leader_epoch_truncates_to_its_own_epoch_end_first() -> None:
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    c.produce(1, b"a")
+    c.replicate(2, 3)
+    # Fast leader changes: 2 leads epoch 2 and writes one record only 3 gets,
+    # then 3 leads epoch 3 and writes; 1 (last epoch 1) never saw epoch 2.
+    c.apply(state(2, 2, 2))
+    c.produce(2, b"e2")
+    c.replicate(3)
+    c.apply(state(3, 3, 3))
+    c.produce(3, b"e3")
+    # Broker 2 has epoch 2 at offset 1; broker 3 has it too, so 2 keeps it.
+    c.replicate(2, 1)
+    assert c.values(1) == c.values(2) == c.values(3) == [b"a", b"e2", b"e3"]
+
+
+def test_kip279_divergence_across_two_epochs_converges_in_steps() -> None:
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    c.produce(1, b"a")
+    c.replicate(2, 3)
+    c.apply(state(1, 2, 2))
+    c.produce(1, b"only-on-1-epoch-2")
+    c.apply(state(1, 3, 3))
+    c.produce(1, b"only-on-1-epoch-3")
+    c.apply(state(2, 4, 4))  # broker 2 was in the ISR with only offset 0
+    c.produce(2, b"b")
+    outcomes = []
+    for _ in range(4):
+        outcomes.append(c.fetch_once(1)[1])
+    assert FollowerFetchOutcome.TRUNCATED in outcomes
+    assert c.values(1) == c.values(2) == [b"a", b"b"]
+
+
+def test_fenced_leader_epoch_stops_fetching_until_newer_metadata(ctx: Ctx) -> None:
+    f = ctx.parts[2]
+    request = f.fetch_request(0)
+    assert request is not None
+    outcome = f.handle_fetch_response(request, FetchPartitionResult(ErrorCode.fenced_leader_epoch), 0)
+    assert outcome is FollowerFetchOutcome.WAIT_FOR_METADATA
+    assert f.fetch_request(10_000) is None
+    f.become_follower(state(3, 2, 2), 10_000)
+    assert f.fetch_request(10_000) is not None
+
+
+@pytest.mark.parametrize("error", [ErrorCode.unknown_leader_epoch, ErrorCode.not_leader_or_follower])
+def test_a_leader_behind_on_metadata_makes_the_follower_back_off_and_retry(
+    ctx: Ctx, error: ErrorCode
+) -> None:
+    f = ctx.parts[2]
+    request = f.fetch_request(0)
+    assert request is not None
+    assert f.handle_fetch_response(request, FetchPartitionResult(error), 0) is (
+        FollowerFetchOutcome.RETRY_LATER)
+    assert f.fetch_request(1) is None
+    assert f.fetch_request(ctx.config.replica_fetch_backoff_ms) is not None
+
+
+def test_a_response_to_a_request_from_another_epoch_or_offset_is_dropped(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    f = ctx.parts[2]
+    request = f.fetch_request(0)
+    assert request is not None
+    result = ctx.parts[1].handle_fetch(request, 0)
+    f.become_follower(state(3, 2, 2), 0)
+    assert f.handle_fetch_response(request, result, 0) is FollowerFetchOutcome.STALE
+    assert f.log_end_offset == 0
+
+
+def test_a_follower_restarted_with_an_epoch_entry_but_no_batch_for_it_still_catches_up() -> None:
+    """A leader writes its epoch to the checkpoint (synced) before the batch
+    (not synced); a crash leaves the entry at the log end. Kafka's follower
+    drops it when it truncates at the leader's answer; ours must too, or
+    appending the new leader's older-epoch batches fails forever."""
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    c.produce(1, b"a")
+    c.parts[1].log.flush()
+    c.produce(1, b"a2")
+    c.replicate(2, 3)
+    fs = c.parts[1].log._fs
+    assert isinstance(fs, FakeFileSystem)
+
+    def restart_broker_1() -> Log:
+        fs.crash()
+        log = Log.open("/d1", c.log_config, fs=fs, clock=c.clock)
+        c.parts[1] = Partition(TOPIC, 0, local_id=1, log=log, config=c.config, broker_epoch=201)
+        return log
+
+    restart_broker_1()  # loses "a2"
+    c.parts[1].become_leader(state(1, 2, 2), 0)
+    c.produce(1, b"lost")  # epoch 2's entry is synced, its batch is not
+    log = restart_broker_1()
+    assert log.log_end_offset == 1 and log.latest_epoch == 2
+    c.parts[1].become_follower(state(2, 3, 3), 0)
+    c.parts[2].become_leader(state(2, 3, 3), 0)
+    assert c.parts[1].last_fetched_epoch == 1
+    c.replicate(1)
+    assert c.values(1) == c.values(2) == [b"a", b"a2"]
+
+
+def test_a_follower_ahead_of_its_leader_with_no_epoch_info_truncates_on_out_of_range(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2)
+    f = ctx.parts[2]
+    request = f.fetch_request(0)
+    assert request is not None
+    result = FetchPartitionResult(ErrorCode.offset_out_of_range, high_watermark=1,
+                                  log_start_offset=0, log_end_offset=1)
+    assert f.handle_fetch_response(request, result, 0) is FollowerFetchOutcome.TRUNCATED
+    assert f.log_end_offset <= 1
