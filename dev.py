@@ -5,7 +5,7 @@
     python3 dev.py test    set everything up, then run the test suite
 
 Set-up makes a virtual environment in .venv and installs the project with
-its dev and bench extras into it. It reinstalls only when pyproject.toml changes (a
+its dev, bench and chaos extras into it. It reinstalls only when pyproject.toml changes (a
 hash is kept in .venv/.dev-stamp). Any further arguments go to the command:
 `python3 dev.py test -k records`, `python3 dev.py up --base-port 19092`.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -51,8 +52,36 @@ def setup() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == want:
         return
     _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench]")
+    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench,chaos]")
     STAMP.write_text(want)
+
+
+# Debian packages the chaos suite's fault backends use (chaos-infra.md):
+# network namespaces (iproute2), nftables partitions, libfaketime clock skew.
+SYSTEM_TOOLS = {"ip": "iproute2", "nft": "nftables", "faketime": "faketime"}
+
+
+def system_tools() -> None:
+    """Install missing fault-injection tools with apt-get when we are root.
+
+    Without them (not root, no apt-get, no network) the tests that need them
+    skip and print why; nothing else depends on them.
+    """
+    missing = sorted({pkg for tool, pkg in SYSTEM_TOOLS.items() if shutil.which(tool) is None})
+    if not missing:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print(f"dev.py: not installing {', '.join(missing)} (needs root and apt-get); "
+              "the chaos tests that need them will skip", flush=True)
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"],
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing]):
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.call(cmd, env=env, stdout=subprocess.DEVNULL) != 0:
+            print(f"dev.py: could not install {', '.join(missing)}; "
+                  "the chaos tests that need them will skip", flush=True)
+            return
 
 
 def up(args: list[str]) -> int:
@@ -81,6 +110,8 @@ def main() -> int:
     os.chdir(ROOT)
     setup()
     command, rest = sys.argv[1], sys.argv[2:]
+    if command == "test":
+        system_tools()
     return up(rest) if command == "up" else test(rest)
 
 

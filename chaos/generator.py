@@ -1,0 +1,176 @@
+"""Pure, seeded generators: the plan of a run as data.
+
+Jepsen's generators are pure values that yield ops given a context; ours are
+simpler: `generate` maps ``(seed, config)`` to a finite, time-ordered sequence
+of `PlannedOp`s. It uses one `random.Random(seed)` per stream and never reads
+a clock (STYLE.md sections 5 and 10), so the same seed gives the same plan,
+and a run replays from its seed up to the timing noise of real processes.
+
+A plan has three phases, as in Jepsen's Kafka test (``gen/phases``):
+
+1. **Main phase** (``0 .. time_limit``): client ops at ``rate_hz`` (Poisson
+   arrivals): ``send`` of a unique int value to a random partition, or
+   ``poll``; interleaved with nemesis ops from the fault schedule: every
+   ``interval_s`` a fault chosen from ``faults`` starts and stops
+   ``duration_s`` later (``start-kill`` / ``stop-kill`` ...).
+2. **Heal**: at ``time_limit`` a ``stop-*`` for every enabled fault kind (each
+   fault has a healing step; healing what is not active is a no-op), then a
+   quiet period of ``quiet_s`` with no faults and no ops, so the cluster can
+   settle (elect, catch up, advance the HW).
+3. **Final reads**: one ``final-read`` per partition, each on a fresh process,
+   reading from 0 to the end offset.
+
+Targets (which node to kill, which grudge) are chosen here as *kinds* (e.g.
+``"leader"``, ``"majority-ring"``); the nemesis resolves them against cluster
+state at invoke time, like Jepsen's ``:targeter``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from chaos.history import JSON, NEMESIS, Process
+
+FAULT_KINDS: tuple[str, ...] = ("kill", "pause", "partition", "clock", "lost-writes", "disk-full")
+
+# Node choices resolved at invoke time by the nemesis.
+NODE_TARGETS: tuple[str, ...] = ("one", "leader", "controller", "minority")
+GRUDGES: tuple[str, ...] = (
+    "halves",
+    "majority-ring",
+    "bridge",
+    "isolate-leader",
+    "isolate-controller",
+    "one-way",
+)
+CLOCK_OFFSETS_S: tuple[int, ...] = (-3600, -60, -1, 1, 60, 3600, 86400)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedOp:
+    """An op to invoke at ``time_ns`` after the run starts."""
+
+    time_ns: int
+    process: Process
+    f: str
+    value: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """Client ops: ``rate_hz`` total, ``send_fraction`` of them sends."""
+
+    partitions: int = 3
+    processes: int = 4
+    rate_hz: float = 100.0
+    send_fraction: float = 0.6
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1 or self.processes < 1:
+            raise ValueError("need at least one partition and one process")
+        if self.rate_hz <= 0 or not 0.0 <= self.send_fraction <= 1.0:
+            raise ValueError("rate_hz > 0 and 0 <= send_fraction <= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class NemesisConfig:
+    """Which faults, how often (``interval_s``) and for how long (``duration_s``)."""
+
+    faults: tuple[str, ...] = ("kill", "partition")
+    interval_s: float = 10.0
+    duration_s: float = 5.0
+    start_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        unknown = set(self.faults) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {FAULT_KINDS}")
+        if self.duration_s <= 0 or self.interval_s < self.duration_s:
+            raise ValueError("need 0 < duration_s <= interval_s (faults do not overlap)")
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    seed: int
+    time_limit_s: float = 60.0
+    quiet_s: float = 10.0
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    nemesis: NemesisConfig = field(default_factory=NemesisConfig)
+
+
+def _s_to_ns(s: float) -> int:
+    return round(s * 1e9)
+
+
+def workload_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
+    """Main-phase client ops; values are 0, 1, 2... in send order (unique)."""
+    rng = random.Random(f"workload:{cfg.seed}")
+    w = cfg.workload
+    t = 0.0
+    value = 0
+    while True:
+        t += rng.expovariate(w.rate_hz)
+        if t >= cfg.time_limit_s:
+            return
+        proc = rng.randrange(w.processes)
+        if rng.random() < w.send_fraction:
+            yield PlannedOp(
+                _s_to_ns(t),
+                proc,
+                "send",
+                {"partition": rng.randrange(w.partitions), "value": value},
+            )
+            value += 1
+        else:
+            yield PlannedOp(_s_to_ns(t), proc, "poll", None)
+
+
+def fault_value(kind: str, rng: random.Random) -> JSON:
+    """The data of one fault: what the nemesis resolves at invoke time."""
+    if kind == "partition":
+        return {"grudge": rng.choice(GRUDGES)}
+    if kind == "clock":
+        return {"target": rng.choice(NODE_TARGETS), "offset_s": rng.choice(CLOCK_OFFSETS_S)}
+    return {"target": rng.choice(NODE_TARGETS)}
+
+
+def nemesis_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
+    """Start/stop pairs on the schedule; never overlapping; all within the main phase."""
+    n = cfg.nemesis
+    if not n.faults:
+        return
+    rng = random.Random(f"nemesis:{cfg.seed}")
+    t = n.start_s
+    while t + n.duration_s < cfg.time_limit_s:
+        kind = rng.choice(n.faults)
+        yield PlannedOp(_s_to_ns(t), NEMESIS, f"start-{kind}", fault_value(kind, rng))
+        yield PlannedOp(_s_to_ns(t + n.duration_s), NEMESIS, f"stop-{kind}", None)
+        t += n.interval_s
+
+
+def final_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
+    """Heal everything, stay quiet, then one final read per partition."""
+    t_heal = _s_to_ns(cfg.time_limit_s)
+    for kind in cfg.nemesis.faults:
+        yield PlannedOp(t_heal, NEMESIS, f"stop-{kind}", {"final": True})
+    t_read = _s_to_ns(cfg.time_limit_s + cfg.quiet_s)
+    first = cfg.workload.processes  # fresh process ids, never used by the workload
+    for p in range(cfg.workload.partitions):
+        yield PlannedOp(t_read, first + p, "final-read", {"partitions": [p]})
+
+
+def generate(cfg: RunConfig) -> list[PlannedOp]:
+    """The whole plan, ordered by time (ties: nemesis first, then by process).
+
+    Pure: depends only on ``cfg``. The runner invokes each op when its time
+    comes, but a client process that is still busy with its previous op skips
+    ahead (Jepsen processes are single-threaded), so the history may contain
+    fewer ops than the plan.
+    """
+    main = sorted(
+        [*workload_ops(cfg), *nemesis_ops(cfg)],
+        key=lambda op: (op.time_ns, op.process != NEMESIS, str(op.process)),
+    )
+    return [*main, *final_ops(cfg)]

@@ -1,0 +1,178 @@
+"""Nemeses: fault plans as data, each with setup, invoke, teardown and a heal.
+
+The generator emits ``start-<fault>`` / ``stop-<fault>`` ops whose values name
+*kinds* of targets; a nemesis resolves them at invoke time from a
+`ClusterState` snapshot (Jepsen's targeters: the leader is whoever leads
+*now*), applies the fault, and returns the resolved plan as the completion
+value, so the history records exactly what was done. ``stop-<fault>`` is the
+heal and is idempotent.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from chaos.db import DB
+from chaos.history import JSON
+from chaos.nemesis import grudges as g
+from chaos.nemesis.grudges import Link, Node
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """What the runner knows when a fault starts."""
+
+    nodes: tuple[Node, ...]
+    leader: Node | None = None
+    controller: Node | None = None
+
+
+class NetBackend(Protocol):
+    """Makes a set of directed links drop (ProxyNet, NetnsNet)."""
+
+    async def setup(self) -> None: ...
+    async def cut(self, cut_links: frozenset[Link]) -> None: ...
+    async def heal(self) -> None: ...
+    async def teardown(self) -> None: ...
+
+
+class Nemesis(Protocol):
+    fs: frozenset[str]
+
+    async def setup(self) -> None: ...
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON: ...
+    async def teardown(self) -> None: ...
+
+
+def resolve_grudge(
+    kind: str, state: ClusterState, rng: random.Random
+) -> dict[Node, frozenset[Node]]:
+    """A grudge of the given kind (generator.GRUDGES) for the cluster now."""
+    nodes = list(state.nodes)
+    if kind == "halves":
+        return g.halves(nodes, rng)
+    if kind == "majority-ring":
+        return g.majority_ring(nodes, rng)
+    if kind == "bridge":
+        return g.bridge(nodes, rng)
+    if kind in ("isolate-leader", "isolate-controller"):
+        who = state.leader if kind == "isolate-leader" else state.controller
+        return g.isolate(who if who is not None else rng.choice(nodes), nodes)
+    if kind == "one-way":
+        src, dst = rng.sample(nodes, 2)
+        return g.one_way(src, dst)
+    raise ValueError(f"unknown grudge {kind!r}")
+
+
+def resolve_targets(kind: str, state: ClusterState, rng: random.Random) -> list[Node]:
+    """Nodes for ``one`` / ``leader`` / ``controller`` / ``minority``."""
+    nodes = list(state.nodes)
+    if kind == "leader" and state.leader is not None:
+        return [state.leader]
+    if kind == "controller" and state.controller is not None:
+        return [state.controller]
+    if kind == "minority":
+        return sorted(rng.sample(nodes, (len(nodes) - 1) // 2 or 1))
+    return [rng.choice(nodes)]
+
+
+class PartitionNemesis:
+    """``start-partition {"grudge": kind}`` / ``stop-partition``."""
+
+    fs = frozenset({"start-partition", "stop-partition"})
+
+    def __init__(self, net: NetBackend, rng: random.Random) -> None:
+        self.net = net
+        self.rng = rng
+
+    async def setup(self) -> None:
+        await self.net.setup()
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        if f == "stop-partition":
+            await self.net.heal()
+            return "healed"
+        grudge = resolve_grudge(value["grudge"], state, self.rng)
+        await self.net.cut(g.links(grudge))
+        return {"grudge": value["grudge"], "drops": {k: sorted(v) for k, v in grudge.items() if v}}
+
+    async def teardown(self) -> None:
+        await self.net.heal()
+        await self.net.teardown()
+
+
+class ProcessNemesis:
+    """kill, pause and lost-writes (kill with loss of unsynced data) via a `DB`.
+
+    ``start-kill`` SIGKILLs the targets; ``stop-kill`` restarts every node
+    this nemesis killed. ``start-pause``/``stop-pause`` send SIGSTOP/SIGCONT.
+    ``start-lost-writes`` SIGKILLs nodes that run with the lossy-storage flag;
+    its heal restarts them like ``stop-kill``.
+    """
+
+    fs = frozenset(f"{p}-{k}" for p in ("start", "stop") for k in ("kill", "pause", "lost-writes"))
+
+    def __init__(self, db: DB, rng: random.Random) -> None:
+        self.db = db
+        self.rng = rng
+        self.down: set[Node] = set()
+        self.paused: set[Node] = set()
+
+    async def setup(self) -> None:
+        return None
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        action, _, kind = f.partition("-")
+        if action == "start":
+            targets = resolve_targets(value["target"], state, self.rng)
+            for n in targets:
+                if kind == "pause":
+                    await self.db.pause_node(n)
+                    self.paused.add(n)
+                else:
+                    await self.db.kill_node(n)
+                    self.down.add(n)
+            return {"nodes": targets}
+        healed: Sequence[Node]
+        if kind == "pause":
+            healed = sorted(self.paused)
+            for n in healed:
+                await self.db.resume_node(n)
+            self.paused.clear()
+        else:
+            healed = sorted(self.down)
+            for n in healed:
+                await self.db.start_node(n)
+            self.down.clear()
+        return {"nodes": list(healed)}
+
+    async def teardown(self) -> None:
+        for n in sorted(self.paused):
+            await self.db.resume_node(n)
+        for n in sorted(self.down):
+            await self.db.start_node(n)
+
+
+class Compose:
+    """Dispatch ops to the nemesis that handles their ``f`` (Jepsen ``compose``)."""
+
+    def __init__(self, nemeses: Sequence[Nemesis]) -> None:
+        self.nemeses = list(nemeses)
+        self.fs = frozenset().union(*(n.fs for n in nemeses)) if nemeses else frozenset()
+
+    async def setup(self) -> None:
+        for n in self.nemeses:
+            await n.setup()
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        for n in self.nemeses:
+            if f in n.fs:
+                return await n.invoke(f, value, state)
+        raise ValueError(f"no nemesis handles {f!r}")
+
+    async def teardown(self) -> None:
+        for n in reversed(self.nemeses):
+            await n.teardown()

@@ -1,0 +1,283 @@
+"""Each checker on small hand-written histories: catches its anomaly, passes clean ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chaos.checker import (
+    UNKNOWN,
+    AbortedReads,
+    Duplicates,
+    InconsistentOffsets,
+    LostWrites,
+    PollOrder,
+    ReplicaDivergence,
+    Result,
+    Unseen,
+    VanishedReads,
+    compose,
+    kafka_checkers,
+    merge_valid,
+    read_log_below_hw,
+)
+from raftlog.records.builder import BatchBuilder
+from tests.chaos.hist import H
+
+
+def kinds(r: Result) -> dict[str, list[int]]:
+    """anomaly type -> sorted op indexes of all example ops."""
+    return {k: sorted({op.index for a in v for op in a.ops}) for k, v in r.anomalies.items()}
+
+
+def clean() -> H:
+    return (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 2, 1)
+        .send(1, 1, 3, 0)
+        .poll(2, {0: [(0, 1)]})
+        .poll(2, {0: [(1, 2)], 1: [(0, 3)]})
+        .final(9, {0: [(0, 1), (1, 2)], 1: [(0, 3)]})
+    )
+
+
+def test_clean_history_passes_every_checker() -> None:
+    r = compose(kafka_checkers()).check(clean().build())
+    assert r.valid is True, json.dumps(r.to_json(), indent=1)
+    assert set(r.children) == set(kafka_checkers())
+    assert r.anomaly_count() == 0
+
+
+def test_lost_write_below_highest_read_offset() -> None:
+    # send of 2 acked at offset 1; a poll reached offset 2 but nobody saw 2.
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 2, 1)
+        .send(0, 0, 3, 2)
+        .poll(1, {0: [(0, 1), (2, 3)]})
+        .build()
+    )
+    r = LostWrites().check(h)
+    assert r.valid is False
+    assert list(r.anomalies) == ["lost-write"]
+    (a,) = r.anomalies["lost-write"]
+    assert a.details["value"] == 2 and a.details["max_read_offset"] == 2
+    assert [op.index for op in a.ops] == [3]  # the ok completion of the lost send
+
+
+def test_lost_at_end_even_if_read_earlier() -> None:
+    h = H().send(0, 0, 1, 0).poll(1, {0: [(0, 1)]}).final(9, {0: []}, ends={0: 0}).build()
+    r = LostWrites().check(h)
+    assert r.valid is False
+    (a,) = r.anomalies["lost-at-end"]
+    assert a.details["read_earlier"] is True
+    assert [op.index for op in a.ops] == [1, 5]
+
+
+def test_info_send_is_never_lost_or_unseen() -> None:
+    # KAFKA-13574: an indefinite send may or may not have happened.
+    h = (
+        H()
+        .send(0, 0, 1, result="info")
+        .send(0, 0, 2, 1)
+        .poll(1, {0: [(1, 2)]})
+        .final(9, {0: [(1, 2)]})
+        .build()
+    )
+    checks = compose({"lost": LostWrites(), "unseen": Unseen(), "aborted": AbortedReads()})
+    assert checks.check(h).valid is True
+    # ...and reading it is fine too
+    h2 = H().send(0, 0, 1, result="info").poll(1, {0: [(0, 1)]}).final(9, {0: [(0, 1)]}).build()
+    assert compose(kafka_checkers()).check(h2).valid is True
+
+
+def test_unterminated_send_counts_as_info() -> None:
+    h = H()._add("invoke", 0, "send", {"partition": 0, "value": 1}).final(9, {0: []}).build()
+    assert compose(kafka_checkers()).check(h).valid is True
+
+
+def test_duplicates_invalid_only_with_idempotence() -> None:
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 1, 1)
+        .poll(1, {0: [(0, 1), (1, 1)]})
+        .final(9, {0: [(0, 1), (1, 1)]})
+        .build()
+    )
+    r = Duplicates(idempotent=True).check(h)
+    assert r.valid is False
+    (a,) = r.anomalies["duplicate"]
+    assert a.details["positions"] == [[0, 0], [0, 1]]
+    loose = Duplicates(idempotent=False).check(h)
+    assert loose.valid is True and "duplicate" in loose.anomalies  # reported, allowed
+    assert Duplicates().check(clean().build()).valid is True
+
+
+def test_inconsistent_offsets_across_reads_and_sends() -> None:
+    h = H().send(0, 0, 1, 0).send(0, 0, 2, 0).poll(1, {0: [(0, 1)]}).poll(2, {0: [(0, 2)]}).build()
+    r = InconsistentOffsets().check(h)
+    assert r.valid is False
+    (a,) = r.anomalies["inconsistent-offset"]
+    assert a.details["offset"] == 0 and sorted(a.details["values"]) == [1, 2]
+    assert [op.index for op in a.ops] == [1, 3, 5, 7]
+
+
+def test_nonmonotonic_poll_and_skip_within_a_consumer() -> None:
+    sends = H().send(0, 0, 1, 0).send(0, 0, 2, 1).send(0, 0, 3, 2)
+    skip = sends.poll(5, {0: [(0, 1)]}).poll(5, {0: [(2, 3)]}).build()
+    r = PollOrder().check(skip)
+    assert r.valid is False and list(r.anomalies) == ["poll-skip"]
+    assert r.anomalies["poll-skip"][0].details["skipped_offsets"] == [1]
+    assert kinds(r) == {"poll-skip": [7, 9]}
+    assert PollOrder(allow_skip=True).check(skip).valid is True
+
+    back = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 2, 1)
+        .poll(5, {0: [(0, 1), (1, 2)]})
+        .poll(5, {0: [(0, 1)]})
+        .build()
+    )
+    r2 = PollOrder().check(back)
+    assert r2.valid is False and list(r2.anomalies) == ["nonmonotonic-poll"]
+
+
+def test_poll_order_resets_on_assign_and_ignores_other_consumers() -> None:
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 2, 1)
+        .poll(5, {0: [(0, 1), (1, 2)]})
+        .assign(5, [0])
+        .poll(5, {0: [(0, 1)]})  # after assign, starting over is fine
+        .poll(6, {0: [(0, 1)]})  # another consumer
+        .poll(6, {0: [(1, 2)]})
+        .build()
+    )
+    assert PollOrder().check(h).valid is True
+
+
+def test_read_above_hw_and_vanished_reads() -> None:
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 2, result="info")
+        .poll(1, {0: [(0, 1), (1, 2)]})  # read 2 at offset 1, later truncated
+        .final(9, {0: [(0, 1)]}, ends={0: 1})
+        .build()
+    )
+    r = VanishedReads().check(h)
+    assert r.valid is False
+    (a,) = r.anomalies["read-above-hw"]
+    assert a.details == {"partition": 0, "offset": 1, "value": 2, "final_end_offset": 1}
+    # replaced below the end offset: vanished (and an inconsistent offset)
+    h2 = (
+        H()
+        .send(0, 0, 1, result="info")
+        .poll(1, {0: [(0, 1)]})
+        .send(0, 0, 5, 0)
+        .final(9, {0: [(0, 5)]})
+        .build()
+    )
+    r2 = VanishedReads().check(h2)
+    assert list(r2.anomalies) == ["vanished-read"]
+    assert InconsistentOffsets().check(h2).valid is False
+
+
+def test_vanished_reads_unknown_without_final_read() -> None:
+    h = H().send(0, 0, 1, 0).poll(1, {0: [(0, 1)]}).build()
+    r = VanishedReads().check(h)
+    assert r.valid == UNKNOWN and "final read" in r.reason
+
+
+def test_aborted_and_phantom_reads() -> None:
+    h = (
+        H()
+        .txn(0, [(0, 1, None), (1, 2, None)], result="fail")  # aborted transaction
+        .send(0, 0, 3, 0)
+        .poll(1, {0: [(0, 3), (1, 1)], 1: [(0, 99)]})
+        .build()
+    )
+    r = AbortedReads().check(h)
+    assert r.valid is False
+    assert [a.details["value"] for a in r.anomalies["aborted-read"]] == [1]
+    assert kinds(r)["aborted-read"] == [1, 5]
+    assert [a.details["value"] for a in r.anomalies["phantom-read"]] == [99]
+    ok_txn = (
+        H()
+        .txn(0, [(0, 1, 0), (1, 2, 0)])
+        .poll(1, {0: [(0, 1)], 1: [(0, 2)]})
+        .final(9, {0: [(0, 1)], 1: [(0, 2)]})
+        .build()
+    )
+    assert compose(kafka_checkers()).check(ok_txn).valid is True
+
+
+def test_unseen_invalid_after_final_read_unknown_without() -> None:
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 1, 2, 0)
+        .final(9, {0: [(0, 1)], 1: []}, ends={0: 1, 1: 0})
+        .build()
+    )
+    r = Unseen().check(h)
+    assert r.valid is False
+    assert [a.details["value"] for a in r.anomalies["unseen"]] == [2]
+    no_final = H().send(0, 0, 1, 0).build()
+    assert Unseen().check(no_final).valid == UNKNOWN
+
+
+def test_compose_merges_validity_like_jepsen() -> None:
+    assert merge_valid([True, UNKNOWN, True]) == UNKNOWN
+    assert merge_valid([True, UNKNOWN, False]) is False
+    assert merge_valid([]) is True
+    h = H().send(0, 0, 1, 0).send(0, 0, 2, 1).poll(1, {0: [(1, 2)]}).build()  # lost 1; no final
+    r = compose(kafka_checkers()).check(h)
+    assert r.valid is False
+    assert r.children["lost-writes"].valid is False
+    assert r.children["unseen"].valid == UNKNOWN
+    out = r.to_json()
+    json.dumps(out)  # serialisable for results.json
+    assert out["checkers"]["lost-writes"]["anomaly_counts"] == {"lost-write": 1}
+
+
+def test_nemesis_ops_are_ignored_by_client_checkers() -> None:
+    h = clean().nemesis("start-kill", ["n1"]).nemesis("stop-kill", ["n1"]).build()
+    assert compose(kafka_checkers()).check(h).valid is True
+
+
+# --- replica divergence --------------------------------------------------------
+
+
+def batch(base: int, *values: bytes) -> bytes:
+    b = BatchBuilder(base_offset=base)
+    for v in values:
+        b.append(value=v, timestamp_ms=1000)
+    return b.build()
+
+
+def test_replica_divergence_detects_differing_bytes() -> None:
+    same = batch(0, b"a", b"b")
+    assert ReplicaDivergence({0: {1: same, 2: same, 3: same}}).check().valid is True
+    other = batch(0, b"a", b"X")
+    r = ReplicaDivergence({0: {1: same, 2: same, 3: other}}).check()
+    assert r.valid is False
+    (a,) = r.anomalies["divergent-replica"]
+    assert a.details["nodes"] == [1, 3] and a.details["first_difference"] < len(same)
+    assert ReplicaDivergence({0: {1: same}}).check().valid == UNKNOWN
+
+
+def test_read_log_below_hw_reads_segments_in_order(tmp_path: Path) -> None:
+    b0, b1, b2 = batch(0, b"a", b"b"), batch(2, b"c"), batch(3, b"d")
+    (tmp_path / "00000000000000000000.log").write_bytes(b0 + b1)
+    (tmp_path / "00000000000000000003.log").write_bytes(b2 + b"\x00\x01torn")
+    (tmp_path / "00000000000000000000.index").write_bytes(b"ignored")
+    assert read_log_below_hw(tmp_path, 100) == b0 + b1 + b2
+    assert read_log_below_hw(tmp_path, 3) == b0 + b1
+    assert read_log_below_hw(tmp_path, 2) == b0
+    assert read_log_below_hw(tmp_path, 1) == b""  # batch 0..1 reaches the HW

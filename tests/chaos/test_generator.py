@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+
+from chaos.generator import (
+    FAULT_KINDS,
+    NemesisConfig,
+    RunConfig,
+    WorkloadConfig,
+    generate,
+)
+from chaos.history import NEMESIS
+
+
+def cfg(seed: int, faults: tuple[str, ...] = FAULT_KINDS) -> RunConfig:
+    return RunConfig(
+        seed=seed,
+        time_limit_s=30,
+        quiet_s=5,
+        workload=WorkloadConfig(partitions=3, processes=4, rate_hz=50),
+        nemesis=NemesisConfig(faults=faults, interval_s=4, duration_s=2),
+    )
+
+
+def test_same_seed_same_plan_different_seed_different_plan() -> None:
+    assert generate(cfg(7)) == generate(cfg(7))
+    assert generate(cfg(7)) != generate(cfg(8))
+
+
+def test_rate_values_and_ordering() -> None:
+    plan = generate(cfg(1))
+    main = [op for op in plan if op.f in ("send", "poll")]
+    # Poisson at 50 Hz for 30 s: about 1500 ops
+    assert 1300 < len(main) < 1700
+    sends = [op.value for op in main if op.f == "send"]
+    assert [s["value"] for s in sends] == list(range(len(sends)))  # unique, dense
+    assert {s["partition"] for s in sends} == {0, 1, 2}
+    times = [op.time_ns for op in plan]
+    assert times == sorted(times)
+    assert all(op.time_ns < 30e9 for op in main)
+
+
+def test_faults_alternate_start_stop_then_heal_quiet_and_final_reads() -> None:
+    plan = generate(cfg(3))
+    nem = [op for op in plan if op.process == NEMESIS]
+    main_nem = [op for op in nem if not (op.value or {}).get("final")]
+    active: str | None = None
+    for op in main_nem:
+        kind = op.f.split("-", 1)[1]
+        if op.f.startswith("start-"):
+            assert active is None, "faults must not overlap"
+            assert kind in FAULT_KINDS
+            active = kind
+        else:
+            assert op.f == f"stop-{active}"
+            active = None
+    assert active is None
+    assert {op.f.split("-", 1)[0] for op in main_nem} == {"start", "stop"}
+    # the tail: a heal for every enabled fault, then (after quiet) final reads
+    tail = plan[-(len(FAULT_KINDS) + 3) :]
+    assert [op.f for op in tail[: len(FAULT_KINDS)]] == [f"stop-{k}" for k in FAULT_KINDS]
+    finals = tail[len(FAULT_KINDS) :]
+    assert [op.f for op in finals] == ["final-read"] * 3
+    assert all(op.time_ns == 35_000_000_000 for op in finals)
+    assert len({op.process for op in finals}) == 3 and all(
+        isinstance(op.process, int) and op.process >= 4 for op in finals
+    )
+    last_client = max(op.time_ns for op in plan if op.f in ("send", "poll"))
+    assert finals[0].time_ns - last_client >= 5_000_000_000  # quiet period
+
+
+def test_fault_mix_uses_every_configured_kind_over_a_long_run() -> None:
+    long = RunConfig(
+        seed=11,
+        time_limit_s=600,
+        nemesis=NemesisConfig(faults=FAULT_KINDS, interval_s=5, duration_s=2),
+    )
+    started = {op.f for op in generate(long) if op.f.startswith("start-")}
+    assert started == {f"start-{k}" for k in FAULT_KINDS}
+    only_kill = {op.f for op in generate(cfg(5, ("kill",))) if op.process == NEMESIS}
+    assert only_kill == {"start-kill", "stop-kill"}
+
+
+def test_bad_configs_are_refused() -> None:
+    with pytest.raises(ValueError):
+        NemesisConfig(faults=("meteor",))
+    with pytest.raises(ValueError):
+        NemesisConfig(interval_s=1, duration_s=2)
+    with pytest.raises(ValueError):
+        WorkloadConfig(rate_hz=0)
