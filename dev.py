@@ -56,13 +56,15 @@ def setup() -> None:
     STAMP.write_text(want)
 
 
-# Debian packages the chaos suite's fault backends use (chaos-infra.md):
-# network namespaces (iproute2), nftables partitions, libfaketime clock skew.
-SYSTEM_TOOLS = {"ip": "iproute2", "nft": "nftables", "faketime": "faketime"}
+# Debian packages the tests use: the chaos suite's fault backends
+# (chaos-infra.md: network namespaces, nftables partitions, libfaketime clock
+# skew) and docker-compose to validate docker-compose.yml (no engine runs).
+SYSTEM_TOOLS = {"ip": "iproute2", "nft": "nftables", "faketime": "faketime",
+                "docker-compose": "docker-compose"}
 
 
 def system_tools() -> None:
-    """Install missing fault-injection tools with apt-get when we are root.
+    """Install missing test tools with apt-get when we are root.
 
     Without them (not root, no apt-get, no network) the tests that need them
     skip and print why; nothing else depends on them.
