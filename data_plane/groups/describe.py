@@ -1,0 +1,119 @@
+"""Text for ``raftlog groups list|describe GROUP``, in kafka-consumer-groups.sh's layout.
+
+Pure formatting: the CLI gathers a ``GroupDescription`` (DescribeGroups),
+the committed offsets (OffsetFetch) and log end offsets (ListOffsets latest)
+and prints what this returns. Like the Kafka tool, a partition with a
+committed offset but no owner shows "-" for the consumer columns, and a
+partition owned but never committed shows "-" for CURRENT-OFFSET and LAG.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+
+from .model import GroupDescription, ListedGroup, TopicPartition
+
+HEADER = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+)
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def parse_assignment(data: bytes) -> list[TopicPartition] | None:
+    """Partitions of a ConsumerProtocolAssignment (any version: they come first).
+
+    Layout: version int16, [topic string, [partition int32]], user data...
+    Returns None if the bytes do not parse (e.g. a non-consumer protocol).
+    """
+    try:
+        pos = 2
+        (topics,) = _I32.unpack_from(data, pos)
+        pos += 4
+        out = []
+        for _ in range(max(topics, 0)):
+            (n,) = _I16.unpack_from(data, pos)
+            pos += 2
+            if n < 0 or pos + n > len(data):
+                return None
+            topic = data[pos : pos + n].decode("utf-8")
+            pos += n
+            (count,) = _I32.unpack_from(data, pos)
+            pos += 4
+            for _ in range(max(count, 0)):
+                (p,) = _I32.unpack_from(data, pos)
+                pos += 4
+                out.append(TopicPartition(topic, p))
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def describe_lines(
+    description: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    log_end_offsets: Mapping[TopicPartition, int],
+) -> list[str]:
+    """The header and one line per partition, columns padded to align.
+
+    Partitions are those assigned to a member or with a committed offset,
+    sorted by topic and partition. LAG = LOG-END-OFFSET - CURRENT-OFFSET when
+    both are known.
+    """
+    owners: dict[TopicPartition, tuple[str, str, str]] = {}
+    for m in description.members:
+        for tp in parse_assignment(m.assignment) or []:
+            owners[tp] = (m.member_id, m.client_host, m.client_id)
+    rows: list[tuple[str, ...]] = [HEADER]
+    for tp in sorted(set(owners) | set(committed)):
+        current = committed.get(tp)
+        end = log_end_offsets.get(tp)
+        lag = end - current if current is not None and end is not None else None
+        owner = owners.get(tp, ("-", "-", "-"))
+        rows.append(
+            (
+                description.group_id,
+                tp.topic,
+                str(tp.partition),
+                _or_dash(current),
+                _or_dash(end),
+                _or_dash(lag),
+                *owner,
+            )
+        )
+    return _align(rows)
+
+
+def state_line(description: GroupDescription) -> str:
+    """What kafka-consumer-groups.sh prints above the table when a group has no members."""
+    if description.state == "Dead":
+        return f"Consumer group '{description.group_id}' does not exist."
+    if not description.members:
+        return f"Consumer group '{description.group_id}' has no active members."
+    return f"Consumer group '{description.group_id}' is {description.state}."
+
+
+def list_lines(groups: Iterable[ListedGroup]) -> list[str]:
+    """``--list``: one group id per line, sorted."""
+    return sorted(g.group_id for g in groups)
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _align(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        " ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
