@@ -7,6 +7,9 @@
   printing what kafka-metadata-quorum.sh prints;
 - ``topics create|list|describe|delete --bootstrap-controller HOST:PORT``,
   printing what kafka-topics.sh prints;
+- ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
+  active controller and every registered broker with its address, rack and
+  fenced state (DescribeCluster v2 with fenced brokers, KIP-1073);
 - ``metadata dump FILE`` (`metadata_quorum.dump`).
 
 ``--bootstrap-controller`` takes one or more comma-separated controllers.
@@ -35,6 +38,8 @@ from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
 from kio.schema.describe_cluster.v0 import request as dc_req
 from kio.schema.describe_cluster.v0 import response as dc_resp
+from kio.schema.describe_cluster.v2 import request as dc_req_v2
+from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
@@ -295,6 +300,40 @@ def cmd_quorum_describe(args: argparse.Namespace) -> int:
     return _run_admin(args, body)
 
 
+# --- cluster --------------------------------------------------------------------------
+
+
+def format_cluster(response: dc_resp_v2.DescribeClusterResponse) -> list[str]:
+    """``cluster describe`` output: one header, then one line per broker."""
+    lines = [
+        f"ClusterId: {response.cluster_id}\tControllerId: {int(response.controller_id)}"
+        f"\tBrokers: {len(response.brokers)}"
+    ]
+    for broker in sorted(response.brokers, key=lambda b: int(b.broker_id)):
+        lines.append(
+            f"BrokerId: {int(broker.broker_id)}\tEndpoint: {broker.host}:{int(broker.port)}"
+            f"\tRack: {broker.rack if broker.rack is not None else '-'}"
+            f"\tFenced: {'true' if broker.is_fenced else 'false'}"
+        )
+    return lines
+
+
+def cmd_cluster_describe(args: argparse.Namespace) -> int:
+    async def body(admin: _Admin) -> int:
+        response = await admin.first(
+            dc_req_v2.DescribeClusterRequest(
+                include_cluster_authorized_operations=False, include_fenced_brokers=True
+            ),
+            2,
+            lambda r: None if r.error_code == ErrorCode.none else _error_name(r.error_code),
+        )
+        assert isinstance(response, dc_resp_v2.DescribeClusterResponse)
+        print("\n".join(format_cluster(response)))
+        return 0
+
+    return _run_admin(args, body)
+
+
 # --- topics --------------------------------------------------------------------------
 
 
@@ -458,6 +497,13 @@ def register(sub: Any) -> None:
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
     _admin_options(topics)
     topics.set_defaults(func=cmd_topics)
+
+    cluster = sub.add_parser("cluster", help="describe the cluster's brokers (DescribeCluster)")
+    cluster_describe = cluster.add_subparsers(dest="action", required=True).add_parser(
+        "describe", help="brokers with their endpoint, rack and fenced state"
+    )
+    _admin_options(cluster_describe)
+    cluster_describe.set_defaults(func=cmd_cluster_describe)
 
     metadata = sub.add_parser("metadata", help="metadata log tools")
     dump = metadata.add_subparsers(dest="action", required=True).add_parser(

@@ -88,6 +88,7 @@ class NodeConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    broker_rack: str | None = None  # broker.rack
 
     @property
     def is_controller(self) -> bool:
@@ -106,6 +107,18 @@ class NodeConfig:
                 if listener.name == name:
                     return listener
         raise ConfigError("listeners", "no listener is named in controller.listener.names")
+
+    @property
+    def broker_listeners(self) -> tuple[ListenerAddress, ...]:
+        """What the broker advertises: each non-controller listener, with its
+        ``advertised.listeners`` entry of the same name when there is one
+        (Kafka: advertised.listeners defaults to listeners)."""
+        advertised = {a.name: a for a in self.advertised_listeners}
+        return tuple(
+            advertised.get(listener.name, listener)
+            for listener in self.listeners
+            if listener.name not in self.controller_listener_names
+        )
 
     @property
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
@@ -222,6 +235,7 @@ _STRUCTURED: Final = frozenset(
         "log.dirs",
         "log.dir",
         "metadata.log.dir",
+        "broker.rack",
     }
 )
 
@@ -276,6 +290,7 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         advertised_listeners=advertised,
         log_dirs=log_dirs,
         metadata_log_dir=metadata_log_dir,
+        broker_rack=props.get("broker.rack", "").strip() or None,
         **simple,  # type: ignore[arg-type]
     )
     _check_roles(config)

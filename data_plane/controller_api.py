@@ -6,7 +6,8 @@ exactly these; ApiVersions tells any other client):
 - writes, answered once their records are committed (`ControllerService.submit`):
   CreateTopics v7, DeleteTopics v6, BrokerRegistration v1, BrokerHeartbeat v0,
   AlterPartition v3, AllocateProducerIds v0;
-- reads of the committed image: DescribeCluster v0 and Metadata v12 (enough
+- reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
+  too, with ``is_fenced``, KIP-1073) and Metadata v12 (enough
   for an admin client to list and describe topics).
 
 A controller that is not active answers NOT_CONTROLLER (per topic for
@@ -37,8 +38,9 @@ from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
-from kio.schema.describe_cluster.v0 import request as dc_req
 from kio.schema.describe_cluster.v0 import response as dc_resp
+from kio.schema.describe_cluster.v1 import response as dc_resp_v1
+from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, ProducerId, TopicName
@@ -89,7 +91,7 @@ CONTROLLER_API_VERSIONS: Final = {
     DELETE_TOPICS_KEY: (6, 6),
     METADATA_KEY: (12, 12),
     ALTER_PARTITION_KEY: (3, 3),
-    DESCRIBE_CLUSTER_KEY: (0, 0),
+    DESCRIBE_CLUSTER_KEY: (0, 2),
     BROKER_REGISTRATION_KEY: (1, 1),
     BROKER_HEARTBEAT_KEY: (0, 0),
     ALLOCATE_PRODUCER_IDS_KEY: (0, 0),
@@ -277,19 +279,38 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
             producer_id_len=i32(response.producer_id_len),
         )
 
-    async def describe_cluster(_: RequestContext, body: dc_req.DescribeClusterRequest) -> Any:
+    async def describe_cluster(context: RequestContext, body: Any) -> Any:
         image = service.controller.committed_image
-        return dc_resp.DescribeClusterResponse(
+        controller_id = BrokerId(_or_minus_one(service.active_controller_id))
+        if context.api_version >= 2:
+            include_fenced = bool(body.include_fenced_brokers)
+            return dc_resp_v2.DescribeClusterResponse(
+                throttle_time=_NO_THROTTLE,
+                error_code=ErrorCode.none,
+                cluster_id=service.cluster_id,
+                controller_id=controller_id,
+                brokers=tuple(
+                    dc_resp_v2.DescribeClusterBroker(
+                        broker_id=BrokerId(broker_id), host=host, port=i32(port), rack=rack,
+                        is_fenced=fenced,
+                    )
+                    for broker_id, host, port, rack, fenced in _broker_addresses(
+                        image, include_fenced=include_fenced
+                    )
+                ),
+            )
+        module: Any = dc_resp_v1 if context.api_version == 1 else dc_resp
+        return module.DescribeClusterResponse(
             throttle_time=_NO_THROTTLE,
             error_code=ErrorCode.none,
             error_message=None,
             cluster_id=service.cluster_id,
-            controller_id=BrokerId(_or_minus_one(service.active_controller_id)),
+            controller_id=controller_id,
             brokers=tuple(
-                dc_resp.DescribeClusterBroker(
+                module.DescribeClusterBroker(
                     broker_id=BrokerId(broker_id), host=host, port=i32(port), rack=rack
                 )
-                for broker_id, host, port, rack in _broker_addresses(image)
+                for broker_id, host, port, rack, _fenced in _broker_addresses(image)
             ),
         )
 
@@ -315,7 +336,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                 md_resp.MetadataResponseBroker(
                     node_id=BrokerId(broker_id), host=host, port=i32(port), rack=rack
                 )
-                for broker_id, host, port, rack in _broker_addresses(image)
+                for broker_id, host, port, rack, _fenced in _broker_addresses(image)
             ),
             cluster_id=service.cluster_id,
             controller_id=BrokerId(_or_minus_one(service.active_controller_id)),
@@ -351,15 +372,18 @@ def _or_minus_one(value: int | None) -> int:
     return -1 if value is None else value
 
 
-def _broker_addresses(image: MetadataImage) -> list[tuple[int, str, int, str | None]]:
-    """Unfenced brokers and their first listener, as Metadata/DescribeCluster list them."""
+def _broker_addresses(
+    image: MetadataImage, *, include_fenced: bool = False
+) -> list[tuple[int, str, int, str | None, bool]]:
+    """Brokers (unfenced only unless ``include_fenced``) with their first
+    listener and fenced state, as Metadata/DescribeCluster list them."""
     result = []
     for broker_id in sorted(image.brokers):
         broker = image.brokers[broker_id]
-        if broker.fenced or not broker.listeners:
+        if (broker.fenced and not include_fenced) or not broker.listeners:
             continue
         endpoint = broker.listeners[0]
-        result.append((broker_id, endpoint.host, endpoint.port, broker.rack))
+        result.append((broker_id, endpoint.host, endpoint.port, broker.rack, broker.fenced))
     return result
 
 

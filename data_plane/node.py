@@ -14,10 +14,23 @@ every log directory was formatted for this node and cluster
   (`data_plane.controller_api`). Controller timers (broker session fencing,
   leader rebalancing) run from a timer task; a snapshot is written every
   ``metadata.log.max.record.bytes.between.snapshots`` committed bytes.
-- **broker**: not implemented yet. A node with the broker role logs so at
-  start-up and runs only its controller part (a broker-only node exits 1).
+- **broker**: the metadata side of `data_plane.broker`. One metadata log
+  per node: a broker-only node is a Raft *observer* of
+  ``__cluster_metadata-0`` (same directory, its own non-voter core), whose
+  `BrokerMetadataListener` replays into a `MetadataLoader` and publishes
+  images; a combined node is already a voter, so its driver's listener is
+  `CombinedMetadataListener`: the controller replays (its loader is the
+  node's only one) and the broker publishes the controller's committed
+  image. `BrokerLifecycle` registers with the active controller and
+  heartbeats (`data_plane.broker.lifecycle`). The data side (partitions,
+  replica fetchers, the Kafka API: `data_plane.broker.data_side`) attaches
+  through `BrokerServices` and serves on the broker listeners (every
+  listener not in ``controller.listener.names``).
 
-Logs go to stderr. SIGTERM/SIGINT: clean shutdown: the active controller
+Logs go to stderr. SIGTERM/SIGINT: clean shutdown: a broker first runs
+controlled shutdown (heartbeats with want_shut_down until the controller
+has moved its leadership away, at most ``broker.session.timeout.ms``), then
+its data side's ``on_stop`` hooks run; the active controller
 resigns (EndQuorumEpoch, so a successor is elected at once), the driver
 stops, the log is flushed and closed (closing the segment log writes its
 clean-shutdown marker). Exit 0 after a clean shutdown, 1 if the driver
@@ -36,6 +49,7 @@ from metadata_quorum.controller.result import ControllerConfig
 from raftlog.clock import SystemClock
 from raftlog.consensus.config import QuorumConfig
 from raftlog.consensus.core import KRaftCore
+from raftlog.consensus.ready import Listener
 from raftlog.net import KafkaProtocolServer
 from raftlog.runtime import wire
 from raftlog.runtime.driver import RaftDriver
@@ -43,12 +57,28 @@ from raftlog.runtime.log_adapter import SegmentReplicatedLog
 from raftlog.runtime.quorum_state_store import QuorumStateStore
 from raftlog.runtime.transport import KafkaTransport, raft_handlers
 
+from .broker.controller_channel import QuorumControllerChannel
+from .broker.lifecycle import BrokerLifecycle, LifecycleConfig, broker_endpoints
+from .broker.metadata_publisher import (
+    BrokerMetadataListener,
+    CombinedMetadataListener,
+    MetadataPublisher,
+    SnapshotPlanner,
+)
+from .broker.data_side import attach_data_side
+from .broker.services import BrokerServices, DataSide
 from .config import NodeConfig
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
 from .storage_format import check_formatted
 
-__all__ = ("METADATA_PARTITION_DIR", "controller_config", "quorum_config", "run_node")
+__all__ = (
+    "METADATA_PARTITION_DIR",
+    "broker_lifecycle_config",
+    "controller_config",
+    "quorum_config",
+    "run_node",
+)
 
 log = logging.getLogger("raftlog.server")
 
@@ -83,23 +113,20 @@ def controller_config(config: NodeConfig, cluster_id: str) -> ControllerConfig:
     )
 
 
-async def run_node(config: NodeConfig) -> int:
-    """Run the node until SIGTERM/SIGINT (0) or a driver failure (1).
+async def run_node(
+    config: NodeConfig, *, data_side: DataSide | None = attach_data_side
+) -> int:
+    """Run the node until SIGTERM/SIGINT (0) or a failure (1).
+
+    ``data_side`` attaches the broker's data side (partitions, replica
+    fetchers, the Kafka API; `data_plane.broker.data_side`). Tests may pass
+    None: a broker then registers, heartbeats, follows the metadata and
+    serves ApiVersions only.
 
     Raises `data_plane.storage_format.StorageError` before starting anything
     if a log directory is unformatted or foreign.
     """
     cluster_id = check_formatted(config)
-    if config.is_broker:
-        log.warning(
-            "process.roles includes broker, but the broker role is not implemented yet: "
-            "this node runs %s",
-            "its controller part only" if config.is_controller else "nothing",
-        )
-    if not config.is_controller:
-        log.error("nothing to run: process.roles=broker needs the broker role (not implemented)")
-        return 1
-
     clock = SystemClock()
     metadata_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
     os.makedirs(metadata_dir, exist_ok=True)
@@ -107,6 +134,32 @@ async def run_node(config: NodeConfig) -> int:
     addresses = config.voter_addresses
     store = QuorumStateStore(metadata_dir, voters=addresses, cluster_id=cluster_id)
     quorum = quorum_config(config)
+
+    # One metadata log, one replay: the driver's single listener (module doc).
+    publisher = MetadataPublisher() if config.is_broker else None
+    service: ControllerService | None = None
+    broker_listener: BrokerMetadataListener | None = None
+    listener: Listener
+    if config.is_controller:
+        service = ControllerService(
+            config.node_id,
+            controller_config(config, cluster_id),
+            config.metadata_max_bytes_between_snapshots,
+        )
+        listener = service.listener
+        if publisher is not None:
+            controller = service.controller
+            listener = CombinedMetadataListener(
+                service.listener, lambda: controller.committed_image, publisher
+            )
+    else:
+        assert publisher is not None
+        broker_listener = BrokerMetadataListener(
+            publisher, config.metadata_max_bytes_between_snapshots
+        )
+        listener = broker_listener
+
+    # A node outside controller.quorum.voters is a Raft observer (KIP-595).
     core = KRaftCore(
         node_id=config.node_id,
         config=quorum,
@@ -124,71 +177,157 @@ async def run_node(config: NodeConfig) -> int:
         cluster_id=cluster_id,
         local_endpoint=endpoints.get(config.node_id),
     )
-    service = ControllerService(
-        config.node_id,
-        controller_config(config, cluster_id),
-        config.metadata_max_bytes_between_snapshots,
-    )
     driver = RaftDriver(
         core=core,
         log=replicated_log,
         state_store=store,
         transport=transport,
         clock=clock,
-        listener=service.listener,
+        listener=listener,
     )
-    service.attach(driver)
-    handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
-    handlers.update(controller_handlers(service))
-    supported = dict(wire.SUPPORTED_VERSIONS)
-    supported.update(CONTROLLER_API_VERSIONS)
-    listener = config.controller_listener
-    server = KafkaProtocolServer(
-        listener.host,
-        listener.port,
-        handlers,
-        supported=supported,
-        listener_name=listener.name,
-        max_in_flight_per_connection=1000,
-    )
+    servers: list[KafkaProtocolServer] = []
+    if service is not None:
+        service.attach(driver)
+        handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
+        handlers.update(controller_handlers(service))
+        supported = dict(wire.SUPPORTED_VERSIONS)
+        supported.update(CONTROLLER_API_VERSIONS)
+        controller_listener = config.controller_listener
+        servers.append(
+            KafkaProtocolServer(
+                controller_listener.host,
+                controller_listener.port,
+                handlers,
+                supported=supported,
+                listener_name=controller_listener.name,
+                max_in_flight_per_connection=1000,
+            )
+        )
+
+    lifecycle: BrokerLifecycle | None = None
+    services: BrokerServices | None = None
+    if publisher is not None:
+        lifecycle = BrokerLifecycle(
+            broker_lifecycle_config(config, cluster_id),
+            QuorumControllerChannel(
+                addresses,
+                lambda: publisher.leader_id,
+                request_timeout_ms=quorum.request_timeout_ms,
+                retry_backoff_ms=max(quorum.retry_backoff_ms, 50),
+                client_id=f"raftlog-broker-{config.node_id}",
+            ),
+            publisher,
+        )
+        services = BrokerServices(config=config, cluster_id=cluster_id, metadata=lifecycle)
+        if data_side is not None:
+            await data_side(services)
+        for broker_address in config.listeners:
+            if broker_address.name in config.controller_listener_names:
+                continue
+            servers.append(
+                KafkaProtocolServer(
+                    broker_address.host,
+                    broker_address.port,
+                    services.handlers,
+                    supported=services.supported,
+                    listener_name=broker_address.name,
+                    max_in_flight_per_connection=1000,
+                )
+            )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     driver.start()
-    await server.start()
+    for server in servers:
+        await server.start()
     log.info(
-        "node %d (%s) of cluster %s: controller serving on %s://%s:%d, metadata log %s",
+        "node %d (%s) of cluster %s: serving %s; metadata log %s (%s)",
         config.node_id,
         ",".join(sorted(config.process_roles)),
         cluster_id,
-        listener.name,
-        listener.host,
-        server.port,
+        ", ".join(f"{s.listener_name}://{s.host}:{s.port}" for s in servers),
         metadata_dir,
+        "voter" if config.is_controller else "observer",
     )
-    background = [
-        asyncio.create_task(service.tick_loop(stop), name="controller-tick"),
-        asyncio.create_task(service.snapshot_loop(stop), name="metadata-snapshots"),
-    ]
-    stopped: asyncio.Future[object] = asyncio.ensure_future(stop.wait())
-    finished: asyncio.Future[object] = asyncio.ensure_future(driver.wait_stopped())
-    await asyncio.wait({stopped, finished}, return_when=asyncio.FIRST_COMPLETED)
+    background: list[asyncio.Task[None]] = []
+    if service is not None:
+        background.append(asyncio.create_task(service.tick_loop(stop), name="controller-tick"))
+        background.append(
+            asyncio.create_task(service.snapshot_loop(stop), name="metadata-snapshots")
+        )
+    if broker_listener is not None:
+        background.append(
+            asyncio.create_task(
+                _snapshot_loop(driver, broker_listener.snapshots, stop), name="metadata-snapshots"
+            )
+        )
+    waits: set[asyncio.Future[object]] = {
+        asyncio.ensure_future(stop.wait()),
+        asyncio.ensure_future(driver.wait_stopped()),
+    }
+    if lifecycle is not None:
+        lifecycle.start()
+        waits.add(asyncio.ensure_future(lifecycle.wait_failed()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     status = 0
     if driver.failure is not None:
         log.critical("raft driver failed: %r; exiting", driver.failure)
         status = 1
+    if lifecycle is not None and lifecycle.failure is not None:
+        log.critical("broker lifecycle failed: %r; exiting", lifecycle.failure)
+        status = 1
     log.info("node %d shutting down", config.node_id)
+    if lifecycle is not None and services is not None:
+        if status == 0:
+            # Controlled shutdown: leadership moves off this broker first (KIP-631).
+            await lifecycle.controlled_shutdown(config.broker_session_timeout_ms)
+        for hook in services.on_stop:
+            try:
+                await hook()
+            except Exception:
+                log.exception("broker shutdown hook %r failed", hook)
+        await lifecycle.stop()
     for task in background:
         task.cancel()
     await asyncio.gather(*background, return_exceptions=True)
     await driver.stop(resign=status == 0)
-    server.close()
-    await server.wait_closed()
+    for server in servers:
+        server.close()
+        await server.wait_closed()
     replicated_log.close()
-    stopped.cancel()
-    finished.cancel()
-    await asyncio.gather(stopped, finished, return_exceptions=True)
+    for wait in waits:
+        wait.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
     log.info("node %d stopped", config.node_id)
     return status
+
+
+def broker_lifecycle_config(config: NodeConfig, cluster_id: str) -> LifecycleConfig:
+    """The broker lifecycle settings of ``config`` (a fresh incarnation id)."""
+    return LifecycleConfig(
+        broker_id=config.node_id,
+        cluster_id=cluster_id,
+        listeners=broker_endpoints(
+            [(listener.name, listener.host, listener.port) for listener in config.broker_listeners]
+        ),
+        rack=config.broker_rack,
+        heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        request_timeout_ms=max(config.quorum_request_timeout_ms, 2000),
+    )
+
+
+async def _snapshot_loop(driver: RaftDriver, planner: SnapshotPlanner, stop: asyncio.Event) -> None:
+    """A broker-only node's metadata snapshots (Kafka brokers write their own too)."""
+    while not stop.is_set():
+        await asyncio.sleep(0.1)
+        due, planner.due = planner.due, None
+        if due is None:
+            continue
+        end_offset, epoch, data = due
+        try:
+            snapshot_id = await driver.create_snapshot(end_offset, data, epoch)
+            log.info("created metadata snapshot %s (%d bytes)", snapshot_id, len(data))
+        except Exception as exc:  # e.g. beyond the high watermark yet: next time
+            log.warning("metadata snapshot at %d failed: %s", end_offset, exc)

@@ -18,10 +18,11 @@ from raftlog.net.errors import (
     UnsupportedVersionError,
 )
 from raftlog.net.registry import ApiSchemas, api_registry, schemas
-from raftlog.net.server import Handler, KafkaProtocolServer, RequestContext
+from raftlog.net.server import NO_RESPONSE, Handler, KafkaProtocolServer, RequestContext
 
 __all__ = (
     "DEFAULT_MAX_REQUEST_BYTES",
+    "NO_RESPONSE",
     "ApiSchemas",
     "ConnectFailedError",
     "DisconnectedError",

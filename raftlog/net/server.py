@@ -31,7 +31,7 @@ from raftlog.net.connection import (
 from raftlog.net.errors import ErrorCode, KafkaApiError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
 
-__all__ = ("Handler", "KafkaProtocolServer", "RequestContext")
+__all__ = ("NO_RESPONSE", "Handler", "KafkaProtocolServer", "RequestContext")
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +51,26 @@ class RequestContext:
     listener_name: str
 
 
-Handler = Callable[[RequestContext, Any], Awaitable[ResponsePayload]]
+class _NoResponse:
+    """The type of `NO_RESPONSE`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Final = _NoResponse()
+"""What a handler returns when Kafka sends no response at all: a Produce with
+acks=0 (the client does not read one, so an answer would desynchronise its
+correlation ids). The connection keeps its response order."""
+
+Handler = Callable[[RequestContext, Any], Awaitable["ResponsePayload | _NoResponse"]]
 """``async def handle_x(context, request_body) -> response_body``.
 
 The body is the kio request class of ``context.api_version``; the result must
-be the kio response class of the same API and version. Raise
-``KafkaApiError(code)`` to answer with an error code.
+be the kio response class of the same API and version, or `NO_RESPONSE`.
+Raise ``KafkaApiError(code)`` to answer with an error code.
 """
 
 
@@ -217,6 +231,8 @@ class KafkaProtocolServer:
             if data is None:
                 log.warning("closing connection from %s after a failed request", peer)
                 return
+            if not data:  # NO_RESPONSE
+                continue
             writer.write(data)
             try:
                 await writer.drain()
@@ -241,6 +257,8 @@ class KafkaProtocolServer:
         )
         try:
             body = await self._handlers[header.api_key](context, request.body)
+            if isinstance(body, _NoResponse):
+                return b""
             return connection.encode_response(request, body)
         except KafkaApiError as exc:
             error_code, message = exc.error_code, exc.message

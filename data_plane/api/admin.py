@@ -1,0 +1,131 @@
+"""CreateTopics (v2-7) and DeleteTopics (v1-6), forwarded to the active
+controller (KIP-590) at the controller's versions (v7 / v6) and answered at
+the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
+defaults and config sources."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.delete_topics.v6 import request as dt6
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.broker.log_configs import (
+    BROKER_CONFIG_DEFAULTS,
+    TOPIC_CONFIG_DEFAULTS,
+    effective_topic_config,
+)
+from raftlog.net import RequestContext
+from raftlog.net.errors import ErrorCode
+from raftlog.net.registry import convert_request
+
+__all__ = ("handle_create_topics", "handle_delete_topics", "handle_describe_configs")
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS_KEY: Final = 19
+DELETE_TOPICS_KEY: Final = 20
+_ZERO_UUID: Final = uuid.UUID(int=0)
+TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
+# DescribeConfigs ConfigSource ids.
+_DYNAMIC_TOPIC: Final = 1
+_DYNAMIC_BROKER: Final = 2
+_STATIC_BROKER: Final = 4
+_DEFAULT: Final = 5
+
+
+def _as_values(entity: object) -> object:
+    """A kio entity as nested dicts (for `build` at another version)."""
+    if dataclasses.is_dataclass(entity) and not isinstance(entity, type):
+        return {f.name: _as_values(getattr(entity, f.name)) for f in dataclasses.fields(entity)}
+    if isinstance(entity, tuple):
+        return [_as_values(v) for v in entity]
+    return entity
+
+
+async def handle_create_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    del ctx
+    forwarded = convert_request(request, 7)
+    assert isinstance(forwarded, ct7.CreateTopicsRequest)
+    try:
+        response = await api.metadata.forward(CREATE_TOPICS_KEY, forwarded)
+    except Exception as e:  # the forwarding channel failed: outcome unknown
+        log.warning("CreateTopics forward failed: %r", e)
+        return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": [
+            {"name": t.name, "error_code": ErrorCode.request_timed_out, "error_message": str(e)}
+            for t in request.topics
+        ]})
+    return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+
+
+async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 6:
+        forwarded = request
+    else:
+        forwarded = dt6.DeleteTopicsRequest(
+            topics=tuple(dt6.DeleteTopicState(name=n, topic_id=_ZERO_UUID)
+                         for n in request.topic_names),
+            timeout=request.timeout,
+        )
+    try:
+        response = await api.metadata.forward(DELETE_TOPICS_KEY, forwarded)
+    except Exception as e:
+        log.warning("DeleteTopics forward failed: %r", e)
+        names = ([t.name for t in request.topics] if ctx.api_version >= 6
+                 else list(request.topic_names))
+        return build(response_class(request), {"throttle_time": NO_THROTTLE, "responses": [
+            {"name": n, "error_code": ErrorCode.request_timed_out} for n in names
+        ]})
+    return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+
+
+async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    del ctx
+    results = []
+    for resource in request.resources:
+        rtype, name = int(resource.resource_type), str(resource.resource_name)
+        keys = resource.configuration_keys
+        error, configs = ErrorCode.none, []
+        if rtype == TOPIC_RESOURCE:
+            if api.image.topic_by_name(name) is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                own = api.image.topic_config(name)
+                merged = effective_topic_config(api.replicas.broker_config, own)
+                configs = [
+                    _entry(k, v, _DYNAMIC_TOPIC if k in own else
+                           _STATIC_BROKER if v != TOPIC_CONFIG_DEFAULTS.get(k) else _DEFAULT,
+                           read_only=False)
+                    for k, v in sorted(merged.items())
+                ]
+        elif rtype == BROKER_RESOURCE and name in ("", str(api.metadata.broker_id)):
+            merged = api.replicas.broker_config
+            static = api.replicas.static_config
+            configs = [
+                _entry(k, v, _STATIC_BROKER if k in static else
+                       _DEFAULT if v == BROKER_CONFIG_DEFAULTS.get(k) else _DYNAMIC_BROKER,
+                       read_only=k in static)
+                for k, v in sorted(merged.items())
+            ]
+        else:
+            error = ErrorCode.invalid_request
+        if keys is not None:
+            configs = [c for c in configs if c["name"] in set(keys)]
+        results.append({
+            "error_code": error, "error_message": None if error == ErrorCode.none else error.name,
+            "resource_type": rtype, "resource_name": name, "configs": configs,
+        })
+    return build(response_class(request), {"throttle_time": NO_THROTTLE, "results": results})
+
+
+def _entry(name: str, value: str, source: int, *, read_only: bool) -> Mapping[str, object]:
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_default": source == _DEFAULT, "is_sensitive": False, "synonyms": [],
+            "config_type": 0, "documentation": None}

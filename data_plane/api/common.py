@@ -1,0 +1,60 @@
+"""What every broker API handler shares: the broker it runs on, and small helpers."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from data_plane.broker.metadata_api import BrokerMetadata
+from data_plane.broker.replica_manager import ReplicaManager
+from metadata_quorum.image import BrokerRegistration, MetadataImage
+from raftlog.net.errors import ErrorCode
+
+__all__ = ("NO_THROTTLE", "UNREQUESTED_OPERATIONS", "BrokerApiContext", "endpoint_of")
+
+NO_THROTTLE: Final = datetime.timedelta(0)
+# Kafka's "authorized operations not requested" (Integer.MIN_VALUE).
+UNREQUESTED_OPERATIONS: Final = -(2**31)
+# Errors a Kafka client may retry (Kafka's RetriableException subclasses) —
+# for logging and tests; the codes themselves carry the meaning on the wire.
+RETRIABLE_ERRORS: Final = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+    ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out,
+    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+    ErrorCode.offset_not_available, ErrorCode.corrupt_message, ErrorCode.not_controller,
+})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerApiContext:
+    """The broker a handler answers for."""
+
+    metadata: BrokerMetadata
+    replicas: ReplicaManager
+    cluster_id: str
+    listener_name: str = "PLAINTEXT"
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
+
+    def live_brokers(self) -> Iterable[tuple[BrokerRegistration, str, int]]:
+        """Unfenced brokers with an endpoint on our listener: (registration, host, port)."""
+        for broker_id in sorted(self.image.brokers):
+            broker = self.image.brokers[broker_id]
+            if broker.fenced:
+                continue
+            address = endpoint_of(broker, self.listener_name)
+            if address is not None:
+                yield broker, address[0], address[1]
+
+
+def endpoint_of(broker: BrokerRegistration, listener_name: str) -> tuple[str, int] | None:
+    """``broker``'s (host, port) on ``listener_name``, or None."""
+    for endpoint in broker.listeners:
+        if endpoint.name == listener_name:
+            return endpoint.host, endpoint.port
+    return None

@@ -1,0 +1,146 @@
+"""Fetch (v4-16) for consumers and followers.
+
+Versions differ in how they name things, not in what they mean: topics by
+name (< v13) or id (v13+); the replica id top-level (< v15) or in
+``ReplicaState`` with the broker epoch (v15+, KIP-903). Everything is mapped
+to `FetchPartition` and served by the replica manager (long poll in the fetch
+purgatory, KIP-320 epoch checks and DivergingEpoch in the partition core).
+Isolation: with no transactions the last stable offset is the high
+watermark, so READ_COMMITTED reads exactly what READ_UNCOMMITTED reads.
+Fetch sessions (KIP-227) are not kept: every answer has session id 0, which
+tells clients to send full requests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.broker.replica_manager import FetchParams
+from data_plane.replication.types import (
+    CONSUMER_REPLICA_ID,
+    FetchPartition,
+    FetchPartitionResult,
+    TopicPartition,
+)
+from raftlog.net import RequestContext
+from raftlog.net.errors import ErrorCode
+
+__all__ = ("MAX_FETCH_WAIT_MS", "handle_fetch")
+
+MAX_FETCH_WAIT_MS: Final = 60_000
+_INT32_MAX: Final = 2**31 - 1
+# Leader hints ride along with these errors (Fetch v12+ CurrentLeader, KIP-951).
+_HINTED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+                     ErrorCode.unknown_leader_epoch})
+
+
+async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 15:
+        replica_id = int(request.replica_state.replica_id)
+        replica_epoch = int(request.replica_state.replica_epoch)
+    else:
+        replica_id = int(getattr(request, "replica_id", CONSUMER_REPLICA_ID))
+        replica_epoch = -1
+    if replica_id < 0:
+        replica_id = CONSUMER_REPLICA_ID
+    image = api.image
+    requests: dict[TopicPartition, FetchPartition] = {}
+    errors: dict[tuple[int, int], ErrorCode] = {}
+    # (response topic label, name or None, [partition indexes]) in request order.
+    layout: list[tuple[object, list[int]]] = []
+    names: list[str | None] = []
+    for t_index, topic in enumerate(request.topics):
+        if version >= 13:
+            topic_id = topic.topic_id
+            found = image.topics.get(topic_id) if topic_id is not None else None
+            name = found.name if found is not None else None
+            missing = ErrorCode.unknown_topic_id
+            label: object = topic_id
+        else:
+            name = str(topic.topic)
+            missing = ErrorCode.unknown_topic_or_partition
+            label = name
+        names.append(name)
+        indexes: list[int] = []
+        for part in topic.partitions:
+            index = int(part.partition)
+            indexes.append(index)
+            if name is None:
+                errors[(t_index, index)] = missing
+                continue
+            if index < 0:
+                errors[(t_index, index)] = ErrorCode.unknown_topic_or_partition
+                continue
+            if int(part.fetch_offset) < 0:
+                errors[(t_index, index)] = ErrorCode.offset_out_of_range
+                continue
+            requests[(name, index)] = FetchPartition(
+                fetch_offset=int(part.fetch_offset),
+                current_leader_epoch=int(getattr(part, "current_leader_epoch", -1)),
+                last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)),
+                max_bytes=max(0, int(part.partition_max_bytes)),
+                replica_id=replica_id,
+                replica_epoch=replica_epoch,
+                log_start_offset=int(getattr(part, "log_start_offset", -1)),
+            )
+        layout.append((label, indexes))
+    max_bytes = int(getattr(request, "max_bytes", _INT32_MAX))
+    params = FetchParams(
+        max_wait_ms=min(max(int(request.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS),
+        min_bytes=max(int(request.min_bytes), 0),
+        max_bytes=max(max_bytes, 0),
+        from_follower=replica_id >= 0,
+    )
+    results = await api.replicas.fetch(requests, params) if requests else {}
+    topics_out = []
+    for t_index, (label, indexes) in enumerate(layout):
+        name = names[t_index]
+        partitions_out = []
+        for index in indexes:
+            error = errors.get((t_index, index))
+            if error is not None:
+                result = FetchPartitionResult(error)
+            elif name is None:
+                result = FetchPartitionResult(ErrorCode.unknown_topic_id)
+            else:
+                result = results.get((name, index), FetchPartitionResult(
+                    ErrorCode.unknown_topic_or_partition))
+            partitions_out.append(_partition(api, name, index, result))
+        topic_out: dict[str, object] = {"partitions": partitions_out}
+        if isinstance(label, uuid.UUID):
+            topic_out["topic_id"] = label
+        else:
+            topic_out["topic"] = label
+        topics_out.append(topic_out)
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE,
+        "error_code": ErrorCode.none,
+        "session_id": 0,
+        "responses": topics_out,
+    })
+
+
+def _partition(
+    api: BrokerApiContext, name: str | None, index: int, result: FetchPartitionResult
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "partition_index": index,
+        "error_code": result.error,
+        "high_watermark": result.high_watermark,
+        "last_stable_offset": result.high_watermark,
+        "log_start_offset": result.log_start_offset,
+        "aborted_transactions": (),
+        "preferred_read_replica": -1,
+        "records": result.records,
+    }
+    if result.diverging_epoch is not None:
+        out["diverging_epoch"] = {"epoch": result.diverging_epoch.epoch,
+                                  "end_offset": result.diverging_epoch.end_offset}
+    if result.error in _HINTED and name is not None:
+        leader_id, leader_epoch = api.replicas.leader_hint((name, index))
+        out["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
+    return out

@@ -1,0 +1,136 @@
+"""ListOffsets (v1-6) and OffsetForLeaderEpoch (v2-4), answered by the leader.
+
+ListOffsets: earliest (-2) is the log start offset, latest (-1) the high
+watermark (consumers never see past it; OFFSET_NOT_AVAILABLE while a new
+leader's HW is still below its epoch start, KIP-207), and a timestamp the
+first offset whose record timestamp is >= it, found through the segments'
+time indexes and batch headers (one batch is decoded to pick the record).
+Both are fenced by the current leader epoch (KIP-320).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any, Final
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.replication.partition import Partition
+from raftlog.net import RequestContext
+from raftlog.net.errors import ErrorCode
+from raftlog.records import RecordError, decode_records, iter_batches
+from raftlog.storage import Log
+
+__all__ = ("handle_list_offsets", "handle_offset_for_leader_epoch", "offset_for_timestamp")
+
+EARLIEST_TIMESTAMP: Final = -2
+LATEST_TIMESTAMP: Final = -1
+_SCAN_BYTES: Final = 1 << 20
+
+
+def _leader_or_error(
+    api: BrokerApiContext, name: str, index: int, current_leader_epoch: int
+) -> tuple[Partition | None, ErrorCode]:
+    if index < 0:
+        return None, ErrorCode.unknown_topic_or_partition
+    hosted = api.replicas.get((name, index))
+    if hosted is None:
+        return None, api.replicas.missing_partition_error((name, index))
+    p = hosted.partition
+    if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
+        return None, (ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch
+                      else ErrorCode.unknown_leader_epoch)
+    if not p.is_leader:
+        return None, ErrorCode.not_leader_or_follower
+    return p, ErrorCode.none
+
+
+async def handle_list_offsets(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    del ctx
+    topics_out = []
+    for topic in request.topics:
+        parts_out = []
+        for part in topic.partitions:
+            index = int(part.partition_index)
+            p, error = _leader_or_error(api, str(topic.name), index,
+                                        int(getattr(part, "current_leader_epoch", -1)))
+            out: dict[str, object] = {"partition_index": index, "error_code": error,
+                                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if p is not None:
+                out.update(_list_offset(p, int(part.timestamp)))
+            parts_out.append(out)
+        topics_out.append({"name": topic.name, "partitions": parts_out})
+    return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": topics_out})
+
+
+def _list_offset(p: Partition, timestamp: int) -> dict[str, object]:
+    if timestamp == EARLIEST_TIMESTAMP:
+        return {"offset": p.log.log_start_offset, "leader_epoch": _epoch_at(p.log, p.log.log_start_offset)}
+    if timestamp == LATEST_TIMESTAMP:
+        if p.high_watermark_is_lagging:
+            return {"error_code": ErrorCode.offset_not_available}
+        return {"offset": p.high_watermark, "leader_epoch": _epoch_at(p.log, p.high_watermark - 1)}
+    if timestamp < 0:
+        return {"error_code": ErrorCode.invalid_request}
+    found = offset_for_timestamp(p.log, timestamp, p.high_watermark)
+    if found is None:
+        return {}
+    offset, record_ts = found
+    return {"offset": offset, "timestamp": record_ts, "leader_epoch": _epoch_at(p.log, offset)}
+
+
+def _epoch_at(log: Log, offset: int) -> int:
+    epoch = -1
+    for entry in log.epoch_entries:
+        if entry.start_offset <= offset:
+            epoch = entry.epoch
+        else:
+            break
+    return epoch
+
+
+def offset_for_timestamp(log: Log, timestamp: int, max_offset: int) -> tuple[int, int] | None:
+    """The first (offset, timestamp) below ``max_offset`` whose record
+    timestamp is >= ``timestamp``, or None (Kafka's ``fetchOffsetByTimestamp``)."""
+    for segment in log.segments:
+        if segment.max_timestamp < timestamp or segment.base_offset >= max_offset:
+            continue
+        entries = segment.time_index.entries()
+        i = bisect.bisect_left([t for t, _ in entries], timestamp)
+        position = entries[i - 1][1] if i > 0 else segment.base_offset
+        position = max(position, log.log_start_offset)
+        while position < min(segment.next_offset, max_offset):
+            data = log.read(position, _SCAN_BYTES, max_offset).records
+            if not data:
+                break
+            try:
+                for header, at in iter_batches(data, validate_crc=False):
+                    if header.max_timestamp >= timestamp:
+                        for record in decode_records(data, pos=at, validate_crc=False):
+                            if record.timestamp >= timestamp and position <= record.offset < max_offset:
+                                return record.offset, record.timestamp
+                    position = header.next_offset
+            except RecordError:
+                return None
+    return None
+
+
+async def handle_offset_for_leader_epoch(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    del ctx
+    topics_out = []
+    for topic in request.topics:
+        parts_out = []
+        for part in topic.partitions:
+            index = int(part.partition)
+            p, error = _leader_or_error(api, str(topic.topic), index,
+                                        int(getattr(part, "current_leader_epoch", -1)))
+            out: dict[str, object] = {"error_code": error, "partition": index,
+                                      "leader_epoch": -1, "end_offset": -1}
+            if p is not None:
+                epoch, end = p.log.end_offset_for_epoch(int(part.leader_epoch))
+                out.update(leader_epoch=epoch, end_offset=end if epoch >= 0 else -1)
+            parts_out.append(out)
+        topics_out.append({"topic": topic.topic, "partitions": parts_out})
+    return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": topics_out})

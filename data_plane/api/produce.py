@@ -1,0 +1,79 @@
+"""Produce (v3-9): acks 0, 1 and all; the replica manager appends and, for
+acks=all, waits in the produce purgatory. Per-partition errors are the
+core's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, REQUEST_TIMED_OUT...).
+acks=0 gets no response at all, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.broker.replica_manager import ProduceOutcome
+from data_plane.replication.types import AppendResult, TopicPartition
+from raftlog.net import NO_RESPONSE, RequestContext
+from raftlog.net.errors import ErrorCode
+
+__all__ = ("MAX_PRODUCE_TIMEOUT_MS", "handle_produce")
+
+# Clamp for a hostile request.timeout.ms (Kafka bounds it by the int32 only;
+# a week-long wait would pin memory for nothing).
+MAX_PRODUCE_TIMEOUT_MS = 300_000
+
+
+async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    del ctx
+    acks = int(request.acks)
+    timeout_ms = min(max(int(request.timeout.total_seconds() * 1000), 0), MAX_PRODUCE_TIMEOUT_MS)
+    entries: dict[TopicPartition, bytes] = {}
+    early: dict[TopicPartition, ProduceOutcome] = {}
+    order: list[tuple[str, list[int]]] = []
+    for topic in request.topic_data:
+        indexes: list[int] = []
+        for part in topic.partition_data:
+            key = (str(topic.name), int(part.index))
+            indexes.append(key[1])
+            if key in entries or key in early:
+                early[key] = ProduceOutcome(ErrorCode.invalid_request,
+                                            AppendResult(ErrorCode.invalid_request))
+                entries.pop(key, None)
+            elif key[1] < 0:
+                early[key] = ProduceOutcome(ErrorCode.unknown_topic_or_partition,
+                                            AppendResult(ErrorCode.unknown_topic_or_partition))
+            else:
+                entries[key] = bytes(part.records or b"")
+        order.append((str(topic.name), indexes))
+    if request.transactional_id is not None:
+        # Transactions are not served (no InitProducerId): refuse, never half-apply.
+        early.update({k: ProduceOutcome(ErrorCode.transactional_id_authorization_failed,
+                                        AppendResult(ErrorCode.transactional_id_authorization_failed))
+                      for k in entries})
+        entries = {}
+    outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
+    outcomes.update(early)
+    if acks == 0:
+        return NO_RESPONSE
+    return build(response_class(request), {
+        "responses": [
+            {"name": name, "partition_responses": [
+                _partition(index, outcomes[(name, index)]) for index in indexes
+            ]}
+            for name, indexes in order
+        ],
+        "throttle_time": NO_THROTTLE,
+    })
+
+
+def _partition(index: int, outcome: ProduceOutcome) -> dict[str, object]:
+    append = outcome.append
+    ok = outcome.error == ErrorCode.none
+    return {
+        "index": index,
+        "error_code": outcome.error,
+        "base_offset": append.base_offset if ok else -1,
+        "log_append_time": None,
+        "log_start_offset": append.log_start_offset if ok else -1,
+        "record_errors": [],
+        "error_message": None if ok else append.error_message,
+    }

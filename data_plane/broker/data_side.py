@@ -1,0 +1,38 @@
+"""The broker's data side for `data_plane.node.run_node(data_side=...)`:
+the replica manager, the follower fetchers and the Kafka API handlers,
+attached to the node's `BrokerServices`."""
+
+from __future__ import annotations
+
+from data_plane.broker.fetcher import ReplicaFetcherManager
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.services import BrokerServices
+from data_plane.kafka_api import BROKER_API_VERSIONS, BrokerApiContext, broker_handlers
+
+__all__ = ("attach_data_side",)
+
+
+async def attach_data_side(services: BrokerServices) -> None:
+    """Start the data side on ``services`` (a `data_plane.broker.services.DataSide`)."""
+    config = services.config
+    static = {"min.insync.replicas": str(config.min_insync_replicas),
+              "unclean.leader.election.enable":
+                  "true" if config.unclean_leader_election_enable else "false"}
+    broker_listeners = [
+        listener for listener in config.listeners
+        if listener.name not in config.controller_listener_names
+    ]
+    listener_name = broker_listeners[0].name if broker_listeners else "PLAINTEXT"
+    replicas = ReplicaManager(services.metadata, log_dirs=config.log_dirs, static_config=static)
+    fetchers = ReplicaFetcherManager(replicas, listener_name=listener_name)
+    api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name)
+    services.handlers.update(broker_handlers(api))
+    services.supported.update(BROKER_API_VERSIONS)
+    replicas.start()
+    fetchers.start()
+
+    async def stop() -> None:
+        await fetchers.close()
+        await replicas.close()
+
+    services.on_stop.append(stop)

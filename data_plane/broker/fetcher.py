@@ -1,0 +1,283 @@
+"""Follower fetchers (Kafka's ``ReplicaFetcherManager`` / ``ReplicaFetcherThread``).
+
+One `_Fetcher` task per source (leader) broker fetches every partition this
+broker follows from that leader in one Fetch request: Fetch v16 (topic ids,
+``CurrentLeaderEpoch``, ``LastFetchedEpoch``, and ``ReplicaState`` with the
+replica id and broker epoch, KIP-903), ``replica.fetch.wait.max.ms`` /
+``replica.fetch.min.bytes`` long polling. What to ask for and what to do with
+the answer is the partition core's (`Partition.fetch_request`,
+`Partition.handle_fetch_response`: append, truncate on DivergingEpoch, HW from
+the leader, back off or wait for metadata on errors). This module only
+groups partitions by leader, moves kio messages, and sleeps.
+
+`ReplicaFetcherManager` rebuilds the groups after every applied image: a
+partition whose leader moved leaves one fetcher and joins another; a fetcher
+left with no partitions stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import uuid
+from collections.abc import Callable
+
+from kio.schema.fetch.v16 import request as fetch_req
+from kio.schema.fetch.v16 import response as fetch_resp
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.replication.types import (
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResult,
+    Role,
+    TopicPartition,
+)
+from raftlog.net.client import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode, NetError
+
+__all__ = ("ClientFactory", "ReplicaFetcherManager")
+
+log = logging.getLogger(__name__)
+
+ClientFactory = Callable[[str, int], KafkaProtocolClient]
+
+FETCH_VERSION = 16
+# replica.fetch.response.max.bytes (Kafka's default).
+_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
+
+
+def _default_client(host: str, port: int) -> KafkaProtocolClient:
+    return KafkaProtocolClient(
+        host, port, client_id="raftlog-replica-fetcher", request_timeout_ms=10_000,
+        connect_timeout_ms=3_000,
+    )
+
+
+class ReplicaFetcherManager:
+    """Keeps one fetcher per leader broker for the partitions this broker follows."""
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        *,
+        listener_name: str = "PLAINTEXT",
+        client_factory: ClientFactory = _default_client,
+    ) -> None:
+        self.replicas = replicas
+        self.listener_name = listener_name
+        self._client_factory = client_factory
+        self._fetchers: dict[int, _Fetcher] = {}
+        self._closed = False
+
+    def start(self) -> None:
+        """Follow metadata changes from now on and start fetching. On the event loop."""
+        self.replicas.add_listener(self.rebuild)
+        self.rebuild()
+
+    @property
+    def fetchers(self) -> dict[int, frozenset[TopicPartition]]:
+        """Leader id -> partitions fetched from it (for tests and status)."""
+        return {leader: frozenset(f.partitions) for leader, f in self._fetchers.items()}
+
+    def rebuild(self) -> None:
+        """Regroup followed partitions by leader (after every metadata change)."""
+        if self._closed:
+            return
+        groups: dict[int, set[TopicPartition]] = {}
+        for key, hosted in self.replicas.partitions.items():
+            p = hosted.partition
+            if p.role is Role.FOLLOWER and p.leader_id >= 0:
+                groups.setdefault(p.leader_id, set()).add(key)
+        image = self.replicas.metadata.image
+        for leader_id in list(self._fetchers):
+            if leader_id not in groups:
+                self._fetchers.pop(leader_id).stop()
+        for leader_id, keys in groups.items():
+            address = self._address(leader_id)
+            fetcher = self._fetchers.get(leader_id)
+            if fetcher is not None and fetcher.address != address:
+                self._fetchers.pop(leader_id).stop()
+                fetcher = None
+            if fetcher is None:
+                if address is None:
+                    log.warning("leader %d has no %s endpoint in the metadata",
+                                leader_id, self.listener_name)
+                    continue
+                fetcher = _Fetcher(self.replicas, leader_id, address,
+                                   self._client_factory(*address))
+                self._fetchers[leader_id] = fetcher
+                fetcher.start()
+            fetcher.partitions = keys
+            fetcher.topic_ids = {
+                key: tid for key in keys
+                if (tid := image.topic_ids.get(key[0])) is not None
+            }
+            fetcher.wake()
+
+    def _address(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.replicas.metadata.image.brokers.get(broker_id)
+        if broker is None or not broker.listeners:
+            return None
+        chosen = next((e for e in broker.listeners if e.name == self.listener_name),
+                      broker.listeners[0])
+        return chosen.host, chosen.port
+
+    async def close(self) -> None:
+        self._closed = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.stop()
+        await asyncio.gather(*(f.wait_stopped() for f in fetchers), return_exceptions=True)
+
+
+class _Fetcher:
+    """The fetch loop for one leader broker."""
+
+    def __init__(
+        self, replicas: ReplicaManager, leader_id: int, address: tuple[str, int],
+        client: KafkaProtocolClient,
+    ) -> None:
+        self.replicas = replicas
+        self.leader_id = leader_id
+        self.address = address
+        self.client = client
+        self.partitions: set[TopicPartition] = set()
+        self.topic_ids: dict[TopicPartition, uuid.UUID] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def wait_stopped(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.client.close()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        self._wake.clear()
+
+    def _backoff_s(self) -> float:
+        return int(self.replicas.broker_config["replica.fetch.backoff.ms"]) / 1000.0
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("fetcher for leader %d failed; backing off", self.leader_id)
+                await self._sleep(self._backoff_s())
+
+    def _build(self) -> dict[TopicPartition, FetchPartition]:
+        now = self.replicas.now_ms()
+        sent: dict[TopicPartition, FetchPartition] = {}
+        for key in self.partitions:
+            hosted = self.replicas.get(key)
+            if hosted is None or key not in self.topic_ids:
+                continue
+            p = hosted.partition
+            if p.role is not Role.FOLLOWER or p.leader_id != self.leader_id:
+                continue
+            request = p.fetch_request(now)
+            if request is not None:
+                sent[key] = request
+        return sent
+
+    async def _fetch_once(self) -> None:
+        sent = self._build()
+        if not sent:
+            # Everything backs off, is fenced, or awaits metadata: the wake-up
+            # comes from a metadata change, the timeout ends a backoff.
+            await self._sleep(min(self._backoff_s(), 0.1))
+            return
+        config = self.replicas.broker_config
+        by_topic: dict[uuid.UUID, list[fetch_req.FetchPartition]] = {}
+        names: dict[uuid.UUID, str] = {}
+        for key, r in sent.items():
+            topic_id = self.topic_ids[key]
+            names[topic_id] = key[0]
+            by_topic.setdefault(topic_id, []).append(fetch_req.FetchPartition(
+                partition=i32(key[1]), current_leader_epoch=i32(r.current_leader_epoch),
+                fetch_offset=i64(r.fetch_offset), last_fetched_epoch=i32(r.last_fetched_epoch),
+                log_start_offset=i64(r.log_start_offset), partition_max_bytes=i32(r.max_bytes),
+            ))
+        metadata = self.replicas.metadata
+        request = fetch_req.FetchRequest(
+            replica_state=fetch_req.ReplicaState(
+                replica_id=BrokerId(metadata.broker_id), replica_epoch=i64(metadata.broker_epoch)
+            ),
+            max_wait=i32Timedelta.parse(
+                datetime.timedelta(milliseconds=int(config["replica.fetch.wait.max.ms"]))
+            ),
+            min_bytes=i32(int(config["replica.fetch.min.bytes"])),
+            max_bytes=i32(_RESPONSE_MAX_BYTES),
+            isolation_level=i8(0),
+            topics=tuple(
+                fetch_req.FetchTopic(topic_id=tid, partitions=tuple(parts))
+                for tid, parts in by_topic.items()
+            ),
+            forgotten_topics_data=(),
+        )
+        try:
+            response = await self.client.send(request, FETCH_VERSION)
+        except (NetError, OSError) as e:
+            log.info("fetch from leader %d failed: %r", self.leader_id, e)
+            await self._sleep(self._backoff_s())
+            return
+        assert isinstance(response, fetch_resp.FetchResponse)
+        if response.error_code != ErrorCode.none:
+            log.info("fetch from leader %d: %s", self.leader_id, response.error_code.name)
+            await self._sleep(self._backoff_s())
+            return
+        self._apply(sent, names, response)
+
+    def _apply(
+        self,
+        sent: dict[TopicPartition, FetchPartition],
+        names: dict[uuid.UUID, str],
+        response: fetch_resp.FetchResponse,
+    ) -> None:
+        now = self.replicas.now_ms()
+        for topic in response.responses:
+            name = names.get(topic.topic_id) if topic.topic_id is not None else None
+            if name is None:
+                continue
+            for part in topic.partitions:
+                key = (name, int(part.partition_index))
+                request = sent.get(key)
+                hosted = self.replicas.get(key)
+                if request is None or hosted is None:
+                    continue
+                diverging = part.diverging_epoch
+                result = FetchPartitionResult(
+                    error=ErrorCode(part.error_code),
+                    high_watermark=int(part.high_watermark),
+                    log_start_offset=int(part.log_start_offset),
+                    records=bytes(part.records or b""),
+                    diverging_epoch=(
+                        EpochEndOffset(int(diverging.epoch), int(diverging.end_offset))
+                        if diverging.epoch >= 0 or diverging.end_offset >= 0 else None
+                    ),
+                    leader_id=int(part.current_leader.leader_id),
+                    leader_epoch=int(part.current_leader.leader_epoch),
+                )
+                outcome = hosted.partition.handle_fetch_response(request, result, now)
+                log.debug("%s from leader %d: %s", key, self.leader_id, outcome.value)
+                self.replicas.on_follower_progress(key)

@@ -1,0 +1,145 @@
+"""Effective topic configs: Kafka's topic defaults, overridden by broker
+settings (static ``server.properties``, then the cluster-wide and per-broker
+dynamic configs in the metadata image), overridden by the topic's own configs.
+
+Pure functions; the replica manager opens logs with `log_config` and the
+DescribeConfigs handler shows `effective_topic_config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from data_plane.replication.types import ReplicationConfig
+from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource, MetadataImage
+from metadata_quorum.records.types import ConfigResourceType
+from raftlog.storage import LogConfig
+
+__all__ = (
+    "BROKER_CONFIG_DEFAULTS",
+    "TOPIC_CONFIG_DEFAULTS",
+    "broker_config",
+    "effective_topic_config",
+    "log_config",
+    "replication_config",
+)
+
+_LONG_MAX = str((1 << 63) - 1)
+
+#: Topic config name -> Kafka's default (the ones this broker honours or shows).
+TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "flush.messages": _LONG_MAX,
+    "flush.ms": _LONG_MAX,
+    "index.interval.bytes": "4096",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "min.insync.replicas": "1",
+    "retention.bytes": "-1",
+    "retention.ms": "604800000",
+    "segment.bytes": "1073741824",
+    "segment.index.bytes": "10485760",
+    "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+}
+
+#: Broker setting -> the topic config it supplies the default of (Kafka's
+#: ``ServerTopicConfigSynonyms``).
+_BROKER_SYNONYMS: Mapping[str, str] = {
+    "log.cleanup.policy": "cleanup.policy",
+    "compression.type": "compression.type",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "log.retention.bytes": "retention.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.segment.bytes": "segment.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.roll.ms": "segment.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+#: Broker-only settings the data plane reads, with Kafka's defaults.
+BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.scheduler.interval.ms": _LONG_MAX,
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
+    "socket.request.max.bytes": "104857600",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    **{broker: TOPIC_CONFIG_DEFAULTS[topic] for broker, topic in _BROKER_SYNONYMS.items()},
+}
+
+
+def broker_config(
+    static: Mapping[str, str], image: MetadataImage, broker_id: int
+) -> dict[str, str]:
+    """Broker settings: defaults < server.properties < cluster-wide dynamic <
+    per-broker dynamic (Kafka's precedence). ``log.retention.hours`` /
+    ``log.retention.minutes`` / ``log.roll.hours`` feed the ``*.ms`` keys
+    when those are unset."""
+    merged = dict(BROKER_CONFIG_DEFAULTS)
+    layers = (
+        static,
+        image.config(CLUSTER_DEFAULT_RESOURCE),
+        image.config(ConfigResource(ConfigResourceType.BROKER, str(broker_id))),
+    )
+    for layer in layers:
+        for key, unit_ms, target in (
+            ("log.retention.hours", 3_600_000, "log.retention.ms"),
+            ("log.retention.minutes", 60_000, "log.retention.ms"),
+            ("log.roll.hours", 3_600_000, "log.roll.ms"),
+        ):
+            if key in layer and target not in layer:
+                merged[target] = str(int(layer[key]) * unit_ms)
+        merged.update(layer)
+    return merged
+
+
+def effective_topic_config(broker: Mapping[str, str], topic: Mapping[str, str]) -> dict[str, str]:
+    """Every topic config: the broker's synonym (or Kafka's default), then the topic's own."""
+    merged = dict(TOPIC_CONFIG_DEFAULTS)
+    for broker_key, topic_key in _BROKER_SYNONYMS.items():
+        if broker_key in broker:
+            merged[topic_key] = broker[broker_key]
+    merged.update(topic)
+    return merged
+
+
+def log_config(topic_config: Mapping[str, str]) -> LogConfig:
+    """The segment log's settings from an effective topic config. Raises
+    `raftlog.storage.ConfigError` for a bad value."""
+    return LogConfig.from_properties({
+        "segment.bytes": topic_config["segment.bytes"],
+        "segment.ms": topic_config["segment.ms"],
+        "index.interval.bytes": topic_config["index.interval.bytes"],
+        "segment.index.bytes": topic_config["segment.index.bytes"],
+        "retention.ms": topic_config["retention.ms"],
+        "retention.bytes": topic_config["retention.bytes"],
+        "flush.messages": topic_config["flush.messages"],
+        "flush.ms": topic_config["flush.ms"],
+        "message.max.bytes": topic_config["max.message.bytes"],
+    })
+
+
+def replication_config(
+    broker: Mapping[str, str], topic_config: Mapping[str, str]
+) -> ReplicationConfig:
+    """The partition core's settings from broker and effective topic configs."""
+    return ReplicationConfig(
+        replica_lag_time_max_ms=int(broker["replica.lag.time.max.ms"]),
+        min_insync_replicas=max(1, int(topic_config["min.insync.replicas"])),
+        unclean_leader_election_enable=topic_config["unclean.leader.election.enable"] == "true",
+        replica_fetch_max_bytes=int(broker["replica.fetch.max.bytes"]),
+        replica_fetch_backoff_ms=int(broker["replica.fetch.backoff.ms"]),
+    )

@@ -1,0 +1,515 @@
+"""The broker's replicas: one `Partition` core per hosted replica, and the
+asyncio shell around them (Kafka's ``ReplicaManager``).
+
+What this shell does, and nothing more (every replication decision is the
+core's, `data_plane.replication.partition`):
+
+- **Metadata.** It subscribes to `BrokerMetadata` and applies each image:
+  it opens ``<log.dirs>/<topic>-<partition>`` for every partition that names
+  this broker a replica (with the partition's `LogConfig` from topic configs
+  over broker defaults), calls ``become_leader``/``become_follower`` with
+  the image's epochs, and stops, closes and deletes replicas whose topic was
+  deleted or that moved away. Listeners (the fetcher manager) hear after.
+- **Timers.** One task sleeps until the earliest of: a purgatory deadline
+  (`Purgatory.next_deadline_ms`), the next ISR-shrink check (every
+  ``replica.lag.time.max.ms / 2``, as Kafka), an AlterPartition retry (only
+  while a change is pending), the flush check (``log.flush.scheduler.interval.ms``)
+  and the retention check (``log.retention.check.interval.ms``). Watching a
+  request with an earlier deadline wakes it; nothing polls per request.
+- **AlterPartition.** Whatever `Partition.poll_alter_partition` returns is
+  sent through `BrokerMetadata.alter_partition`; the answer goes back to
+  `Partition.handle_alter_partition_response`.
+- **Purgatories.** Appends, follower fetches (which move the HW), ISR
+  commits and role changes call ``check_and_complete`` for their partition.
+- **Flushing** follows Kafka: no fsync per write; the log's
+  ``flush.messages``/``flush.ms`` (defaults: never) decide, plus a sync of
+  everything on close. Durability comes from replication (acks=all).
+
+Batches stay opaque bytes from the request to the log and back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from data_plane.broker.log_configs import (
+    broker_config,
+    effective_topic_config,
+    log_config,
+    replication_config,
+)
+from data_plane.broker.metadata_api import BrokerMetadata
+from data_plane.purgatory import DelayedFetch, DelayedProduce, ProduceWait, Purgatory, ReplicaView
+from data_plane.replication.partition import Partition
+from data_plane.replication.types import (
+    NO_LEADER,
+    AlterPartitionRequest,
+    AppendResult,
+    FetchPartition,
+    FetchPartitionResult,
+    PartitionState,
+    Role,
+    TopicPartition,
+)
+from metadata_quorum.image import MetadataImage
+from raftlog.clock import Clock, SystemClock
+from raftlog.net.errors import ErrorCode
+from raftlog.storage import FileSystem, Log, RealFileSystem
+
+__all__ = ("FetchParams", "HostedPartition", "ProduceOutcome", "ReplicaManager")
+
+log = logging.getLogger(__name__)
+
+_LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    """A replica this broker hosts: its core, topic id and directory."""
+
+    partition: Partition
+    topic_id: uuid.UUID
+    directory: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceOutcome:
+    """One partition of a produce: the append result and the final error
+    (after the acks=all wait, if any)."""
+
+    error: ErrorCode
+    append: AppendResult
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """The request-level part of a Fetch (Kafka's ``FetchParams``)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    from_follower: bool
+
+
+class ReplicaManager:
+    """Every replica this broker hosts, driven by metadata (see the module docstring).
+
+    ``static_config`` holds ``server.properties`` (Kafka names); broker and
+    topic defaults come from `data_plane.broker.log_configs`.
+    """
+
+    def __init__(
+        self,
+        metadata: BrokerMetadata,
+        *,
+        log_dirs: Sequence[str],
+        static_config: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+        fs: FileSystem | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.metadata = metadata
+        self.log_dirs = tuple(log_dirs)
+        self.static_config = dict(static_config or {})
+        self.clock = clock or SystemClock()
+        self.fs = fs or RealFileSystem()
+        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce")
+        self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch")
+        self.broker_config: dict[str, str] = broker_config(
+            self.static_config, metadata.image, metadata.broker_id
+        )
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._alter_pending: set[TopicPartition] = set()
+        self._alter_in_flight: set[TopicPartition] = set()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._sleep_until_ms = _LONG_MAX
+        self._next_shrink_ms = 0
+        self._next_flush_ms = 0
+        self._next_retention_ms = 0
+        self._background: set[asyncio.Task[None]] = set()
+        self._started = False
+        self._closed = False
+
+    # ==== lifecycle =================================================================
+
+    def start(self) -> None:
+        """Apply the current image, subscribe to later ones, start the timer task.
+        Must run on the event loop."""
+        if self._started:
+            raise RuntimeError("replica manager already started")
+        self._started = True
+        self.metadata.subscribe(self._on_image)
+        self._apply_image(self.metadata.image)
+        self._timer_task = asyncio.create_task(self._timer_loop(), name="replica-manager-timer")
+
+    async def close(self) -> None:
+        """Stop timers, answer waiters, flush and close every log (clean shutdown)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer_task is not None:
+            self._timer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer_task
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for future in self._waiters.values():
+            if not future.done():
+                future.set_result(None)
+        for hosted in self.partitions.values():
+            hosted.partition.stop()
+            hosted.partition.log.close()
+        self.partitions.clear()
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every applied image (the fetcher manager)."""
+        self._listeners.append(listener)
+
+    def now_ms(self) -> int:
+        return self.clock.monotonic_ms()
+
+    # ==== lookups ===================================================================
+
+    def get(self, key: TopicPartition) -> HostedPartition | None:
+        return self.partitions.get(key)
+
+    def _replica_view(self, key: TopicPartition) -> ReplicaView | None:
+        hosted = self.partitions.get(key)
+        return None if hosted is None else hosted.partition
+
+    def missing_partition_error(self, key: TopicPartition) -> ErrorCode:
+        """The error for a partition this broker does not host: NOT_LEADER_OR_FOLLOWER
+        if the metadata knows it (the client's metadata is stale), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        topic = self.metadata.image.topic_by_name(key[0])
+        if topic is not None and key[1] in topic.partitions:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
+    # ==== metadata ==================================================================
+
+    def _on_image(self, image: MetadataImage, previous: MetadataImage | None) -> None:
+        del previous
+        if not self._closed:
+            self._apply_image(image)
+
+    def _apply_image(self, image: MetadataImage) -> None:
+        broker_id = self.metadata.broker_id
+        broker_epoch = self.metadata.broker_epoch
+        self.broker_config = broker_config(self.static_config, image, broker_id)
+        now = self.now_ms()
+        seen: set[TopicPartition] = set()
+        touched: list[TopicPartition] = []
+        for topic, partition_id, reg in image.iter_partitions():
+            if broker_id not in reg.replicas:
+                continue
+            key = (topic.name, partition_id)
+            seen.add(key)
+            hosted = self.partitions.get(key)
+            if hosted is not None and hosted.topic_id != topic.topic_id:
+                # Deleted and re-created under the same name: a different log.
+                self._remove(key, delete=True)
+                hosted = None
+            topic_config = effective_topic_config(
+                self.broker_config, image.topic_config(topic.name)
+            )
+            if hosted is None:
+                hosted = self._open(key, topic.topic_id, topic_config)
+            p = hosted.partition
+            p.config = replication_config(self.broker_config, topic_config)
+            p.broker_epoch = broker_epoch
+            p.update_ineligible_replicas(
+                frozenset(r for r in reg.replicas if not image.is_usable(r))
+            )
+            state = PartitionState(
+                topic=topic.name, partition=partition_id, leader=reg.leader,
+                leader_epoch=reg.leader_epoch, partition_epoch=reg.partition_epoch,
+                replicas=reg.replicas, isr=reg.isr,
+            )
+            changed = (
+                p.become_leader(state, now) if reg.leader == broker_id
+                else p.become_follower(state, now)
+            )
+            if changed:
+                touched.append(key)
+                self._maybe_send_alter_partition(key)
+        for key in [k for k in self.partitions if k not in seen]:
+            self._remove(key, delete=True)
+            touched.append(key)
+        for key in touched:
+            self._wake_purgatories(key, now)
+        for listener in self._listeners:
+            listener()
+
+    def _open(
+        self, key: TopicPartition, topic_id: uuid.UUID, topic_config: Mapping[str, str]
+    ) -> HostedPartition:
+        name = f"{key[0]}-{key[1]}"
+        directory = next(
+            (os.path.join(d, name) for d in self.log_dirs if self.fs.exists(os.path.join(d, name))),
+            None,
+        )
+        if directory is None:
+            # The log dir hosting the fewest of our partitions (Kafka's default placement).
+            counts = {d: 0 for d in self.log_dirs}
+            for hosted in self.partitions.values():
+                parent = os.path.dirname(hosted.directory)
+                if parent in counts:
+                    counts[parent] += 1
+            directory = os.path.join(min(self.log_dirs, key=lambda d: counts[d]), name)
+        segment_log = Log.open(directory, log_config(topic_config), fs=self.fs, clock=self.clock)
+        partition = Partition(
+            key[0], key[1], local_id=self.metadata.broker_id, log=segment_log,
+            config=replication_config(self.broker_config, topic_config),
+            broker_epoch=self.metadata.broker_epoch,
+        )
+        hosted = HostedPartition(partition, topic_id, directory)
+        self.partitions[key] = hosted
+        log.info("hosting %s-%d in %s", key[0], key[1], directory)
+        return hosted
+
+    def _remove(self, key: TopicPartition, *, delete: bool) -> None:
+        hosted = self.partitions.pop(key)
+        hosted.partition.stop()
+        hosted.partition.log.close()
+        self._alter_pending.discard(key)
+        if delete:
+            shutil.rmtree(hosted.directory, ignore_errors=True)
+            log.info("deleted replica %s-%d", key[0], key[1])
+
+    # ==== produce ===================================================================
+
+    async def append_records(
+        self, entries: Mapping[TopicPartition, bytes], *, acks: int, timeout_ms: int
+    ) -> dict[TopicPartition, ProduceOutcome]:
+        """Append to every partition we lead; for acks=all, wait (DelayedProduce)
+        until each successful append is committed or ``timeout_ms`` passes."""
+        now = self.now_ms()
+        results: dict[TopicPartition, AppendResult] = {}
+        for key, records in entries.items():
+            hosted = self.partitions.get(key)
+            if hosted is None:
+                results[key] = AppendResult(self.missing_partition_error(key))
+                continue
+            result = hosted.partition.append_records(records, acks, now)
+            results[key] = result
+            if result.error == ErrorCode.none:
+                self._wake_purgatories(key, now)
+        outcomes = {k: ProduceOutcome(r.error, r) for k, r in results.items()}
+        waits = {
+            k: ProduceWait(r.required_offset, r.leader_epoch)
+            for k, r in results.items() if r.error == ErrorCode.none
+        }
+        if acks != -1 or not waits:
+            return outcomes
+        op = DelayedProduce(waits, deadline_ms=now + max(0, timeout_ms), lookup=self._replica_view)
+        if not self.produce_purgatory.try_complete_else_watch(op, now):
+            await self._wait_for(op)
+        for key, error in op.outcome.items():
+            outcomes[key] = ProduceOutcome(error, results[key])
+        return outcomes
+
+    # ==== fetch =====================================================================
+
+    async def fetch(
+        self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        """Serve a Fetch: read now; if fewer than ``min_bytes`` are readable and
+        nothing needs an immediate answer, long-poll (DelayedFetch) and read again."""
+        results = self._read_all(requests, params)
+        if params.max_wait_ms <= 0 or not requests or self._fetch_can_answer_now(results, params):
+            return results
+        now = self.now_ms()
+        op = DelayedFetch(
+            dict(requests), min_bytes=params.min_bytes,
+            deadline_ms=now + params.max_wait_ms, lookup=self._replica_view,
+        )
+        if self.fetch_purgatory.try_complete_else_watch(op, now):
+            return self._read_all(requests, params)
+        await self._wait_for(op)
+        return self._read_all(requests, params)
+
+    @staticmethod
+    def _fetch_can_answer_now(
+        results: Mapping[TopicPartition, FetchPartitionResult], params: FetchParams
+    ) -> bool:
+        total = 0
+        for result in results.values():
+            if result.error != ErrorCode.none or result.diverging_epoch is not None:
+                return True
+            total += len(result.records)
+        return total >= params.min_bytes
+
+    def _read_all(
+        self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        now = self.now_ms()
+        remaining = params.max_bytes
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        for key, request in requests.items():
+            hosted = self.partitions.get(key)
+            if hosted is None:
+                results[key] = FetchPartitionResult(self.missing_partition_error(key))
+                continue
+            p = hosted.partition
+            if remaining <= 0 and not request.is_from_follower and p.is_leader:
+                # The response is full (fetch.max.bytes): answer the position only.
+                results[key] = FetchPartitionResult(
+                    ErrorCode.none, high_watermark=p.high_watermark,
+                    log_start_offset=p.log.log_start_offset, log_end_offset=p.log_end_offset,
+                    leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                )
+                continue
+            hw_before = p.high_watermark
+            if remaining < request.max_bytes:
+                request = replace(request, max_bytes=max(remaining, 0))
+            result = p.handle_fetch(request, now)
+            results[key] = result
+            remaining -= len(result.records)
+            if request.is_from_follower and p.is_leader:
+                if p.high_watermark != hw_before:
+                    self._wake_purgatories(key, now)
+                self._maybe_send_alter_partition(key)
+        return results
+
+    # ==== purgatories and timers ======================================================
+
+    async def _wait_for(self, op: DelayedProduce | DelayedFetch) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters[id(op)] = future
+        if op.deadline_ms < self._sleep_until_ms:
+            self._wake.set()
+        try:
+            await future
+        finally:
+            self._waiters.pop(id(op), None)
+            if not op.completed:
+                # Our caller went away (connection closed, shutdown).
+                if isinstance(op, DelayedProduce):
+                    self.produce_purgatory.cancel(op)
+                else:
+                    self.fetch_purgatory.cancel(op)
+
+    def _resolve(self, ops: Sequence[DelayedProduce | DelayedFetch]) -> None:
+        for op in ops:
+            future = self._waiters.get(id(op))
+            if future is not None and not future.done():
+                future.set_result(None)
+
+    def _wake_purgatories(self, key: TopicPartition, now_ms: int) -> None:
+        self._resolve(self.produce_purgatory.check_and_complete(key, now_ms))
+        self._resolve(self.fetch_purgatory.check_and_complete(key, now_ms))
+
+    def on_follower_progress(self, key: TopicPartition) -> None:
+        """Called by the fetcher after it appended or moved a follower's HW.
+        Nothing on a follower waits for it today (no follower reads); kept so
+        the shell has one place to hook follower-side waiters."""
+        del key
+
+    async def _timer_loop(self) -> None:
+        while True:
+            now = self.now_ms()
+            self._resolve(self.produce_purgatory.expire(now))
+            self._resolve(self.fetch_purgatory.expire(now))
+            try:
+                self._run_due_maintenance(now)
+            except Exception:
+                log.exception("replica maintenance failed")
+            deadline = min(
+                self.produce_purgatory.next_deadline_ms() or _LONG_MAX,
+                self.fetch_purgatory.next_deadline_ms() or _LONG_MAX,
+                self._next_shrink_ms, self._next_flush_ms, self._next_retention_ms,
+                now + 50 if self._alter_pending else _LONG_MAX,
+            )
+            self._sleep_until_ms = deadline
+            self._wake.clear()
+            delay_s = max(0.0, (deadline - self.now_ms()) / 1000.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=min(delay_s, 3600.0))
+
+    def _run_due_maintenance(self, now: int) -> None:
+        if now >= self._next_shrink_ms:
+            lag_ms = int(self.broker_config["replica.lag.time.max.ms"])
+            self._next_shrink_ms = now + max(lag_ms // 2, 10)
+            for key, hosted in self.partitions.items():
+                if hosted.partition.maybe_shrink_isr(now):
+                    self._maybe_send_alter_partition(key)
+        for key in list(self._alter_pending):
+            self._maybe_send_alter_partition(key)
+        if now >= self._next_flush_ms:
+            interval = int(self.broker_config["log.flush.scheduler.interval.ms"])
+            self._next_flush_ms = min(_LONG_MAX, now + max(interval, 1))
+            if interval < _LONG_MAX:
+                for hosted in self.partitions.values():
+                    hosted.partition.log.maybe_flush()
+        if now >= self._next_retention_ms:
+            interval = int(self.broker_config["log.retention.check.interval.ms"])
+            self._next_retention_ms = now + max(interval, 1)
+            for hosted in self.partitions.values():
+                p = hosted.partition
+                p.log.apply_retention(high_watermark=p.high_watermark)
+
+    # ==== AlterPartition ============================================================
+
+    def _maybe_send_alter_partition(self, key: TopicPartition) -> None:
+        hosted = self.partitions.get(key)
+        if hosted is None:
+            self._alter_pending.discard(key)
+            return
+        p = hosted.partition
+        if not p.isr_change_in_flight:
+            self._alter_pending.discard(key)
+            return
+        self._alter_pending.add(key)
+        if key in self._alter_in_flight:
+            return
+        request = p.poll_alter_partition(self.now_ms())
+        if request is None:
+            return
+        self._alter_in_flight.add(key)
+        task = asyncio.create_task(self._send_alter_partition(key, p, request))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _send_alter_partition(
+        self, key: TopicPartition, p: Partition, request: AlterPartitionRequest
+    ) -> None:
+        try:
+            response = await self.metadata.alter_partition(request)
+        finally:
+            self._alter_in_flight.discard(key)
+        hosted = self.partitions.get(key)
+        if hosted is None or hosted.partition is not p:
+            return
+        now = self.now_ms()
+        if p.handle_alter_partition_response(response, now):
+            self._wake_purgatories(key, now)
+        if not p.isr_change_in_flight:
+            self._alter_pending.discard(key)
+
+    # ==== views for the API layer =====================================================
+
+    def leader_hint(self, key: TopicPartition) -> tuple[int, int]:
+        """(leader id, leader epoch) per the latest metadata, for NOT_LEADER hints."""
+        image = self.metadata.image
+        topic = image.topic_by_name(key[0])
+        reg = None if topic is None else topic.partitions.get(key[1])
+        if reg is None:
+            return NO_LEADER, -1
+        return reg.leader, reg.leader_epoch
+
+    def is_leader(self, key: TopicPartition) -> bool:
+        hosted = self.partitions.get(key)
+        return hosted is not None and hosted.partition.role is Role.LEADER

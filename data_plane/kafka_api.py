@@ -1,0 +1,93 @@
+"""The broker listener's Kafka API: which APIs and versions it serves, and
+the handler table for `raftlog.net.KafkaProtocolServer` (issue 5 §2).
+
+The handlers live in `data_plane.api` by area. Versions were chosen to
+cover what current clients negotiate (kafka-python 3.x, aiokafka 0.14,
+librdkafka 2.x) while only advertising what is really served: Fetch from v4
+(librdkafka uses v2 batches only when Fetch >= 4 is advertised) to v16
+(topic ids, ReplicaState with broker epoch: our own followers use it);
+Produce v3 (the first with v2 batches) to v9 (before KIP-951's leader hints
+that we do not fill); ListOffsets to v6 (v7 adds max-timestamp -3, not
+served); Metadata to v12 (v13 only adds a top-level error).
+
+Not served, so not advertised: groups, transactions, idempotence
+(InitProducerId), ACLs. Consumers use ``assign`` + ``seek``, or
+``enable.auto.commit=false`` with stored offsets of their own.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from data_plane.api.admin import (
+    handle_create_topics,
+    handle_delete_topics,
+    handle_describe_configs,
+)
+from data_plane.api.common import BrokerApiContext
+from data_plane.api.fetch import handle_fetch
+from data_plane.api.metadata import handle_describe_cluster, handle_metadata
+from data_plane.api.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from data_plane.api.produce import handle_produce
+from data_plane.broker.metadata_api import BrokerMetadata
+from data_plane.broker.replica_manager import ReplicaManager
+from raftlog.net import Handler, KafkaProtocolServer, RequestContext
+
+__all__ = ("BROKER_API_VERSIONS", "BrokerApiContext", "broker_handlers", "broker_server")
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
+DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
+
+#: api key -> (min, max) version served and advertised.
+BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 16),
+    LIST_OFFSETS: (1, 6),
+    METADATA: (0, 12),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    DESCRIBE_CONFIGS: (1, 4),
+    DESCRIBE_CLUSTER: (0, 1),
+}
+
+_HandlerImpl = Callable[[BrokerApiContext, RequestContext, Any], Awaitable[Any]]
+_IMPLS: Final[Mapping[int, _HandlerImpl]] = {
+    PRODUCE: handle_produce,
+    FETCH: handle_fetch,
+    LIST_OFFSETS: handle_list_offsets,
+    METADATA: handle_metadata,
+    OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    CREATE_TOPICS: handle_create_topics,
+    DELETE_TOPICS: handle_delete_topics,
+    DESCRIBE_CONFIGS: handle_describe_configs,
+    DESCRIBE_CLUSTER: handle_describe_cluster,
+}
+
+
+def broker_handlers(api: BrokerApiContext) -> dict[int, Handler]:
+    """The handler table for the broker listener."""
+    return {key: functools.partial(impl, api) for key, impl in _IMPLS.items()}
+
+
+def broker_server(
+    metadata: BrokerMetadata,
+    replicas: ReplicaManager,
+    *,
+    cluster_id: str,
+    host: str,
+    port: int,
+    listener_name: str = "PLAINTEXT",
+) -> KafkaProtocolServer:
+    """A (not yet started) broker listener; ``socket.request.max.bytes`` comes
+    from the broker config."""
+    api = BrokerApiContext(metadata, replicas, cluster_id, listener_name)
+    return KafkaProtocolServer(
+        host, port, broker_handlers(api),
+        supported=BROKER_API_VERSIONS,
+        max_request_bytes=int(replicas.broker_config["socket.request.max.bytes"]),
+        listener_name=listener_name,
+    )

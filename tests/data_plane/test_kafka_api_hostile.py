@@ -1,0 +1,165 @@
+"""Hostile but well-formed kio requests to the broker handlers: unknown
+topics, negative partitions, huge or negative sizes, bogus epochs, garbage
+record bytes. Every one is answered with error codes (an encodable response
+of the right class), never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import tempfile
+import uuid
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kio.schema.fetch.v12 import request as f12
+from kio.schema.fetch.v16 import request as f16
+from kio.schema.list_offsets.v6 import request as lo6
+from kio.schema.metadata.v12 import request as md12
+from kio.schema.offset_for_leader_epoch.v4 import request as ofle4
+from kio.schema.produce.v9 import request as p9
+
+from data_plane.api.build import response_class
+from data_plane.api.common import BrokerApiContext
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.kafka_api import broker_handlers
+from data_plane.testing.fake_broker_metadata import FakeMetadataCluster
+from raftlog.net import NO_RESPONSE, RequestContext
+from raftlog.net.codec import encode_response
+from raftlog.records import BatchBuilder
+
+topics = st.sampled_from(["t", "missing", "", "__x"])
+partitions = st.integers(-3, 4)
+epochs = st.integers(-5, 10)
+offsets = st.integers(-(2**63), 2**63 - 1)
+sizes = st.integers(-(2**31), 2**31 - 1)
+
+
+def _batch(n: int, flip: int | None) -> bytes:
+    builder = BatchBuilder()
+    for i in range(n):
+        builder.append(b"v%d" % i, key=b"k", timestamp_ms=1000 + i)
+    data = bytearray(builder.build())
+    if flip is not None and data:
+        data[flip % len(data)] ^= 0xFF  # corrupt one byte: CRC or header
+    return bytes(data)
+
+
+records = st.one_of(
+    st.binary(max_size=200), st.none(), st.just(b""),
+    st.builds(_batch, st.integers(1, 5), st.one_of(st.none(), st.integers(0, 500))),
+)
+
+
+class _Harness:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.cluster = FakeMetadataCluster()
+        meta = self.cluster.view(1)
+        self.cluster.register_broker(1, "127.0.0.1", 9)
+        self.cluster.create_topic("t", 2, 1, {"min.insync.replicas": "1"})
+        self.replicas = ReplicaManager(meta, log_dirs=[tempfile.mkdtemp()])
+
+        async def start() -> None:
+            self.replicas.start()
+        self.loop.run_until_complete(start())
+        self.api = BrokerApiContext(meta, self.replicas, "c")
+        self.handlers = broker_handlers(self.api)
+
+    def call(self, key: int, request: Any) -> Any:
+        ctx = RequestContext(key, int(request.__version__), 1, "fuzz", None, "PLAINTEXT")
+        response = self.loop.run_until_complete(
+            asyncio.wait_for(self.handlers[key](ctx, request), 5))
+        if response is NO_RESPONSE:
+            return response
+        assert type(response) is response_class(request)
+        encode_response(response, 1)
+        return response
+
+
+HARNESS: _Harness | None = None
+
+
+def harness() -> _Harness:
+    global HARNESS
+    if HARNESS is None:
+        HARNESS = _Harness()
+    return HARNESS
+
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(topic=topics, partition=partitions, data=records, acks=st.sampled_from([-1, 0, 1, 2, -7]),
+       timeout_ms=st.integers(-1000, 50))
+def test_produce(topic: str, partition: int, data: bytes | None, acks: int, timeout_ms: int) -> None:
+    request = p9.ProduceRequest(
+        transactional_id=None, acks=acks,  # type: ignore[arg-type]
+        timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
+        topic_data=(p9.TopicProduceData(name=topic, partition_data=(  # type: ignore[arg-type]
+            p9.PartitionProduceData(index=partition, records=data),),),),  # type: ignore[arg-type]
+    )
+    response = harness().call(0, request)
+    if acks != 0:
+        code = response.responses[0].partition_responses[0].error_code
+        assert code.value != 0 or (topic == "t" and 0 <= partition < 2)
+
+
+@SETTINGS
+@given(topic=topics, partition=partitions, offset=offsets, epoch=epochs, last=epochs,
+       max_bytes=sizes, replica=st.integers(-3, 5), wait=st.integers(-10, 5))
+def test_fetch_by_name(topic: str, partition: int, offset: int, epoch: int, last: int,
+                       max_bytes: int, replica: int, wait: int) -> None:
+    request = f12.FetchRequest(
+        replica_id=replica, max_wait=datetime.timedelta(milliseconds=wait),  # type: ignore[arg-type]
+        min_bytes=1, max_bytes=max_bytes, isolation_level=0,  # type: ignore[arg-type]
+        topics=(f12.FetchTopic(topic=topic, partitions=(f12.FetchPartition(  # type: ignore[arg-type]
+            partition=partition, current_leader_epoch=epoch, fetch_offset=offset,  # type: ignore[arg-type]
+            last_fetched_epoch=last, partition_max_bytes=max_bytes),)),),  # type: ignore[arg-type]
+        forgotten_topics_data=(),
+    )
+    harness().call(1, request)
+
+
+@SETTINGS
+@given(known=st.booleans(), partition=partitions, offset=offsets, epoch=epochs,
+       broker_epoch=st.integers(-2, 2**40))
+def test_fetch_by_id(known: bool, partition: int, offset: int, epoch: int,
+                     broker_epoch: int) -> None:
+    h = harness()
+    topic_id = h.cluster.image.topic_ids["t"] if known else uuid.uuid4()
+    request = f16.FetchRequest(
+        replica_state=f16.ReplicaState(replica_id=2, replica_epoch=broker_epoch),  # type: ignore[arg-type]
+        max_wait=datetime.timedelta(0), min_bytes=1,  # type: ignore[arg-type]
+        topics=(f16.FetchTopic(topic_id=topic_id, partitions=(f16.FetchPartition(
+            partition=partition, current_leader_epoch=epoch, fetch_offset=offset,  # type: ignore[arg-type]
+            partition_max_bytes=100),)),),  # type: ignore[arg-type]
+        forgotten_topics_data=(),
+    )
+    h.call(1, request)
+
+
+@SETTINGS
+@given(topic=topics, partition=partitions, epoch=epochs, ts=offsets)
+def test_list_offsets_and_epochs(topic: str, partition: int, epoch: int, ts: int) -> None:
+    h = harness()
+    h.call(2, lo6.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(  # type: ignore[arg-type]
+        lo6.ListOffsetsTopic(name=topic, partitions=(lo6.ListOffsetsPartition(  # type: ignore[arg-type]
+            partition_index=partition, current_leader_epoch=epoch, timestamp=ts),)),)))  # type: ignore[arg-type]
+    h.call(23, ofle4.OffsetForLeaderEpochRequest(topics=(ofle4.OffsetForLeaderTopic(
+        topic=topic, partitions=(ofle4.OffsetForLeaderPartition(  # type: ignore[arg-type]
+            partition=partition, current_leader_epoch=epoch, leader_epoch=epoch),)),)))  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(names=st.one_of(st.none(), st.lists(topics, max_size=3)))
+def test_metadata(names: list[str] | None) -> None:
+    request = md12.MetadataRequest(
+        topics=None if names is None else tuple(
+            md12.MetadataRequestTopic(topic_id=None, name=n) for n in names),  # type: ignore[arg-type]
+        allow_auto_topic_creation=True, include_topic_authorized_operations=False,
+    )
+    harness().call(3, request)
