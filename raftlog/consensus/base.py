@@ -53,11 +53,17 @@ class CoreBase:
         self._high_watermark = log.start_offset()
         # Records below this offset have been handed to the listener.
         self._applied_offset = log.start_offset()
+        # (applied offset, committable end) at which no whole batch was committable.
+        self._stalled_commit: tuple[int, int] | None = None
         self._accumulator: BatchAccumulator | None = None
         self._fetch: Outstanding | None = None
         self._next_fetch_ms = now_ms
         self._vote_requests: dict[int, tuple[bool, int]] = {}
         self._parked: dict[int, tuple[int, FetchRequest, int]] = {}
+        # Parked fetches of a leadership that just ended: answered with
+        # NOT_LEADER_OR_FOLLOWER (and the new epoch/leader hints) at the end of
+        # the input that ended it, so no request is left without a response.
+        self._orphaned_fetches: list[tuple[int, int]] = []
         self._last_leader: LeaderAndEpoch | None = None
         snapshot_id = log.latest_snapshot_id()
         if snapshot_id is not None:
@@ -98,6 +104,11 @@ class CoreBase:
     def _reset_leader_only_state(self) -> None:
         """Forget what only a leader keeps (on any transition away from Leader)."""
         self._accumulator = None
+        # Kafka completes its fetch purgatory exceptionally when leadership
+        # ends; over TCP an unanswered request would block every later
+        # response on its connection (responses go in order).
+        self._orphaned_fetches.extend(
+            (dst, cid) for dst, (cid, _, _) in sorted(self._parked.items()))
         self._parked.clear()
 
     def _clear_requests(self) -> None:
@@ -107,7 +118,9 @@ class CoreBase:
     def _maybe_handle_common_response(self, epoch: int, leader_id: int, now_ms: int) -> bool:
         """Learn a newer epoch or leader from any message; return whether the
         role changed (the caller then stops handling the message)."""
-        leader = None if leader_id == NO_LEADER or leader_id == self.node_id else leader_id
+        # A hint naming no voter (or us) is no leader we could follow.
+        leader = (leader_id if leader_id in self.config.voters and leader_id != self.node_id
+                  else None)
         if epoch > self.quorum.epoch:
             if leader is not None:
                 self._become_follower(epoch, leader, now_ms)

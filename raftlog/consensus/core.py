@@ -195,7 +195,7 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
             or self._events
             or self.quorum.has_unpersisted()
             or self.log.end_offset() > self.log.flushed_offset()
-            or self._committable_end() > self._applied_offset
+            or self._has_committable_batch()
         )
 
     def ready(self) -> Ready:
@@ -249,11 +249,19 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
         self._now_ms = now_ms
 
     def _after_input(self, now_ms: int) -> None:
+        self._answer_orphaned_fetches()
         self._maybe_send_fetch(now_ms)
         self._maybe_notify_leader()
 
     def _committable_end(self) -> int:
         return min(self._high_watermark, self.log.flushed_offset())
+
+    def _has_committable_batch(self) -> bool:
+        # A high watermark inside a batch (a peer's HW need not fall on our
+        # batch boundaries) commits nothing until it passes the batch's end:
+        # without the stall marker has_ready() would stay true forever.
+        end = self._committable_end()
+        return end > self._applied_offset and self._stalled_commit != (self._applied_offset, end)
 
     def _collect_committed(self) -> None:
         end = self._committable_end()
@@ -277,6 +285,7 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
                 self._applied_offset = header.next_offset
                 progressed = True
             if not progressed:
+                self._stalled_commit = (self._applied_offset, end)
                 break
 
     def _next_deadline_ms(self, now_ms: int) -> int:
@@ -301,6 +310,8 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
         elif isinstance(role, UnattachedState | VotedState | ProspectiveState | ResignedState):
             if self.quorum.is_voter:
                 deadlines.append(role.election_deadline_ms)
+                if isinstance(role, ProspectiveState) and role.backoff_until_ms is not None:
+                    deadlines.append(role.backoff_until_ms)
             else:
                 deadlines.append(self._fetch.expires_ms if self._fetch is not None
                                  else self._next_fetch_ms)
@@ -332,6 +343,8 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
                 self._next_fetch_ms = now_ms
             return
         if self._fetch is not None and now_ms >= self._fetch.expires_ms:
+            # No answer within the request timeout: as good as REQUEST_TIMED_OUT.
+            self._note_fetch_failure(self._fetch.destination, Errors.REQUEST_TIMED_OUT)
             self._fetch = None
             self._next_fetch_ms = now_ms
 
@@ -348,6 +361,10 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
                     self._start_prospective(now_ms)
             elif now_ms >= role.election_deadline_ms:
                 self._lose_election(role, now_ms)
+            return
+        if isinstance(role, ProspectiveState) and role.backoff_until_ms is not None \
+                and now_ms >= role.backoff_until_ms:
+            self._start_prospective(now_ms)
             return
         if isinstance(role, UnattachedState | VotedState | ProspectiveState | ResignedState) \
                 and now_ms >= role.election_deadline_ms:

@@ -43,6 +43,10 @@ class ElectionMixin(CoreBase):
         if req.candidate_id not in self.config.voters:
             self._reply_vote(src, cid, granted=False, error=Errors.INCONSISTENT_VOTER_SET)
             return
+        if req.candidate_id == self.node_id:
+            # Nobody else stands in our name: a confused or hostile peer.
+            self._reply_vote(src, cid, granted=False, error=Errors.INVALID_REQUEST)
+            return
         if not self.quorum.is_voter:
             # Observers and voters recovering from disk loss (KAFKA-14077)
             # have no vote to give.
@@ -83,11 +87,21 @@ class ElectionMixin(CoreBase):
         return False
 
     def _has_live_leader(self, now_ms: int) -> bool:
-        """KIP-996: reject pre-votes while we still hear from a leader."""
+        """KIP-996: reject pre-votes while we still hear from a leader.
+
+        As Kafka's ``FollowerState.canGrantVote``, a follower vetoes only once
+        it has fetched from the leader in this epoch. Beyond Kafka, it stops
+        vetoing as soon as its fetches to that leader fail at the transport
+        (BROKER_NOT_AVAILABLE, REQUEST_TIMED_OUT) or the leader says it no
+        longer leads: a dead leader then costs one fetch timeout, not a fetch
+        timeout plus an election timeout. Pre-votes change no state, so this
+        only affects liveness.
+        """
         role = self.quorum.role
         if isinstance(role, LeaderState):
             return True
-        return isinstance(role, FollowerState) and now_ms < role.fetch_deadline_ms
+        return (isinstance(role, FollowerState) and role.has_fetched_from_leader
+                and not role.leader_unreachable and now_ms < role.fetch_deadline_ms)
 
     def _reply_vote(self, src: int, cid: int, *, granted: bool,
                     error: Errors = Errors.NONE) -> None:
@@ -106,9 +120,17 @@ class ElectionMixin(CoreBase):
             tally = role.tally
         else:
             return
-        if src not in self.config.voters or resp.error is not Errors.NONE:
+        if src not in self.config.voters or src == self.node_id:
             return
-        (tally.granted if resp.vote_granted else tally.rejected).add(src)
+        if resp.error is Errors.NONE:
+            (tally.granted if resp.vote_granted else tally.rejected).add(src)
+        elif resp.error in (Errors.BROKER_NOT_AVAILABLE, Errors.REQUEST_TIMED_OUT):
+            # An unreachable voter will not grant in this round: counting it
+            # lets a round that can no longer win end now instead of at the
+            # election timeout. Losing only ever backs off, so this is safe.
+            tally.rejected.add(src)
+        else:
+            return
         self._maybe_finish_election(now_ms)
 
     # -- standing ------------------------------------------------------------
@@ -142,11 +164,26 @@ class ElectionMixin(CoreBase):
         if isinstance(role, ProspectiveState):
             if len(role.tally.granted) >= majority:
                 self._start_candidate(now_ms)
+            elif (role.backoff_until_ms is None
+                  and len(role.tally.rejected) > len(self.config.voters) - majority):
+                self._lose_pre_vote(role, now_ms)
         elif isinstance(role, CandidateState) and role.backoff_until_ms is None:
             if len(role.tally.granted) >= majority:
                 self._become_leader(now_ms)
             elif len(role.tally.rejected) > len(self.config.voters) - majority:
                 self._lose_election(role, now_ms)
+
+    def _lose_pre_vote(self, role: ProspectiveState, now_ms: int) -> None:
+        """KIP-996 as Kafka 4.x: a pre-vote round rejected by a majority goes
+        back to following the leader it still knows (it may well be alive);
+        without one it backs off (randomised, exponential, like a candidate's
+        backoff) and pre-votes again, rather than waiting out a whole new
+        election timeout."""
+        self._vote_requests.clear()
+        if role.leader_id is not None:
+            self._become_follower(role.epoch, role.leader_id, now_ms)
+            return
+        role.backoff_until_ms = now_ms + self.quorum.election_backoff_ms(role.retries + 1)
 
     def _lose_election(self, role: CandidateState, now_ms: int) -> None:
         """Back off (randomised, exponential) before the next pre-vote round."""
@@ -196,6 +233,11 @@ class ElectionMixin(CoreBase):
         if req.leader_id not in self.config.voters:
             self._respond(src, cid, BeginQuorumEpochResponse(
                 Errors.INCONSISTENT_VOTER_SET, self.quorum.epoch, self._leader_id_or_none()))
+            return
+        if req.leader_id == self.node_id:
+            # Only we announce our own leadership.
+            self._respond(src, cid, BeginQuorumEpochResponse(
+                Errors.INVALID_REQUEST, self.quorum.epoch, self._leader_id_or_none()))
             return
         if req.leader_epoch < self.quorum.epoch:
             self._respond(src, cid, BeginQuorumEpochResponse(

@@ -184,8 +184,9 @@ class QuorumState:
             leader_id = None
         voted_id = self.voted_id()
         deadline = now_ms + self.random_election_timeout_ms()
+        retries = role.retries + 1 if isinstance(role, ProspectiveState) else 0
         self.role = ProspectiveState(role.epoch, leader_id=leader_id, voted_id=voted_id,
-                                     election_deadline_ms=deadline)
+                                     election_deadline_ms=deadline, retries=retries)
         self.role.tally.granted.add(self.local_id)
         # Same epoch, leader and vote: nothing new to persist (that is the
         # point of pre-vote: a failed round leaves no trace).

@@ -12,6 +12,8 @@ log start, and learn the HW.
 
 from __future__ import annotations
 
+import logging
+
 from raftlog.consensus.base import CoreBase, Outstanding
 from raftlog.consensus.errors import Errors, InvariantError
 from raftlog.consensus.leader import LeaderState
@@ -27,7 +29,9 @@ from raftlog.consensus.messages import (
 from raftlog.consensus.ready import SnapshotLoad
 from raftlog.consensus.roles import FollowerState, UnattachedState, VotedState
 from raftlog.consensus.snapshot import SnapshotId
-from raftlog.records import iter_batches
+from raftlog.records import RecordError, iter_batches
+
+log = logging.getLogger(__name__)
 
 
 class ReplicationMixin(CoreBase):
@@ -41,7 +45,7 @@ class ReplicationMixin(CoreBase):
         if error is not Errors.NONE or not isinstance(role, LeaderState):
             self._respond(src, cid, self._fetch_error(error))
             return
-        if req.replica_id not in (src, ANONYMOUS_REPLICA):
+        if req.replica_id not in (src, ANONYMOUS_REPLICA) or src == self.node_id:
             self._respond(src, cid, self._fetch_error(Errors.INVALID_REQUEST))
             return
         kind = self._validate_offset_and_epoch(req.fetch_offset, req.last_fetched_epoch)
@@ -59,11 +63,23 @@ class ReplicationMixin(CoreBase):
         if req.replica_id != ANONYMOUS_REPLICA and role.update_replica(
                 req.replica_id, req.fetch_offset, self.log.end_offset(), now_ms):
             self._on_high_watermark_change(role, now_ms)
+        replaced = self._parked.pop(src, None)
+        if replaced is not None:
+            # One parked fetch per source: answer the older one now (it is
+            # stale for the fetcher, but every request gets its response).
+            self._answer_fetch(role, src, replaced[0], replaced[1])
         if req.fetch_offset >= self.log.end_offset() and req.max_wait_ms > 0:
             # Long poll: answer when data arrives, the HW moves, or at max wait.
             self._parked[src] = (cid, req, now_ms + req.max_wait_ms)
             return
         self._answer_fetch(role, src, cid, req)
+
+    def _answer_orphaned_fetches(self) -> None:
+        """Answer the fetches parked by a leadership that has ended, with the
+        current epoch and leader as hints (Kafka's NOT_LEADER_OR_FOLLOWER)."""
+        orphaned, self._orphaned_fetches = self._orphaned_fetches, []
+        for dst, cid in orphaned:
+            self._respond(dst, cid, self._fetch_error(Errors.NOT_LEADER_OR_FOLLOWER))
 
     def _validate_leader_request(self, request_epoch: int) -> Errors:
         """Kafka's validateLeaderOnlyRequest."""
@@ -214,31 +230,74 @@ class ReplicationMixin(CoreBase):
         role = self.quorum.role
         if resp.error is not Errors.NONE or not isinstance(role, FollowerState) \
                 or role.leader_id != src or resp.leader_epoch != role.epoch:
+            self._note_fetch_failure(src, resp.error)
+            self._next_fetch_ms = now_ms + self.config.retry_backoff_ms
+            return
+        if not self._apply_fetch_response(role, src, resp):
+            # Bad input from the leader (STYLE.md section 8, tier 1): drop it,
+            # keep the fetch timeout running, and fetch again after a backoff.
             self._next_fetch_ms = now_ms + self.config.retry_backoff_ms
             return
         role.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
-        if resp.diverging_epoch is not None:
-            self._truncate_to_diverging_epoch(resp.diverging_epoch)
-        elif resp.snapshot_id is not None:
-            role.snapshot_fetching = resp.snapshot_id
-            role.snapshot_buffer = bytearray()
-        else:
-            if resp.records:
-                self._append_as_follower(resp.records)
-            if resp.high_watermark >= 0:
-                self._raise_high_watermark(resp.high_watermark)
-            self._maybe_finish_recovery(role)
+        role.has_fetched_from_leader = True
+        role.leader_unreachable = False
         self._next_fetch_ms = now_ms
 
-    def _append_as_follower(self, records: bytes) -> None:
-        first = next(iter_batches(records, validate_crc=False), None)
-        if first is None or first[0].base_offset != self.log.end_offset():
-            return  # not what we asked for: fetch again from the LEO
-        self.log.append_as_follower(records)
+    def _note_fetch_failure(self, src: int, error: Errors) -> None:
+        """The runtime reports a refused or lost connection as
+        BROKER_NOT_AVAILABLE and a timeout as REQUEST_TIMED_OUT (Kafka's
+        KafkaNetworkChannel); a resigned leader answers NOT_LEADER_OR_FOLLOWER.
+        The leader is then not known to be alive, so this follower stops
+        vetoing pre-votes on its behalf."""
+        role = self.quorum.role
+        if isinstance(role, FollowerState) and role.leader_id == src and error in (
+                Errors.BROKER_NOT_AVAILABLE, Errors.REQUEST_TIMED_OUT,
+                Errors.NOT_LEADER_OR_FOLLOWER):
+            role.leader_unreachable = True
 
-    def _truncate_to_diverging_epoch(self, diverging: DivergingEpoch) -> None:
+    def _apply_fetch_response(self, role: FollowerState, src: int, resp: FetchResponse) -> bool:
+        """Apply a successful Fetch answer; False (logged) if it makes no sense."""
+        if resp.diverging_epoch is not None:
+            return self._truncate_to_diverging_epoch(src, resp.diverging_epoch)
+        if resp.snapshot_id is not None:
+            if resp.snapshot_id.end_offset < self._applied_offset:
+                log.warning("node %d: leader %d offers snapshot %s below the applied offset %d;"
+                            " ignored", self.node_id, src, resp.snapshot_id,
+                            self._applied_offset)
+                return False
+            role.snapshot_fetching = resp.snapshot_id
+            role.snapshot_buffer = bytearray()
+            return True
+        if resp.records and not self._append_as_follower(role, src, resp.records):
+            return False
+        if resp.high_watermark >= 0:
+            self._raise_high_watermark(resp.high_watermark)
+        self._maybe_finish_recovery(role)
+        return True
+
+    def _append_as_follower(self, role: FollowerState, src: int, records: bytes) -> bool:
+        """Append fetched batches; False (logged) if they are corrupt, from a
+        later epoch than the leader's, or do not continue the log."""
+        try:
+            first = next(iter_batches(records, validate_crc=False), None)
+            if first is None or first[0].base_offset != self.log.end_offset():
+                return True  # not what we asked for: fetch again from the LEO
+            for header, _ in iter_batches(records, validate_crc=False):
+                if header.partition_leader_epoch > role.epoch:
+                    raise ValueError(f"batch of epoch {header.partition_leader_epoch} from the"
+                                     f" leader of epoch {role.epoch}")
+            self.log.append_as_follower(records)
+        except (ValueError, RecordError) as exc:
+            log.warning("node %d: bad records fetched from %d at offset %d: %s",
+                        self.node_id, src, self.log.end_offset(), exc)
+            return False
+        return True
+
+    def _truncate_to_diverging_epoch(self, src: int, diverging: DivergingEpoch) -> bool:
         """Kafka's ReplicatedLog.truncateToEndOffset: cut at the leader's end
-        offset for the epoch, or at our own end of that epoch if earlier."""
+        offset for the epoch, or at our own end of that epoch if earlier.
+        A divergence below our committed (applied) offset cannot come from a
+        correct leader: it is logged and dropped (False), not obeyed."""
         if diverging.epoch == 0:
             target = min(diverging.end_offset, self.log.end_offset())
         else:
@@ -248,10 +307,13 @@ class ReplicationMixin(CoreBase):
             else:
                 target = local.offset
         if target < self._applied_offset:
-            raise InvariantError(
-                f"divergence at {target} below applied (committed) offset {self._applied_offset}")
+            log.error("node %d: leader %d sent %s, which would truncate below the applied"
+                      " (committed) offset %d; ignored", self.node_id, src, diverging,
+                      self._applied_offset)
+            return False
         if target < self.log.end_offset():
             self.log.truncate_to(target)
+        return True
 
     def handle_fetch_snapshot_response(self, src: int, cid: int, resp: FetchSnapshotResponse,
                                        now_ms: int) -> None:
@@ -264,6 +326,7 @@ class ReplicationMixin(CoreBase):
             return
         if resp.error is not Errors.NONE or resp.snapshot_id != role.snapshot_fetching \
                 or resp.position != len(role.snapshot_buffer):
+            self._note_fetch_failure(src, resp.error)
             # Start over with a fresh Fetch (the leader may have a newer snapshot).
             role.snapshot_fetching = None
             role.snapshot_buffer = bytearray()

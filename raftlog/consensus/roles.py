@@ -67,14 +67,19 @@ class ProspectiveState:
     bumping its epoch. It keeps the leader/vote of ``epoch`` (so the persisted
     state does not change) and may go back to following that leader."""
 
-    __slots__ = ("election_deadline_ms", "epoch", "leader_id", "tally", "voted_id")
+    __slots__ = ("backoff_until_ms", "election_deadline_ms", "epoch", "leader_id", "retries",
+                 "tally", "voted_id")
 
     def __init__(self, epoch: int, *, leader_id: int | None, voted_id: int | None,
-                 election_deadline_ms: int) -> None:
+                 election_deadline_ms: int, retries: int = 0) -> None:
         self.epoch = epoch
         self.leader_id = leader_id
         self.voted_id = voted_id
         self.election_deadline_ms = election_deadline_ms
+        # Rounds lost in a row (sizes the backoff); set once a majority
+        # rejected this round: the next round starts then.
+        self.retries = retries
+        self.backoff_until_ms: int | None = None
         self.tally = _Tally()
 
 
@@ -97,13 +102,20 @@ class FollowerState:
     """Follows ``leader_id`` in ``epoch``. ``fetch_deadline_ms`` is the
     fetch-timeout: no successful fetch by then means the leader is gone."""
 
-    __slots__ = ("epoch", "fetch_deadline_ms", "fetch_in_flight_until_ms", "leader_id",
+    __slots__ = ("epoch", "fetch_deadline_ms", "fetch_in_flight_until_ms",
+                 "has_fetched_from_leader", "leader_id", "leader_unreachable",
                  "snapshot_buffer", "snapshot_fetching")
 
     def __init__(self, epoch: int, leader_id: int, fetch_deadline_ms: int) -> None:
         self.epoch = epoch
         self.leader_id = leader_id
         self.fetch_deadline_ms = fetch_deadline_ms
+        # Kafka's FollowerState.hasFetchedFromLeader: until the first successful
+        # fetch in this epoch the follower may grant pre-votes (KIP-996).
+        self.has_fetched_from_leader = False
+        # The last request to the leader failed at the transport (connection
+        # refused or lost, request timed out) and no fetch succeeded since.
+        self.leader_unreachable = False
         # A request (Fetch or FetchSnapshot) is outstanding until then; None if none.
         self.fetch_in_flight_until_ms: int | None = None
         self.snapshot_fetching: SnapshotId | None = None

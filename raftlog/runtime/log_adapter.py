@@ -34,6 +34,7 @@ import os
 from raftlog.clock import Clock, SystemClock
 from raftlog.consensus.log import LogAppendInfo, OffsetAndEpoch
 from raftlog.consensus.snapshot import SnapshotId, parse_snapshot_filename, snapshot_filename
+from raftlog.records import RecordError
 from raftlog.storage import (
     FileSystem,
     InvalidEpochError,
@@ -52,6 +53,7 @@ __all__ = ("SegmentReplicatedLog",)
 log = logging.getLogger(__name__)
 
 _BAD_APPEND = (
+    RecordError,  # corrupt batch (CRC, framing) from the codec
     UnexpectedAppendOffsetError,
     InvalidEpochError,
     InvalidRecordBatchError,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from raftlog.consensus.log import LogAppendInfo, OffsetAndEpoch
 from raftlog.consensus.snapshot import SnapshotId
-from raftlog.records import iter_batches, rewrite_base_offset_and_epoch
+from raftlog.records import RecordError, iter_batches, rewrite_base_offset_and_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +111,14 @@ class MemoryLog:
         return LogAppendInfo(base, header.last_offset)
 
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
+        """The port's contract: ValueError for corrupt batches (a CRC or framing
+        error from the codec included) or ones that do not continue the log."""
+        try:
+            return self._append_as_follower(records)
+        except RecordError as exc:
+            raise ValueError(f"corrupt batch: {exc}") from exc
+
+    def _append_as_follower(self, records: bytes) -> LogAppendInfo:
         first = self.end_offset()
         expected = first
         epoch = self.last_fetched_epoch()

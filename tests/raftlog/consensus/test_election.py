@@ -8,6 +8,7 @@ from raftlog.consensus.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
+    FetchRequest,
     VoteRequest,
     VoteResponse,
 )
@@ -94,6 +95,7 @@ def test_kip996_prospective_pre_votes_before_bumping_the_epoch() -> None:
 
 def test_kip996_pre_vote_rejected_while_the_leader_is_live() -> None:
     ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.answer_fetch()  # it has heard from the leader in this epoch
     ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
     ctx.assert_sent(VoteResponse, 2, vote_granted=False, leader_id=3)
     # Once the fetch timeout passes without hearing from the leader, it is granted.
@@ -191,3 +193,101 @@ def test_single_voter_quorum_elects_itself() -> None:
     offset = ctx.propose(b"a")
     ctx.advance_time(ctx.config.append_linger_ms)
     assert ctx.core.high_watermark == offset + 1
+
+
+# -- KIP-996 liveness after a leader dies (Kafka 4.x behaviour) -----------------
+
+
+def test_kip996_follower_grants_pre_vote_before_its_first_fetch_from_the_leader() -> None:
+    # Kafka FollowerState.canGrantVote: !hasFetchedFromLeader && log up to date.
+    ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+
+
+def test_kip996_follower_whose_fetch_to_the_leader_fails_stops_vetoing_pre_votes() -> None:
+    ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.answer_fetch()
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False)
+    # The runtime reports the dead leader's refused connection.
+    ctx.answer_fetch(error=Errors.BROKER_NOT_AVAILABLE, leader_id=-1)
+    assert ctx.core.role_name == "Follower"  # still within its fetch timeout
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+    # A real vote is unaffected by this: epochs and logs decide it as before.
+    ctx.advance_time(ctx.config.retry_backoff_ms)
+    ctx.answer_fetch()  # the leader answers again: the veto is back
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False)
+
+
+def test_kip996_follower_whose_fetch_times_out_stops_vetoing_pre_votes() -> None:
+    ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.answer_fetch()
+    ctx.answer_fetch(error=Errors.REQUEST_TIMED_OUT, leader_id=-1)
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True)
+
+
+def test_kip996_pre_vote_rejected_by_a_majority_goes_back_to_the_known_leader() -> None:
+    ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.answer_fetch()
+    ctx.advance_time(ctx.config.fetch_timeout_ms)
+    assert ctx.core.role_name == "Prospective"
+    for voter in (2, 3):
+        env, _ = ctx.assert_sent(VoteRequest, voter, pre_vote=True)
+        ctx.deliver(voter, VoteResponse(Errors.NONE, 1, 3, False), env.correlation_id)
+    assert ctx.core.role_name == "Follower" and ctx.core.epoch == 1
+    ctx.assert_sent(FetchRequest, 3)
+
+
+def test_kip996_rejected_pre_vote_without_leader_backs_off_not_a_full_election_timeout() -> None:
+    ctx = RaftTestContext()
+    ctx.advance_time(ctx.config.election_timeout_ms * 2)
+    for voter in (2, 3):
+        env, _ = ctx.assert_sent(VoteRequest, voter, pre_vote=True)
+        ctx.deliver(voter, VoteResponse(Errors.NONE, 0, -1, False), env.correlation_id)
+    # Backoff is at most min(election.backoff.max.ms, retry.backoff.ms * 2) = 40 ms.
+    ctx.advance_time(2 * ctx.config.retry_backoff_ms)
+    ctx.assert_sent(VoteRequest, 2, pre_vote=True)
+    ctx.assert_sent(VoteRequest, 3, pre_vote=True)
+    assert ctx.core.epoch == 0
+
+
+def test_kip595_unreachable_voters_end_a_round_that_cannot_win_early() -> None:
+    ctx = RaftTestContext()
+    ctx.advance_time(ctx.config.election_timeout_ms * 2)
+    env2, _ = ctx.assert_sent(VoteRequest, 2, pre_vote=True)
+    env3, _ = ctx.assert_sent(VoteRequest, 3, pre_vote=True)
+    ctx.deliver(2, VoteResponse(Errors.NONE, 0, -1, True), env2.correlation_id)
+    assert ctx.core.role_name == "Candidate"
+    env2, _ = ctx.assert_sent(VoteRequest, 2, pre_vote=False)
+    env3, _ = ctx.assert_sent(VoteRequest, 3, pre_vote=False)
+    ctx.deliver(2, VoteResponse(Errors.NONE, 1, -1, False), env2.correlation_id)
+    ctx.deliver(3, VoteResponse(Errors.BROKER_NOT_AVAILABLE, 1, -1, False), env3.correlation_id)
+    # Lost now (backoff of at most 40 ms), not at the election timeout.
+    ctx.advance_time(2 * ctx.config.retry_backoff_ms)
+    ctx.assert_sent(VoteRequest, 2, pre_vote=True)
+
+
+def test_style8_vote_request_naming_this_node_as_candidate_is_refused() -> None:
+    ctx = RaftTestContext()
+    ctx.deliver(2, VoteRequest(5, 1, 0, 0))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False, error=Errors.INVALID_REQUEST)
+    assert ctx.core.epoch == 0
+
+
+def test_style8_begin_quorum_epoch_naming_this_node_as_leader_is_refused() -> None:
+    ctx = RaftTestContext()
+    ctx.deliver(2, BeginQuorumEpochRequest(5, 1))
+    ctx.assert_sent(BeginQuorumEpochResponse, 2, error=Errors.INVALID_REQUEST)
+    assert ctx.core.epoch == 0 and ctx.core.role_name == "Unattached"
+
+
+def test_style8_leader_hint_naming_a_non_voter_is_not_followed() -> None:
+    ctx = RaftTestContext()
+    ctx.advance_time(ctx.config.election_timeout_ms * 2)
+    env, _ = ctx.assert_sent(VoteRequest, 2, pre_vote=True)
+    ctx.deliver(2, VoteResponse(Errors.NONE, 4, 99, False), env.correlation_id)
+    assert ctx.core.epoch == 4 and ctx.core.role_name == "Unattached"

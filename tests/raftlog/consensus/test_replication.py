@@ -9,6 +9,7 @@ import pytest
 
 from raftlog.consensus.errors import Errors, NotLeaderError
 from raftlog.consensus.messages import (
+    BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
     DivergingEpoch,
@@ -288,3 +289,99 @@ def test_committed_batches_are_delivered_in_order_once_hw_passes() -> None:
     committed = [e for e in ctx.events if isinstance(e, CommittedBatch)]
     assert [c.is_control for c in committed] == [True, False]
     assert [r.value for r in decode_records(committed[-1].data)] == [b"hello"]
+
+
+# -- every parked fetch gets an answer -------------------------------------------
+
+
+def test_kip595_parked_fetch_is_answered_not_leader_with_new_leader_when_leadership_ends() -> None:
+    ctx = _leader()
+    epoch = ctx.core.epoch
+    ctx.follower_fetch(2, ctx.log.end_offset(), epoch, max_wait_ms=500)
+    ctx.assert_nothing_sent(FetchResponse)
+    # A newer leader (3) announces itself: the old leader's purgatory is
+    # completed with NOT_LEADER_OR_FOLLOWER and the new epoch/leader as hints.
+    ctx.deliver(3, BeginQuorumEpochRequest(epoch + 1, 3))
+    env, _resp = ctx.assert_sent(FetchResponse, 2, error=Errors.NOT_LEADER_OR_FOLLOWER,
+                                leader_epoch=epoch + 1, leader_id=3)
+    assert env.correlation_id == 1002
+
+
+def test_kip595_parked_fetch_is_answered_when_check_quorum_resigns() -> None:
+    ctx = _leader()
+    ctx.follower_fetch(2, ctx.log.end_offset(), ctx.core.epoch,
+                       max_wait_ms=ctx.config.fetch_timeout_ms * 10)
+    while ctx.core.is_leader:
+        ctx.advance_time(100)
+    assert ctx.core.role_name == "Resigned"
+    ctx.assert_sent(FetchResponse, 2, error=Errors.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_kip595_second_fetch_from_one_source_answers_the_parked_one() -> None:
+    ctx = _leader()
+    end, epoch = ctx.log.end_offset(), ctx.core.epoch
+    ctx.deliver(2, FetchRequest(2, epoch, end, epoch, 500, 1 << 20), correlation_id=7)
+    ctx.deliver(2, FetchRequest(2, epoch, end, epoch, 500, 1 << 20), correlation_id=8)
+    env, _resp = ctx.assert_sent(FetchResponse, 2, error=Errors.NONE, records=b"")
+    assert env.correlation_id == 7
+    ctx.assert_nothing_sent(FetchResponse)  # the new one is parked in its place
+    ctx.advance_time(500)
+    env, _ = ctx.assert_sent(FetchResponse, 2)
+    assert env.correlation_id == 8
+
+
+# -- STYLE.md section 8, tier 1: bad peer input never stops the node ---------------
+
+
+def _corrupt(batch: bytes) -> bytes:
+    data = bytearray(batch)
+    data[-1] ^= 0xFF  # inside the CRC-covered part: the CRC no longer matches
+    return bytes(data)
+
+
+def test_style8_memory_log_append_as_follower_raises_value_error_on_corrupt_batch() -> None:
+    # The ReplicatedLog port documents ValueError (not the codec's RecordError).
+    with pytest.raises(ValueError, match="corrupt"):
+        MemoryLog().append_as_follower(_corrupt(leader_batch(1, b"a")))
+
+
+def test_style8_corrupt_fetched_records_are_dropped_and_refetched_after_backoff() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    ctx.answer_fetch(records=_corrupt(leader_batch(1, b"a")), high_watermark=1)
+    assert ctx.log.end_offset() == 0 and ctx.core.high_watermark == 0
+    assert ctx.core.role_name == "Follower"
+    ctx.assert_nothing_sent(FetchRequest)  # not at once: after retry.backoff.ms
+    ctx.advance_time(ctx.config.retry_backoff_ms)
+    ctx.assert_sent(FetchRequest, 2, fetch_offset=0)
+
+
+def test_style8_fetched_batch_from_a_later_epoch_than_the_leaders_is_dropped() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    ctx.answer_fetch(records=leader_batch(5, b"a"))
+    assert ctx.log.end_offset() == 0 and ctx.log.last_fetched_epoch() == 0
+
+
+def test_style8_diverging_epoch_below_the_committed_offset_is_dropped_not_obeyed() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    ctx.answer_fetch(records=leader_batch(1, b"a", b"b"), high_watermark=2)
+    assert ctx.core.applied_offset == 2
+    ctx.answer_fetch(diverging_epoch=DivergingEpoch(0, 0))
+    assert ctx.log.end_offset() == 2 and ctx.core.role_name == "Follower"
+
+
+def test_style8_snapshot_offer_below_the_applied_offset_is_dropped() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    ctx.answer_fetch(records=leader_batch(1, b"a", b"b"), high_watermark=2)
+    ctx.answer_fetch(snapshot_id=SnapshotId(1, 1))
+    ctx.advance_time(ctx.config.retry_backoff_ms)
+    ctx.assert_nothing_sent(FetchSnapshotRequest)
+    ctx.assert_sent(FetchRequest, 2, fetch_offset=2)
+
+
+def test_style8_high_watermark_inside_a_batch_does_not_spin_the_ready_loop() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    # The context drains until has_ready() is false: this used to loop forever.
+    ctx.answer_fetch(records=leader_batch(1, b"a", b"b"), high_watermark=1)
+    assert ctx.core.applied_offset == 0 and not ctx.core.has_ready()
+    ctx.answer_fetch(high_watermark=2)
+    assert ctx.core.applied_offset == 2

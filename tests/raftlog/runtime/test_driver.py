@@ -311,3 +311,34 @@ def test_failed_fsync_stops_the_driver_and_fails_callers() -> None:
             await leader.propose([b"z"])
 
     run(_with_cluster(body))
+
+
+def test_kip595_leader_change_answers_a_parked_fetch_at_once_not_at_the_fallback_timeout() -> None:
+    """A long-polling fetch parked at a leader that resigns is answered with
+    NOT_LEADER_OR_FOLLOWER right away; the driver's REQUEST_TIMED_OUT after
+    max wait + request timeout is only a safety net."""
+
+    async def body(c: Cluster) -> None:
+        leader = await c.wait_leader()
+        await c.propose([b"x"])
+        observer = 99  # its own source, so no voter's fetch replaces the parked one
+        epoch = leader.core.epoch
+        end = leader.core.log.end_offset()
+        last_epoch = leader.core.log.last_fetched_epoch()
+        max_wait_ms = 5000  # fallback would fire after 5.3 s
+        loop = asyncio.get_running_loop()
+        pending = asyncio.ensure_future(
+            leader.handle_request(
+                observer, FetchRequest(observer, epoch, end, last_epoch, max_wait_ms, 1 << 20)
+            )
+        )
+        await asyncio.sleep(0.05)
+        assert not pending.done()  # parked (long poll)
+        started = loop.time()
+        await leader.resign()
+        response = await asyncio.wait_for(pending, 1.0)
+        elapsed_ms = (loop.time() - started) * 1000
+        assert response.error is Errors.NOT_LEADER_OR_FOLLOWER, response
+        assert elapsed_ms < 200, elapsed_ms
+
+    run(_with_cluster(body))

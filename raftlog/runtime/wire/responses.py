@@ -1,76 +1,27 @@
-"""Mapping between the core's KRaft messages and kio (Kafka protocol) entities.
-
-Pure functions, no I/O. The transport (``raftlog.net``) frames and encodes
-the kio entities; this module only decides which fields carry what.
-
-Versions (what Kafka 4.0's ``KafkaRaftClient`` sends, and the highest kio has
-where that matters):
-
-====================  ===  ==============================================
-API                   ver  why
-====================  ===  ==============================================
-Vote (52)              2   KIP-996 ``PreVote`` exists only from v2
-BeginQuorumEpoch (53)  1   KIP-853 shape (flexible, leader endpoints)
-EndQuorumEpoch (54)    1   KIP-853 shape (``PreferredCandidates``)
-Fetch (1)             17   KRaft fetches by topic id from v13 (KIP-516);
-                           v15 carries ``ReplicaState`` (KIP-903), v17
-                           the replica directory id; Kafka 4.0's raft
-                           client and observers send v17
-FetchSnapshot (59)     1   KIP-853 shape
-DescribeQuorum (55)   0-2  served at every version, so the Kafka 3.x and
-                           4.x ``kafka-metadata-quorum.sh`` both work
-====================  ===  ==============================================
-
-The Raft APIs are served at exactly one version each: only raftlog nodes
-(and Kafka nodes of the same generation) send them.
-
-Every KRaft RPC addresses the single partition ``__cluster_metadata-0``; from
-Fetch v13 on the topic travels as its fixed topic id
-``00000000-0000-0000-0000-000000000001`` (Kafka's
-``Topic.CLUSTER_METADATA_TOPIC_ID``). A request naming another topic or
-partition is answered with INVALID_REQUEST (Kafka answers
-UNKNOWN_TOPIC_OR_PARTITION per partition; the effect, a rejected request,
-is the same for a raft peer).
-
-Which node a request comes from is part of each request body (the
-candidate, the leader, the fetching replica). `decode_request` returns it
-as the envelope source, or None when the body does not name one
-(DescribeQuorum, an anonymous observer fetch).
-
-Errors: bad peer input raises `WireError` with the Kafka error code to
-answer with (STYLE.md section 8, tier 1); the caller answers or drops.
-"""
+"""Responses: the core's KRaft responses to kio response entities and back,
+and the error responses the runtime makes up for failed requests."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import types
 import typing
-import uuid
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
-from kio.schema.describe_quorum.v2 import request as dq_req
 from kio.schema.describe_quorum.v2 import response as dq_resp
-from kio.schema.end_quorum_epoch.v1 import request as eqe_req
 from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17 import request as fetch_req
 from kio.schema.fetch.v17 import response as fetch_resp
-from kio.schema.fetch_snapshot.v1 import request as fs_req
 from kio.schema.fetch_snapshot.v1 import response as fs_resp
-from kio.schema.types import BrokerId, TopicName
-from kio.schema.vote.v2 import request as vote_req
+from kio.schema.types import BrokerId
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import Records, i8, i32, i32Timedelta, i64, u16
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.primitive import Records, i32, i32Timedelta, i64, u16
+from kio.static.protocol import ResponsePayload
 
 from raftlog.consensus.errors import Errors
 from raftlog.consensus.messages import (
-    ANONYMOUS_REPLICA,
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -91,373 +42,18 @@ from raftlog.consensus.messages import (
 )
 from raftlog.consensus.snapshot import SnapshotId
 from raftlog.net import registry
-
-__all__ = (
-    "API_KEYS",
-    "METADATA_PARTITION",
-    "METADATA_TOPIC",
-    "METADATA_TOPIC_ID",
-    "REQUEST_TYPES",
-    "RESPONSE_TYPES",
-    "SUPPORTED_VERSIONS",
-    "Endpoint",
-    "WireError",
-    "convert_response",
-    "decode_request",
-    "decode_response",
-    "encode_request",
-    "encode_response",
-    "error_response",
-)
-
-METADATA_TOPIC: Final = "__cluster_metadata"
-METADATA_PARTITION: Final = 0
-METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
-"""Kafka's ``Topic.CLUSTER_METADATA_TOPIC_ID`` (``AAAAAAAAAAAAAAAAAAAAAQ``)."""
-
-VOTE_KEY: Final = 52
-BEGIN_QUORUM_EPOCH_KEY: Final = 53
-END_QUORUM_EPOCH_KEY: Final = 54
-FETCH_KEY: Final = 1
-FETCH_SNAPSHOT_KEY: Final = 59
-DESCRIBE_QUORUM_KEY: Final = 55
-
-API_KEYS: Final = (
-    VOTE_KEY,
-    BEGIN_QUORUM_EPOCH_KEY,
-    END_QUORUM_EPOCH_KEY,
-    FETCH_KEY,
-    FETCH_SNAPSHOT_KEY,
+from raftlog.runtime.wire.common import (
+    _PARTITION,
+    _TOPIC_NAME,
     DESCRIBE_QUORUM_KEY,
+    METADATA_PARTITION,
+    METADATA_TOPIC_ID,
+    Endpoint,
+    WireError,
+    _from_kio,
+    _single_partition,
+    _to_kio,
 )
-
-SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProxyType(
-    {
-        VOTE_KEY: (2, 2),
-        BEGIN_QUORUM_EPOCH_KEY: (1, 1),
-        END_QUORUM_EPOCH_KEY: (1, 1),
-        FETCH_KEY: (17, 17),
-        FETCH_SNAPSHOT_KEY: (1, 1),
-        DESCRIBE_QUORUM_KEY: (0, 2),
-    }
-)
-"""``api_key -> (min, max)`` served by a quorum node for the Raft APIs."""
-
-REQUEST_TYPES: Final = (
-    VoteRequest,
-    BeginQuorumEpochRequest,
-    EndQuorumEpochRequest,
-    FetchRequest,
-    FetchSnapshotRequest,
-    DescribeQuorumRequest,
-)
-"""The classes of `raftlog.consensus.messages.Request`, for isinstance checks."""
-
-RESPONSE_TYPES: Final = (
-    VoteResponse,
-    BeginQuorumEpochResponse,
-    EndQuorumEpochResponse,
-    FetchResponse,
-    FetchSnapshotResponse,
-    DescribeQuorumResponse,
-)
-"""The classes of `raftlog.consensus.messages.Response`."""
-
-CONTROLLER_LISTENER: Final = "CONTROLLER"
-
-_TOPIC_NAME: Final = TopicName(METADATA_TOPIC)
-_PARTITION: Final = i32(METADATA_PARTITION)
-
-
-class WireError(Exception):
-    """A request that cannot be mapped; answer it with ``error_code``."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(f"{error_code.name}: {message}")
-        self.error_code = error_code
-        self.message = message
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A node's controller listener (KIP-853 ``LeaderEndpoints``/``NodeEndpoints``)."""
-
-    node_id: int
-    host: str
-    port: int
-    listener: str = CONTROLLER_LISTENER
-
-
-# =========================================================================
-# Requests
-# =========================================================================
-
-
-def encode_request(
-    body: Request,
-    *,
-    destination: int,
-    cluster_id: str | None = None,
-    local_endpoint: Endpoint | None = None,
-) -> RequestPayload:
-    """The kio request carrying ``body`` to node ``destination``.
-
-    ``local_endpoint`` is this node's own listener, advertised in
-    BeginQuorumEpoch/EndQuorumEpoch (KIP-853). Raises TypeError for a body
-    that is not a request.
-    """
-    leader_endpoints = () if local_endpoint is None else (local_endpoint,)
-    match body:
-        case VoteRequest():
-            return vote_req.VoteRequest(
-                cluster_id=cluster_id,
-                voter_id=BrokerId(destination),
-                topics=(
-                    vote_req.TopicData(
-                        topic_name=_TOPIC_NAME,
-                        partitions=(
-                            vote_req.PartitionData(
-                                partition_index=_PARTITION,
-                                replica_epoch=i32(body.candidate_epoch),
-                                replica_id=BrokerId(body.candidate_id),
-                                replica_directory_id=None,
-                                voter_directory_id=None,
-                                last_offset_epoch=i32(body.last_offset_epoch),
-                                last_offset=i64(body.last_offset),
-                                pre_vote=body.pre_vote,
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        case BeginQuorumEpochRequest():
-            return bqe_req.BeginQuorumEpochRequest(
-                cluster_id=cluster_id,
-                voter_id=BrokerId(destination),
-                topics=(
-                    bqe_req.TopicData(
-                        topic_name=_TOPIC_NAME,
-                        partitions=(
-                            bqe_req.PartitionData(
-                                partition_index=_PARTITION,
-                                voter_directory_id=None,
-                                leader_id=BrokerId(body.leader_id),
-                                leader_epoch=i32(body.leader_epoch),
-                            ),
-                        ),
-                    ),
-                ),
-                leader_endpoints=tuple(
-                    bqe_req.LeaderEndpoint(name=e.listener, host=e.host, port=u16(e.port))
-                    for e in leader_endpoints
-                ),
-            )
-        case EndQuorumEpochRequest():
-            return eqe_req.EndQuorumEpochRequest(
-                cluster_id=cluster_id,
-                topics=(
-                    eqe_req.TopicData(
-                        topic_name=_TOPIC_NAME,
-                        partitions=(
-                            eqe_req.PartitionData(
-                                partition_index=_PARTITION,
-                                leader_id=BrokerId(body.leader_id),
-                                leader_epoch=i32(body.leader_epoch),
-                                preferred_candidates=tuple(
-                                    eqe_req.ReplicaInfo(
-                                        candidate_id=BrokerId(c), candidate_directory_id=None
-                                    )
-                                    for c in body.preferred_successors
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-                leader_endpoints=tuple(
-                    eqe_req.LeaderEndpoint(name=e.listener, host=e.host, port=u16(e.port))
-                    for e in leader_endpoints
-                ),
-            )
-        case FetchRequest():
-            return fetch_req.FetchRequest(
-                cluster_id=cluster_id,
-                replica_state=fetch_req.ReplicaState(
-                    replica_id=BrokerId(body.replica_id), replica_epoch=i64(-1)
-                ),
-                max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=body.max_wait_ms)),
-                min_bytes=i32(1),
-                max_bytes=i32(body.max_bytes),
-                isolation_level=i8(0),
-                topics=(
-                    fetch_req.FetchTopic(
-                        topic_id=METADATA_TOPIC_ID,
-                        partitions=(
-                            fetch_req.FetchPartition(
-                                partition=_PARTITION,
-                                current_leader_epoch=i32(body.leader_epoch),
-                                fetch_offset=i64(body.fetch_offset),
-                                last_fetched_epoch=i32(body.last_fetched_epoch),
-                                log_start_offset=i64(-1),
-                                partition_max_bytes=i32(body.max_bytes),
-                            ),
-                        ),
-                    ),
-                ),
-                forgotten_topics_data=(),
-            )
-        case FetchSnapshotRequest():
-            return fs_req.FetchSnapshotRequest(
-                cluster_id=cluster_id,
-                replica_id=BrokerId(body.replica_id),
-                max_bytes=i32(body.max_bytes),
-                topics=(
-                    fs_req.TopicSnapshot(
-                        name=_TOPIC_NAME,
-                        partitions=(
-                            fs_req.PartitionSnapshot(
-                                partition=_PARTITION,
-                                current_leader_epoch=i32(body.leader_epoch),
-                                snapshot_id=fs_req.SnapshotId(
-                                    end_offset=i64(body.snapshot_id.end_offset),
-                                    epoch=i32(body.snapshot_id.epoch),
-                                ),
-                                position=i64(body.position),
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        case DescribeQuorumRequest():
-            return dq_req.DescribeQuorumRequest(
-                topics=(
-                    dq_req.TopicData(
-                        topic_name=_TOPIC_NAME,
-                        partitions=(dq_req.PartitionData(partition_index=_PARTITION),),
-                    ),
-                )
-            )
-    raise TypeError(f"not a request: {body!r}")
-
-
-def decode_request(
-    payload: RequestPayload, *, local_id: int, cluster_id: str | None = None
-) -> tuple[int | None, Request]:
-    """``(source node id or None, request)`` for a kio request addressed to ``local_id``.
-
-    The source is None for DescribeQuorum and for an anonymous observer's
-    Fetch/FetchSnapshot (replica id -1). Raises `WireError` with
-    INCONSISTENT_CLUSTER_ID (both sides know a cluster id and they differ),
-    INVALID_REQUEST (not exactly ``__cluster_metadata-0``, fields the core
-    rejects, a voter id naming another node) or UNSUPPORTED_VERSION.
-    """
-    api_key, version = payload.__api_key__, payload.__version__
-    if api_key != DESCRIBE_QUORUM_KEY and SUPPORTED_VERSIONS.get(api_key, (-1, -1))[0] != version:
-        raise WireError(ErrorCode.unsupported_version, f"api {api_key} v{version}")
-    _check_cluster_id(getattr(payload, "cluster_id", None), cluster_id)
-    try:
-        return _decode_request(payload, local_id)
-    except ValueError as exc:  # the core's message validation
-        raise WireError(ErrorCode.invalid_request, str(exc)) from exc
-
-
-def _decode_request(payload: RequestPayload, local_id: int) -> tuple[int | None, Request]:
-    match payload:
-        case vote_req.VoteRequest():
-            _check_voter_id(payload.voter_id, local_id)
-            vp = _single_partition(payload.topics, "topic_name", "partitions", "partition_index")
-            vote = VoteRequest(
-                candidate_epoch=int(vp.replica_epoch),
-                candidate_id=int(vp.replica_id),
-                last_offset_epoch=int(vp.last_offset_epoch),
-                last_offset=int(vp.last_offset),
-                pre_vote=bool(vp.pre_vote),
-            )
-            return _node_id(vote.candidate_id), vote
-        case bqe_req.BeginQuorumEpochRequest():
-            _check_voter_id(payload.voter_id, local_id)
-            bp = _single_partition(payload.topics, "topic_name", "partitions", "partition_index")
-            begin = BeginQuorumEpochRequest(int(bp.leader_epoch), int(bp.leader_id))
-            return begin.leader_id, begin
-        case eqe_req.EndQuorumEpochRequest():
-            ep = _single_partition(payload.topics, "topic_name", "partitions", "partition_index")
-            end = EndQuorumEpochRequest(
-                int(ep.leader_epoch),
-                int(ep.leader_id),
-                tuple(int(c.candidate_id) for c in ep.preferred_candidates),
-            )
-            return _node_id(end.leader_id), end
-        case fetch_req.FetchRequest():
-            if len(payload.topics) != 1 or payload.topics[0].topic_id != METADATA_TOPIC_ID:
-                raise WireError(ErrorCode.invalid_request, "Fetch must name __cluster_metadata")
-            partitions = payload.topics[0].partitions
-            if len(partitions) != 1 or partitions[0].partition != METADATA_PARTITION:
-                raise WireError(ErrorCode.invalid_request, "Fetch must name partition 0")
-            fp = partitions[0]
-            replica_id = int(payload.replica_state.replica_id)
-            fetch = FetchRequest(
-                replica_id=replica_id,
-                leader_epoch=int(fp.current_leader_epoch),
-                fetch_offset=int(fp.fetch_offset),
-                last_fetched_epoch=max(0, int(fp.last_fetched_epoch)),
-                max_wait_ms=_millis(payload.max_wait),
-                max_bytes=max(1, min(int(payload.max_bytes), int(fp.partition_max_bytes))),
-            )
-            return (None if replica_id == ANONYMOUS_REPLICA else _node_id(replica_id)), fetch
-        case fs_req.FetchSnapshotRequest():
-            sp = _single_partition(payload.topics, "name", "partitions", "partition")
-            replica_id = int(payload.replica_id)
-            snap = FetchSnapshotRequest(
-                replica_id=replica_id,
-                leader_epoch=int(sp.current_leader_epoch),
-                snapshot_id=SnapshotId(int(sp.snapshot_id.end_offset), int(sp.snapshot_id.epoch)),
-                position=int(sp.position),
-                max_bytes=max(1, int(payload.max_bytes)),
-            )
-            return (None if replica_id == ANONYMOUS_REPLICA else _node_id(replica_id)), snap
-    if payload.__api_key__ == DESCRIBE_QUORUM_KEY:
-        topics = typing.cast(Any, payload).topics
-        _single_partition(topics, "topic_name", "partitions", "partition_index")
-        return None, DescribeQuorumRequest()
-    raise WireError(ErrorCode.invalid_request, f"not a KRaft request: {type(payload).__name__}")
-
-
-def _check_cluster_id(theirs: str | None, ours: str | None) -> None:
-    # Kafka's KafkaRaftClient.hasValidClusterId: a request without a cluster
-    # id is accepted (older senders); a different one is rejected.
-    if theirs is not None and ours is not None and theirs != ours:
-        raise WireError(ErrorCode.inconsistent_cluster_id, f"cluster id {theirs!r} != {ours!r}")
-
-
-def _check_voter_id(voter_id: int, local_id: int) -> None:
-    # KIP-853: -1 means "not given" (older senders).
-    if voter_id not in (-1, local_id):
-        raise WireError(
-            ErrorCode.invalid_request, f"request for voter {voter_id}, this is {local_id}"
-        )
-
-
-def _node_id(value: int) -> int:
-    if value < 0:
-        raise WireError(ErrorCode.invalid_request, f"bad node id {value}")
-    return value
-
-
-def _single_partition(topics: Any, name_field: str, partitions_field: str, index_field: str) -> Any:
-    if len(topics) != 1 or getattr(topics[0], name_field) != METADATA_TOPIC:
-        raise WireError(ErrorCode.invalid_request, "request must name __cluster_metadata only")
-    partitions = getattr(topics[0], partitions_field)
-    if len(partitions) != 1 or getattr(partitions[0], index_field) != METADATA_PARTITION:
-        raise WireError(ErrorCode.invalid_request, "request must name partition 0 only")
-    return partitions[0]
-
-
-def _millis(value: datetime.timedelta) -> int:
-    return max(0, int(value.total_seconds() * 1000))
-
-
-# =========================================================================
-# Responses
-# =========================================================================
 
 
 def encode_response(
@@ -841,15 +437,3 @@ def error_response(request: Request, error: Errors) -> Response:
         case DescribeQuorumRequest():
             return DescribeQuorumResponse(error, NO_LEADER, 0, -1)
     raise TypeError(f"not a request: {request!r}")
-
-
-_ERRORS_BY_CODE: Final = {int(e): e for e in Errors}
-
-
-def _to_kio(error: Errors) -> ErrorCode:
-    return ErrorCode(int(error))
-
-
-def _from_kio(code: int) -> Errors:
-    # A code the core has no name for is still an error to it.
-    return _ERRORS_BY_CODE.get(int(code), Errors.UNKNOWN_SERVER_ERROR)
