@@ -7,7 +7,7 @@
 Set-up makes a virtual environment in .venv and installs the project with
 its dev, bench and chaos extras into it. It reinstalls only when pyproject.toml changes (a
 hash is kept in .venv/.dev-stamp). Any further arguments go to the command:
-`python3 dev.py test -k records`, `python3 dev.py up --base-port 19092`.
+`python3 dev.py test -k records`, `python3 dev.py up --base-port 19092 --detach`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -58,9 +59,11 @@ def setup() -> None:
 
 # Debian packages the tests use: the chaos suite's fault backends
 # (chaos-infra.md: network namespaces, nftables partitions, libfaketime clock
-# skew) and docker-compose to validate docker-compose.yml (no engine runs).
+# skew), docker-compose to validate docker-compose.yml (no engine runs),
+# kcat as one more real Kafka client, and nats-server, the benchmark's peer.
 SYSTEM_TOOLS = {"ip": "iproute2", "nft": "nftables", "faketime": "faketime",
-                "docker-compose": "docker-compose"}
+                "docker-compose": "docker-compose", "kcat": "kcat",
+                "nats-server": "nats-server"}
 
 
 def system_tools() -> None:
@@ -87,9 +90,21 @@ def system_tools() -> None:
 
 
 def up(args: list[str]) -> int:
-    # Until the three-node cluster exists (the replication issue), the main
-    # job is the storage demo: append, crash, recover, read back.
-    return _run(BIN / "raftlog", "demo", "--torn-tail", *args)
+    """The main job: `raftlog cluster up`, a local 3-node cluster in the
+    foreground until Ctrl-C. Its data, configs, logs and pids go to
+    .cluster/ unless --dir is given; running it again restarts that cluster."""
+    if not any(a == "--dir" or a.startswith("--dir=") for a in args):
+        args = ["--dir", str(ROOT / ".cluster"), *args]
+    cmd = [str(BIN / "raftlog"), "cluster", "up", *args]
+    print("+", " ".join(cmd), flush=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C: the cluster launcher stops the nodes cleanly; pass it
+            # on (a terminal already did) and wait for it to finish.
+            proc.send_signal(signal.SIGINT)
 
 
 def test(args: list[str]) -> int:

@@ -3,7 +3,8 @@
     .venv/bin/python bench/metadata_bench.py [--topics 1000] [--partitions 10] [--batch 100]
 
 Starts 3 combined nodes (``process.roles=broker,controller``, Kafka's default
-timeouts) with `raftlog server start` on loopback, waits for the three
+timeouts) with `raftlog server start` on loopback
+(`data_plane.local_cluster`), waits for the three
 brokers to be registered and unfenced, then:
 
 - creates ``--topics`` topics x ``--partitions`` partitions, RF 3, with
@@ -28,7 +29,6 @@ import asyncio
 import datetime
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,11 +44,9 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
 from data_plane.broker.controller_channel import QuorumControllerChannel
-from data_plane.storage_format import random_uuid
+from data_plane.local_cluster import COMBINED, ClusterLayout, LocalCluster
 from raftlog.net.errors import ErrorCode
-from raftlog.runtime.local_quorum import free_ports
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
 NODES = (1, 2, 3)
 
 
@@ -64,46 +62,21 @@ def dir_bytes(path: Path, suffix: str) -> int:
     return sum(f.stat().st_size for f in path.glob(f"*{suffix}"))
 
 
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        ports = free_ports(6)
-        self.controller_ports = dict(zip(NODES, ports[:3], strict=True))
-        self.cluster_id = random_uuid()
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self.controller_ports.items())
-        for node_id, broker_port in zip(NODES, ports[3:], strict=True):
-            (root / f"server{node_id}.properties").write_text(
-                f"node.id={node_id}\nprocess.roles=broker,controller\n"
-                f"controller.quorum.voters={voters}\n"
-                f"listeners=PLAINTEXT://127.0.0.1:{broker_port},"
-                f"CONTROLLER://127.0.0.1:{self.controller_ports[node_id]}\n"
-                "controller.listener.names=CONTROLLER\n"
-                f"log.dirs={root}/data{node_id}\n"
-                f"metadata.log.max.record.bytes.between.snapshots={256 * 1024}\n"
-            )
-            subprocess.run(
-                [*CLI, "storage", "format", f"--cluster-id={self.cluster_id}",
-                 "--config", str(root / f"server{node_id}.properties")],
-                check=True, capture_output=True,
-            )
+def make_cluster(root: Path) -> LocalCluster:
+    """Three combined nodes on free ports, Kafka's default timeouts, formatted."""
+    layout = ClusterLayout.build(
+        (COMBINED,) * len(NODES),
+        base_port=None,
+        properties={"metadata.log.max.record.bytes.between.snapshots": str(256 * 1024)},
+    )
+    cluster = LocalCluster(root, layout)
+    cluster.write_configs()
+    cluster.format()
+    return cluster
 
-    def start(self) -> None:
-        for node_id in NODES:
-            log = open(self.root / f"node{node_id}.log", "ab")  # noqa: SIM115 - the child's
-            self.procs[node_id] = subprocess.Popen(
-                [*CLI, "server", "start", str(self.root / f"server{node_id}.properties")],
-                stdout=log, stderr=log,
-            )
 
-    def metadata_dir(self, node_id: int) -> Path:
-        return self.root / f"data{node_id}" / "__cluster_metadata-0"
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+def metadata_dir(cluster: LocalCluster, node_id: int) -> Path:
+    return cluster.data_dir(node_id) / "__cluster_metadata-0"
 
 
 def create_request(names: list[str], partitions: int) -> ct_req.CreateTopicsRequest:
@@ -144,16 +117,17 @@ async def wait_brokers(channel: QuorumControllerChannel, count: int, timeout_s: 
 
 
 async def run(args: argparse.Namespace, root: Path) -> None:
-    cluster = Cluster(root)
-    cluster.start()
-    addresses = {n: ("127.0.0.1", p) for n, p in cluster.controller_ports.items()}
+    cluster = make_cluster(root)
+    cluster.start_all()
+    addresses = {n.node_id: ("127.0.0.1", n.controller_port)
+                 for n in cluster.layout.controllers if n.controller_port is not None}
     channel = QuorumControllerChannel(addresses, lambda: None, request_timeout_ms=30_000)
     try:
         started = time.monotonic()
         await wait_brokers(channel, 3, 60)
         print(f"cluster up, 3 brokers unfenced in {time.monotonic() - started:.1f} s")
         await asyncio.sleep(2)
-        idle = {n: rss_mib(p.pid) for n, p in cluster.procs.items()}
+        idle = {n: rss_mib(cluster.pid(n)) for n in NODES}
 
         total = args.topics * args.partitions
         started = time.monotonic()
@@ -164,9 +138,9 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         print(f"created {args.topics} topics x {args.partitions} partitions (RF 3) = "
               f"{total} partitions in {create_s:.1f} s ({total / create_s:.0f} partitions/s)")
         await asyncio.sleep(3)  # let snapshots be written and memory settle
-        loaded = {n: rss_mib(p.pid) for n, p in cluster.procs.items()}
+        loaded = {n: rss_mib(cluster.pid(n)) for n in NODES}
         active = channel.active_controller_id or 1
-        mdir = cluster.metadata_dir(active)
+        mdir = metadata_dir(cluster, active)
         log_bytes = dir_bytes(mdir, ".log")
         snapshots = sorted(mdir.glob("*.checkpoint"))
         snapshot_bytes = snapshots[-1].stat().st_size if snapshots else 0
@@ -178,12 +152,11 @@ async def run(args: argparse.Namespace, root: Path) -> None:
                   f"{loaded[n]:.0f} MiB")
 
         # Failover: SIGKILL the active controller; time until CreateTopics succeeds.
-        victim = cluster.procs[active]
         survivors = {n: a for n, a in addresses.items() if n != active}
         after = QuorumControllerChannel(survivors, lambda: None, request_timeout_ms=5000,
                                         retry_backoff_ms=20)
         killed_at = time.monotonic()
-        os.kill(victim.pid, signal.SIGKILL)
+        os.kill(cluster.pid(active), signal.SIGKILL)
         await create(after, ["after-failover"], 1)
         failover_s = time.monotonic() - killed_at
         await after.close()
@@ -198,7 +171,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
               f"({failover_s:.2f} s)")
     finally:
         await channel.close()
-        cluster.stop()
+        cluster.stop(timeout_s=10)
 
 
 def main() -> int:

@@ -5,8 +5,12 @@
   ``storage random-uuid``, like kafka-storage.sh;
 - ``quorum describe --status|--replication --bootstrap-controller HOST:PORT``,
   printing what kafka-metadata-quorum.sh prints;
-- ``topics create|list|describe|delete --bootstrap-controller HOST:PORT``,
-  printing what kafka-topics.sh prints;
+- ``topics create|list|describe|delete --bootstrap-controller HOST:PORT`` or
+  ``--bootstrap-server HOST:PORT`` (a broker: Metadata, with live leaders
+  and ISRs; CreateTopics/DeleteTopics forwarded), printing what
+  kafka-topics.sh prints;
+- ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
+  ``consume`` (`data_plane.console_cli`);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
   active controller and every registered broker with its address, rack and
   fenced state (DescribeCluster v2 with fenced brokers, KIP-1073);
@@ -127,7 +131,7 @@ def _parse_bootstrap(text: str) -> list[tuple[str, int]]:
     for entry in text.split(","):
         host, sep, port = entry.strip().rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise CliError(f"--bootstrap-controller: {entry!r} is not HOST:PORT")
+            raise CliError(f"bootstrap address {entry!r} is not HOST:PORT")
         result.append((host, int(port)))
     return result
 
@@ -182,8 +186,12 @@ class _Admin:
 
 
 def _run_admin(args: argparse.Namespace, body: Callable[[_Admin], Awaitable[int]]) -> int:
+    # --bootstrap-server (topics): a broker answers Metadata itself and
+    # forwards CreateTopics/DeleteTopics to the active controller.
+    bootstrap = getattr(args, "bootstrap_server", None) or args.bootstrap_controller
+
     async def run() -> int:
-        admin = _Admin(_parse_bootstrap(args.bootstrap_controller), args.timeout_ms)
+        admin = _Admin(_parse_bootstrap(bootstrap), args.timeout_ms)
         try:
             return await body(admin)
         finally:
@@ -456,8 +464,14 @@ async def _topics_describe(admin: _Admin, args: argparse.Namespace) -> int:
 # --- registration ------------------------------------------------------------------
 
 
-def _admin_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,...]")
+def _admin_options(parser: argparse.ArgumentParser, *, broker: bool = False) -> None:
+    if broker:
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                           help="brokers (Metadata; CreateTopics/DeleteTopics forwarded)")
+        where.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]")
+    else:
+        parser.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,...]")
     parser.add_argument("--timeout-ms", type=int, default=15_000,
                         help="give up after this long without an acceptable answer")
 
@@ -495,15 +509,23 @@ def register(sub: Any) -> None:
     topics.add_argument("--partitions", type=int, default=-1)
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
-    _admin_options(topics)
+    _admin_options(topics, broker=True)
     topics.set_defaults(func=cmd_topics)
 
-    cluster = sub.add_parser("cluster", help="describe the cluster's brokers (DescribeCluster)")
-    cluster_describe = cluster.add_subparsers(dest="action", required=True).add_parser(
+    from .cluster_cli import register_cluster
+
+    cluster = sub.add_parser("cluster", help="a local cluster (up/status/down); describe brokers")
+    cluster_actions = cluster.add_subparsers(dest="action", required=True)
+    register_cluster(cluster_actions)
+    cluster_describe = cluster_actions.add_parser(
         "describe", help="brokers with their endpoint, rack and fenced state"
     )
     _admin_options(cluster_describe)
     cluster_describe.set_defaults(func=cmd_cluster_describe)
+
+    from .console_cli import register_console
+
+    register_console(sub)
 
     metadata = sub.add_parser("metadata", help="metadata log tools")
     dump = metadata.add_subparsers(dest="action", required=True).add_parser(

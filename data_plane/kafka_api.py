@@ -10,8 +10,10 @@ Produce v3 (the first with v2 batches) to v9 (before KIP-951's leader hints
 that we do not fill); ListOffsets to v6 (v7 adds max-timestamp -3, not
 served); Metadata to v12 (v13 only adds a top-level error).
 
-Not served, so not advertised: groups, transactions, idempotence
-(InitProducerId), ACLs. Consumers use ``assign`` + ``seek``, or
+InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`);
+FindCoordinator and the classic group APIs serve consumer groups
+(`data_plane.api.coordinator`, `data_plane.api.groups`).
+Not served, so not advertised: transactions, ACLs. Consumers use ``assign`` + ``seek``, or
 ``enable.auto.commit=false`` with stored offsets of their own.
 """
 
@@ -27,10 +29,24 @@ from data_plane.api.admin import (
     handle_describe_configs,
 )
 from data_plane.api.common import BrokerApiContext
+from data_plane.api.coordinator import handle_find_coordinator
 from data_plane.api.fetch import handle_fetch
+from data_plane.api.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from data_plane.api.metadata import handle_describe_cluster, handle_metadata
 from data_plane.api.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from data_plane.api.produce import handle_produce
+from data_plane.api.producer_ids import handle_init_producer_id
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from raftlog.net import Handler, KafkaProtocolServer, RequestContext
@@ -40,6 +56,10 @@ __all__ = ("BROKER_API_VERSIONS", "BrokerApiContext", "broker_handlers", "broker
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
 DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
+INIT_PRODUCER_ID = 22
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
+LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -52,6 +72,18 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     DELETE_TOPICS: (1, 6),
     DESCRIBE_CONFIGS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
+    INIT_PRODUCER_ID: (0, 4),
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 8),
+    FIND_COORDINATOR: (0, 4),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 4),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 
 _HandlerImpl = Callable[[BrokerApiContext, RequestContext, Any], Awaitable[Any]]
@@ -65,6 +97,18 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     DELETE_TOPICS: handle_delete_topics,
     DESCRIBE_CONFIGS: handle_describe_configs,
     DESCRIBE_CLUSTER: handle_describe_cluster,
+    INIT_PRODUCER_ID: handle_init_producer_id,
+    OFFSET_COMMIT: handle_offset_commit,
+    OFFSET_FETCH: handle_offset_fetch,
+    FIND_COORDINATOR: handle_find_coordinator,
+    JOIN_GROUP: handle_join_group,
+    HEARTBEAT: handle_heartbeat,
+    LEAVE_GROUP: handle_leave_group,
+    SYNC_GROUP: handle_sync_group,
+    DESCRIBE_GROUPS: handle_describe_groups,
+    LIST_GROUPS: handle_list_groups,
+    DELETE_GROUPS: handle_delete_groups,
+    OFFSET_DELETE: handle_offset_delete,
 }
 
 

@@ -58,6 +58,7 @@ from raftlog.runtime.quorum_state_store import QuorumStateStore
 from raftlog.runtime.transport import KafkaTransport, raft_handlers
 
 from .broker.controller_channel import QuorumControllerChannel
+from .broker.data_side import attach_data_side
 from .broker.lifecycle import BrokerLifecycle, LifecycleConfig, broker_endpoints
 from .broker.metadata_publisher import (
     BrokerMetadataListener,
@@ -65,7 +66,6 @@ from .broker.metadata_publisher import (
     MetadataPublisher,
     SnapshotPlanner,
 )
-from .broker.data_side import attach_data_side
 from .broker.services import BrokerServices, DataSide
 from .config import NodeConfig
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers

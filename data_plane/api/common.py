@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from metadata_quorum.image import BrokerRegistration, MetadataImage
@@ -36,18 +37,29 @@ class BrokerApiContext:
     replicas: ReplicaManager
     cluster_id: str
     listener_name: str = "PLAINTEXT"
+    #: Created with the context when not given (one set per broker listener).
+    coordinators: BrokerCoordinators = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.coordinators is None:
+            object.__setattr__(self, "coordinators",
+                               BrokerCoordinators(self.metadata, self.replicas))
 
     @property
     def image(self) -> MetadataImage:
         return self.metadata.image
 
-    def live_brokers(self) -> Iterable[tuple[BrokerRegistration, str, int]]:
-        """Unfenced brokers with an endpoint on our listener: (registration, host, port)."""
+    def live_brokers(
+        self, listener_name: str | None = None
+    ) -> Iterable[tuple[BrokerRegistration, str, int]]:
+        """Unfenced brokers with an endpoint on ``listener_name`` (default:
+        ours): (registration, host, port). Kafka answers Metadata with the
+        addresses of the listener the request came in on."""
         for broker_id in sorted(self.image.brokers):
             broker = self.image.brokers[broker_id]
             if broker.fenced:
                 continue
-            address = endpoint_of(broker, self.listener_name)
+            address = endpoint_of(broker, listener_name or self.listener_name)
             if address is not None:
                 yield broker, address[0], address[1]
 

@@ -45,7 +45,7 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
         "throttle_time": NO_THROTTLE,
         "brokers": [
             {"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
-            for b, host, port in api.live_brokers()
+            for b, host, port in api.live_brokers(ctx.listener_name)
         ],
         "cluster_id": api.cluster_id,
         "controller_id": api.metadata.broker_id,
@@ -80,7 +80,6 @@ def _topic(api: BrokerApiContext, topic: TopicImage) -> dict[str, object]:
 
 
 async def handle_describe_cluster(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    del ctx
     return build(response_class(request), {
         "throttle_time": NO_THROTTLE,
         "error_code": ErrorCode.none,
@@ -89,7 +88,7 @@ async def handle_describe_cluster(api: BrokerApiContext, ctx: RequestContext, re
         "controller_id": api.metadata.broker_id,
         "brokers": [
             {"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
-            for b, host, port in api.live_brokers()
+            for b, host, port in api.live_brokers(ctx.listener_name)
         ],
         "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
     })

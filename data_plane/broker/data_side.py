@@ -22,6 +22,9 @@ async def attach_data_side(services: BrokerServices) -> None:
         listener for listener in config.listeners
         if listener.name not in config.controller_listener_names
     ]
+    # The first broker listener is the inter-broker one (what followers fetch
+    # on, Kafka's inter.broker.listener.name). Client requests are answered
+    # with the addresses of the listener each came in on (RequestContext).
     listener_name = broker_listeners[0].name if broker_listeners else "PLAINTEXT"
     replicas = ReplicaManager(services.metadata, log_dirs=config.log_dirs, static_config=static)
     fetchers = ReplicaFetcherManager(replicas, listener_name=listener_name)

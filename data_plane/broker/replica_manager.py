@@ -36,7 +36,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from data_plane.broker.log_configs import (
@@ -58,6 +58,8 @@ from data_plane.replication.types import (
     Role,
     TopicPartition,
 )
+from data_plane.txn.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from data_plane.txn.replica_state import ReplicaTxnState
 from metadata_quorum.image import MetadataImage
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
@@ -129,6 +131,7 @@ class ReplicaManager:
         )
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._close_hooks: list[Callable[[], Awaitable[None]]] = []
         self._alter_pending: set[TopicPartition] = set()
         self._alter_in_flight: set[TopicPartition] = set()
         self._timer_task: asyncio.Task[None] | None = None
@@ -158,6 +161,11 @@ class ReplicaManager:
         if self._closed:
             return
         self._closed = True
+        for hook in self._close_hooks:
+            try:
+                await hook()
+            except Exception:
+                log.exception("close hook failed")
         if self._timer_task is not None:
             self._timer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -172,6 +180,10 @@ class ReplicaManager:
             hosted.partition.stop()
             hosted.partition.log.close()
         self.partitions.clear()
+
+    def add_close_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Await ``hook`` first thing in `close` (coordinators stop before the logs)."""
+        self._close_hooks.append(hook)
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every applied image (the fetcher manager)."""
@@ -274,6 +286,10 @@ class ReplicaManager:
             key[0], key[1], local_id=self.metadata.broker_id, log=segment_log,
             config=replication_config(self.broker_config, topic_config),
             broker_epoch=self.metadata.broker_epoch,
+            txn_state=ReplicaTxnState(
+                directory, self.fs,
+                producer_id_expiration_ms=int(self.broker_config.get(
+                    "producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS))),
         )
         hosted = HostedPartition(partition, topic_id, directory)
         self.partitions[key] = hosted
@@ -303,7 +319,8 @@ class ReplicaManager:
             if hosted is None:
                 results[key] = AppendResult(self.missing_partition_error(key))
                 continue
-            result = hosted.partition.append_records(records, acks, now)
+            result = hosted.partition.append_records(
+                records, acks, now, wall_clock_ms=self.clock.wall_ms())
             results[key] = result
             if result.error == ErrorCode.none:
                 self._wake_purgatories(key, now)
@@ -320,6 +337,24 @@ class ReplicaManager:
         for key, error in op.outcome.items():
             outcomes[key] = ProduceOutcome(error, results[key])
         return outcomes
+
+    async def wait_for_high_watermark(
+        self, key: TopicPartition, required_offset: int, leader_epoch: int, timeout_ms: int
+    ) -> ErrorCode:
+        """Wait until the partition we lead in ``leader_epoch`` has a HW of at
+        least ``required_offset`` (DelayedProduce's test, as for acks=all).
+        Coordinators use it to hold replies until their records are committed."""
+        now = self.now_ms()
+        op = DelayedProduce({key: ProduceWait(required_offset, leader_epoch)},
+                            deadline_ms=now + max(0, timeout_ms), lookup=self._replica_view)
+        if not self.produce_purgatory.try_complete_else_watch(op, now):
+            await self._wait_for(op)
+        return op.outcome.get(key, ErrorCode.request_timed_out)
+
+    def on_local_append(self, key: TopicPartition) -> None:
+        """A coordinator appended to ``key`` directly through its `Partition`:
+        wake what waits on it (long-polling fetches, a single-replica HW move)."""
+        self._wake_purgatories(key, self.now_ms())
 
     # ==== fetch =====================================================================
 
@@ -457,9 +492,12 @@ class ReplicaManager:
         if now >= self._next_retention_ms:
             interval = int(self.broker_config["log.retention.check.interval.ms"])
             self._next_retention_ms = now + max(interval, 1)
+            wall_now = self.clock.wall_ms()
             for hosted in self.partitions.values():
                 p = hosted.partition
-                p.log.apply_retention(high_watermark=p.high_watermark)
+                if p.log.apply_retention(high_watermark=p.high_watermark):
+                    p.txn.after_log_start_moved(p.log)
+                p.txn.remove_expired_producers(wall_now)
 
     # ==== AlterPartition ============================================================
 

@@ -376,3 +376,6 @@ class CoordinatorResult:
     replies: tuple[Reply, ...] = ()
     next_deadline_ms: int | None = None
     txn: TxnProducer | None = None
+    #: Set when the result changed offsets: once its records are committed the
+    #: broker calls ``mark_committed(write_id)`` so OffsetFetch shows them.
+    write_id: int | None = None

@@ -7,6 +7,15 @@ ABORT drops them. A pending offset only overwrites a committed one that was
 written *before* it (Kafka compares log positions; we compare ``seq``, the
 order in which the shard applied offset records, which is log order because
 the shard is the partition's only writer and replay follows the log).
+
+Committed reads. A live command changes ``committed`` at once (later
+commands validate against it), but its record is only committed once the
+high watermark passes it. Live changes are grouped into *writes* (one per
+command result, ids increasing in append order); for each offset changed by
+a write not yet marked committed (`mark_committed`) the store keeps the
+value from before it, and `stable_committed` answers with those: the
+offsets as of the last committed write (Kafka reads at the last committed
+offset through its timeline structures for the same reason).
 """
 
 from __future__ import annotations
@@ -34,6 +43,12 @@ class OffsetStore:
         #: producer id -> group id -> partition -> offset.
         self._pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
         self._seq = 0
+        # The live write being built (None: changes come from replay, committed).
+        self._live_write: int | None = None
+        self._last_write = 0
+        # (group, partition) -> [(write id, value before that write)], oldest first.
+        self._uncommitted: dict[tuple[str, TopicPartition],
+                                list[tuple[int, CommittedOffset | None]]] = {}
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -41,8 +56,33 @@ class OffsetStore:
 
     # --- writes ------------------------------------------------------------
 
+    def begin_live_write(self) -> None:
+        """Following `put` calls belong to a live write (until `seal_live_write`)."""
+        if self._live_write is None:
+            self._live_write = self._last_write + 1
+
+    def seal_live_write(self) -> int | None:
+        """End the live write; its id (None if no live change happened)."""
+        write, self._live_write = self._live_write, None
+        if write is not None:
+            self._last_write = write
+        return write
+
+    def mark_committed(self, write_id: int) -> None:
+        """Writes up to ``write_id`` are committed: reads may show them."""
+        for key in list(self._uncommitted):
+            entries = [e for e in self._uncommitted[key] if e[0] > write_id]
+            if entries:
+                self._uncommitted[key] = entries
+            else:
+                del self._uncommitted[key]
+
     def put(self, group_id: str, tp: TopicPartition, value: CommittedOffset | None) -> None:
         """Apply a committed offset record; None is a tombstone."""
+        if self._live_write is not None:
+            history = self._uncommitted.setdefault((group_id, tp), [])
+            if not history or history[-1][0] != self._live_write:
+                history.append((self._live_write, self.get(group_id, tp)))
         if value is None:
             offsets = self._committed.get(group_id)
             if offsets is not None:
@@ -87,8 +127,21 @@ class OffsetStore:
         return self._committed.get(group_id, {}).get(tp)
 
     def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
-        """A copy of the group's committed offsets."""
+        """A copy of the group's offsets, including not yet committed writes."""
         return dict(self._committed.get(group_id, {}))
+
+    def stable_committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        """The group's offsets as of the last committed write (for OffsetFetch)."""
+        out = self.committed(group_id)
+        for (gid, tp), history in self._uncommitted.items():
+            if gid != group_id:
+                continue
+            before = history[0][1]
+            if before is None:
+                out.pop(tp, None)
+            else:
+                out[tp] = before
+        return out
 
     def has_offsets(self, group_id: str) -> bool:
         return bool(self._committed.get(group_id))

@@ -65,6 +65,10 @@ class Ctx:
         return self._next_handle
 
     def absorb(self, result: CoordinatorResult) -> CoordinatorResult:
+        """Take a result as the broker would once its records are committed
+        (this harness commits instantly): replies released, offsets readable."""
+        if result.write_id is not None:
+            self.shard.mark_committed(result.write_id)
         for r in result.replies:
             assert r.handle not in self.replies, f"handle {r.handle} answered twice"
             self.replies[r.handle] = r.response

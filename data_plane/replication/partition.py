@@ -10,11 +10,19 @@ the dataclasses of `data_plane.replication.types`. No asyncio, sockets or
 clocks (STYLE.md §1). The log is the injected `raftlog.storage.Log` (whose
 own I/O the simulator fakes with `FakeFileSystem`).
 
-Records stay opaque: the core looks at batch headers and CRCs only.
+Records stay opaque: the core looks at batch headers and CRCs only (plus the
+single record of a COMMIT/ABORT control batch).
+
+Producer state (KIP-98) rides along: `ReplicaTxnState` is told of every
+append (leader and follower), high-watermark move, truncation and segment
+roll, so idempotent dedupe and the last stable offset survive a leader
+change: a follower's state is always current, a new leader only catches up
+on the tail (`data_plane.txn.replica_state`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 
@@ -37,8 +45,11 @@ from data_plane.replication.types import (
     Role,
     TopicPartition,
 )
+from data_plane.txn.markers import EndTxnMarker, build_marker_batch
+from data_plane.txn.producer_state import AppendVerdict
+from data_plane.txn.replica_state import ReplicaTxnState
 from raftlog.net.errors import ErrorCode
-from raftlog.records import RecordError, validate_batches
+from raftlog.records import BatchHeader, RecordError, validate_batches
 from raftlog.storage import (
     InvalidEpochError,
     InvalidRecordBatchError,
@@ -100,8 +111,11 @@ class Partition:
         config: ReplicationConfig,
         broker_epoch: int = UNKNOWN_BROKER_EPOCH,
         initial_high_watermark: int = 0,
+        txn_state: ReplicaTxnState | None = None,
     ) -> None:
-        """``initial_high_watermark`` is the checkpointed HW (capped to the log)."""
+        """``initial_high_watermark`` is the checkpointed HW (capped to the log).
+        ``txn_state`` persists producer snapshots; by default it keeps them in
+        memory only (rebuilt from the whole log on open)."""
         self.topic = topic
         self.partition = partition
         self.local_id = local_id
@@ -122,6 +136,9 @@ class Partition:
         self._ineligible: frozenset[int] = frozenset()
         # AlterPartition change ids, unique for the life of this replica.
         self._change_ids = itertools.count(1)
+        self.txn = txn_state if txn_state is not None else ReplicaTxnState(log.directory, None)
+        self.txn.load(log)
+        self.txn.on_high_watermark(self._high_watermark)
 
     # ==== views =====================================================================
 
@@ -236,6 +253,9 @@ class Partition:
             now_ms=now_ms,
             change_ids=self._change_ids,
         )
+        # Followers keep the producer state current; replay whatever tail is
+        # missing so dedupe and the LSO hold from the first produce.
+        self.txn.catch_up(self.log)
         # With ISR = {leader} the HW can move at once (Kafka does this in makeLeader).
         self._maybe_increment_leader_hw()
         return True
@@ -270,6 +290,7 @@ class Partition:
         self._follower = FollowerState(leader_id=state.leader, leader_epoch=state.leader_epoch)
         if self.truncate_to_high_watermark_on_become_follower:
             self.log.truncate_to(self._high_watermark)
+            self.txn.after_truncation(self.log)
         return True
 
     def stop(self) -> None:
@@ -297,7 +318,8 @@ class Partition:
 
     # ==== leader: produce ===========================================================
 
-    def append_records(self, records: bytes | bytearray, acks: int, now_ms: int) -> AppendResult:
+    def append_records(self, records: bytes | bytearray, acks: int, now_ms: int,
+                       *, wall_clock_ms: int | None = None) -> AppendResult:
         """Append a producer's batches as leader (Kafka's ``appendRecordsToLeader``).
 
         Checks, in order: acks in {0, 1, -1} (INVALID_REQUIRED_ACKS); leader
@@ -309,22 +331,34 @@ class Partition:
         offsets, stamps the leader epoch (header rewrite, no recompression)
         and may advance the HW. For acks=all the caller waits for
         `check_enough_replicas_reach_offset`.
+
+        Producer state (KIP-98) is checked after min.insync.replicas, before
+        the append: a resend of a retained batch is answered NONE with the
+        ORIGINAL offsets and appends nothing (acks=all still waits for those
+        offsets to be committed); OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH and INVALID_TXN_STATE reject the request.
+        ``wall_clock_ms`` (producer expiry compares it with batch
+        timestamps) defaults to ``now_ms``.
         """
-        del now_ms  # the log reads its own clock for segment time
+        wall_now = now_ms if wall_clock_ms is None else wall_clock_ms
         if acks not in (Acks.NONE, Acks.LEADER, Acks.ALL):
             return AppendResult(ErrorCode.invalid_required_acks, error_message=f"acks={acks}")
         leader = self._leader
         if leader is None:
             return AppendResult(ErrorCode.not_leader_or_follower)
-        rejected = self._validate_producer_batches(records)
-        if rejected is not None:
-            return rejected
+        headers = self._validate_producer_batches(records)
+        if isinstance(headers, AppendResult):
+            return headers
         if acks == Acks.ALL and len(leader.isr) < self.config.min_insync_replicas:
             return AppendResult(
                 ErrorCode.not_enough_replicas,
                 error_message=f"ISR {leader.isr} is smaller than min.insync.replicas "
                 f"{self.config.min_insync_replicas}",
             )
+        verdict = self.txn.validate(headers, wall_now)
+        if not verdict.should_append:
+            return self._rejected_or_duplicate(verdict, leader.leader_epoch)
+        self.txn.note_segment(self.log)
         try:
             info = self.log.append_as_leader(records, leader.leader_epoch)
         except RecordTooLargeError as e:
@@ -334,6 +368,7 @@ class Partition:
         except InvalidEpochError as e:
             # Our log holds a newer epoch than we lead: a broken invariant.
             raise AssertionError(f"{self.key}: leader epoch below the log's: {e}") from e
+        self.txn.apply_appended(self.log, _placed(headers, info.first_offset))
         self._maybe_increment_leader_hw()
         return AppendResult(
             ErrorCode.none,
@@ -344,7 +379,52 @@ class Partition:
             records_count=info.records_count,
         )
 
-    def _validate_producer_batches(self, records: bytes | bytearray) -> AppendResult | None:
+    def _rejected_or_duplicate(self, verdict: AppendVerdict, leader_epoch: int) -> AppendResult:
+        if verdict.is_duplicate:
+            log.info("%s: duplicate produce answered with offsets %d..%d",
+                     self.key, verdict.first_offset, verdict.last_offset)
+            return AppendResult(
+                ErrorCode.none,
+                base_offset=verdict.first_offset,
+                last_offset=verdict.last_offset,
+                log_start_offset=self.log.log_start_offset,
+                leader_epoch=leader_epoch,
+            )
+        return AppendResult(verdict.error, error_message=verdict.message)
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker,
+                          *, timestamp_ms: int) -> AppendResult:
+        """Append a COMMIT/ABORT control batch as leader (WriteTxnMarkers, KIP-98).
+
+        Checked against the producer state first (`validate_marker`: an
+        older producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator
+        epoch TRANSACTION_COORDINATOR_FENCED). Markers skip
+        ``min.insync.replicas`` at append (Kafka appends them with
+        ``requiredAcks=-1`` and checks when waiting); the caller waits for
+        `required_offset` like an acks=all produce.
+        """
+        leader = self._leader
+        if leader is None:
+            return AppendResult(ErrorCode.not_leader_or_follower)
+        verdict = self.txn.producers.validate_marker(
+            producer_id, producer_epoch, marker.coordinator_epoch)
+        if not verdict.should_append:
+            return AppendResult(verdict.error, error_message=verdict.message)
+        batch = bytearray(build_marker_batch(producer_id, producer_epoch, marker,
+                                             timestamp_ms=timestamp_ms))
+        self.txn.note_segment(self.log)
+        info = self.log.append_as_leader(batch, leader.leader_epoch)
+        header = validate_batches(batch)[0]
+        self.txn.apply_appended(self.log, [(header, marker)])
+        self._maybe_increment_leader_hw()
+        return AppendResult(ErrorCode.none, base_offset=info.first_offset,
+                            last_offset=info.last_offset,
+                            log_start_offset=self.log.log_start_offset,
+                            leader_epoch=leader.leader_epoch, records_count=1)
+
+    def _validate_producer_batches(
+        self, records: bytes | bytearray
+    ) -> list[BatchHeader] | AppendResult:
         try:
             headers = validate_batches(records)
         except RecordError as e:
@@ -368,7 +448,7 @@ class Partition:
                     error_message=f"recordsCount {header.records_count} with lastOffsetDelta "
                     f"{header.last_offset_delta}",
                 )
-        return None
+        return headers
 
     def check_enough_replicas_reach_offset(
         self, required_offset: int, leader_epoch: int
@@ -513,6 +593,7 @@ class Partition:
             raise AssertionError(f"{self.key}: HW {new_hw} outside the log "
                                  f"[{self.log.log_start_offset}, {leo}]")
         self._high_watermark = new_hw
+        self.txn.on_high_watermark(new_hw)
         return True
 
     def maybe_shrink_isr(self, now_ms: int) -> bool:
@@ -674,6 +755,7 @@ class Partition:
     ) -> FollowerFetchOutcome:
         outcome = FollowerFetchOutcome.NO_DATA
         if result.records:
+            self.txn.note_segment(self.log)
             try:
                 self.log.append_as_follower(result.records)
             except (UnexpectedAppendOffsetError, InvalidEpochError, InvalidRecordBatchError,
@@ -682,11 +764,13 @@ class Partition:
                 log.warning("%s: cannot append fetched batches: %s", self.key, e)
                 follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
                 return FollowerFetchOutcome.RETRY_LATER
+            self.txn.apply_appended_bytes(self.log, result.records)
             outcome = FollowerFetchOutcome.APPENDED
         if result.high_watermark >= 0:
             self._high_watermark = max(
                 self.log.log_start_offset, min(result.high_watermark, self.log.log_end_offset)
             )
+            self.txn.on_high_watermark(self._high_watermark)
         return outcome
 
     def _truncate_on_divergence(self, diverging: EpochEndOffset) -> None:
@@ -700,6 +784,7 @@ class Partition:
             log.warning("%s: truncating to %d, below the high watermark %d",
                         self.key, target, self._high_watermark)
         self.log.truncate_to(target)
+        self.txn.after_truncation(self.log)
         self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
 
     def _handle_offset_out_of_range(
@@ -713,12 +798,24 @@ class Partition:
                 log.warning("%s: leader's end %d is below ours %d with unclean election "
                             "disabled; truncating", self.key, result.log_end_offset, leo)
             self.log.truncate_to(result.log_end_offset)
+            self.txn.after_truncation(self.log)
             self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
             return FollowerFetchOutcome.TRUNCATED
         if result.log_start_offset > leo:
             # We are behind the leader's retention: restart empty at its start.
             self.log.truncate_fully_and_start_at(result.log_start_offset)
+            self.txn.after_truncation(self.log)
             self._high_watermark = result.log_start_offset
             return FollowerFetchOutcome.TRUNCATED
         follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
         return FollowerFetchOutcome.RETRY_LATER
+
+
+def _placed(headers: list[BatchHeader], first_offset: int) -> list[tuple[BatchHeader, None]]:
+    """The appended batches' headers with the offsets the log assigned."""
+    out: list[tuple[BatchHeader, None]] = []
+    offset = first_offset
+    for header in headers:
+        out.append((dataclasses.replace(header, base_offset=offset), None))
+        offset += header.last_offset_delta + 1
+    return out

@@ -6,7 +6,8 @@ The controller logic is the minimum the data plane needs, with KRaft's
 rules: topics are created with replicas assigned round-robin over
 registered brokers (leader = first replica, ISR = all); AlterPartition is
 validated like ``ReplicationControlManager`` (leader epoch, partition epoch,
-leader identity, eligible replicas); fencing a broker (a "crash") removes it
+leader identity, eligible replicas); AllocateProducerIds hands out
+consecutive blocks of `producer_id_block_size` ids; fencing a broker (a "crash") removes it
 from every ISR it is not the last member of and moves leadership to another
 ISR member with a new leader epoch (clean election only). Every change makes
 a new immutable `MetadataImage`, published to each broker's listeners on the
@@ -21,6 +22,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from kio.schema.allocate_producer_ids.v0 import request as apid_req
+from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
@@ -53,6 +56,9 @@ class FakeMetadataCluster:
         self._views: dict[int, FakeBrokerMetadata] = {}
         self._next_epoch = 100
         self.alter_partition_calls = 0
+        self.producer_id_block_size = 1000
+        self.next_producer_id = 0
+        self.allocate_producer_ids_calls = 0
 
     def view(self, broker_id: int) -> FakeBrokerMetadata:
         """Broker ``broker_id``'s `BrokerMetadata` (created on first use)."""
@@ -214,6 +220,13 @@ class FakeMetadataCluster:
             out = [{"name": t.name, "error_code": self.delete_topic(str(t.name))}
                    for t in request.topics]
             return build(dt_resp.DeleteTopicsResponse, {"responses": out})
+        if api_key == 67 and isinstance(request, apid_req.AllocateProducerIdsRequest):
+            self.allocate_producer_ids_calls += 1
+            start = self.next_producer_id
+            self.next_producer_id += self.producer_id_block_size
+            return build(apid_resp.AllocateProducerIdsResponse, {
+                "error_code": ErrorCode.none, "producer_id_start": start,
+                "producer_id_len": self.producer_id_block_size})
         raise ValueError(f"cannot forward api key {api_key}")
 
 

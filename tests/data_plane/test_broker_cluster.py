@@ -12,7 +12,6 @@ controller -> the new one serves and every topic is intact.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -23,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from data_plane.storage_format import random_uuid
+from data_plane.local_cluster import COMBINED as COMBINED_ROLES
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 from raftlog.net import KafkaProtocolClient
-from raftlog.runtime.local_quorum import free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -35,56 +34,18 @@ COMBINED = (1, 2, 3)
 BROKER_ONLY = 4
 
 
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        ports = free_ports(7)
-        self.controller_ports = {n: ports[n - 1] for n in COMBINED}
-        self.broker_ports = {n: ports[2 + n] for n in (*COMBINED, BROKER_ONLY)}
-        self.cluster_id = random_uuid()
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self.controller_ports.items())
-        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.controller_ports.values())
-        for node_id in (*COMBINED, BROKER_ONLY):
-            combined = node_id in COMBINED
-            listeners = f"PLAINTEXT://127.0.0.1:{self.broker_ports[node_id]}"
-            if combined:
-                listeners += f",CONTROLLER://127.0.0.1:{self.controller_ports[node_id]}"
-            self.config(node_id).write_text(
-                f"node.id={node_id}\n"
-                f"process.roles={'broker,controller' if combined else 'broker'}\n"
-                f"controller.quorum.voters={voters}\n"
-                f"listeners={listeners}\n"
-                "controller.listener.names=CONTROLLER\n"
-                f"log.dirs={root}/data{node_id}\n"
-                f"broker.rack=rack{node_id % 2}\n"
-                f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}\n"
-                "broker.heartbeat.interval.ms=500\n"
-                "metadata.log.max.record.bytes.between.snapshots=2000\n"
-            )
-
-    def config(self, node_id: int) -> Path:
-        return self.root / f"server{node_id}.properties"
-
-    def log(self, node_id: int) -> str:
-        return (self.root / f"node{node_id}.log").read_text(errors="replace")
-
-    def start(self, node_id: int) -> None:
-        out = open(self.root / f"node{node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.procs[node_id] = subprocess.Popen(
-            [*CLI, "server", "start", str(self.config(node_id))], stderr=out, stdout=out
-        )
-
-    def kill(self, node_id: int, sig: int = signal.SIGKILL) -> int:
-        proc = self.procs.pop(node_id)
-        os.kill(proc.pid, sig)
-        return proc.wait(timeout=20)
-
-    def stop_all(self) -> None:
-        for node_id in list(self.procs):
-            proc = self.procs[node_id]
-            if proc.poll() is None:
-                self.kill(node_id, signal.SIGKILL)
+def make_cluster(root: Path) -> LocalCluster:
+    """Three combined nodes and a broker-only one on free ports; configs written."""
+    layout = ClusterLayout.build(
+        (COMBINED_ROLES,) * len(COMBINED) + ("broker",),
+        base_port=None,
+        timeouts=Timeouts(session_ms=SESSION_TIMEOUT_MS, heartbeat_ms=500),
+        properties={"metadata.log.max.record.bytes.between.snapshots": "2000"},
+        node_properties={n: {"broker.rack": f"rack{n % 2}"} for n in (*COMBINED, BROKER_ONLY)},
+    )
+    cluster = LocalCluster(root, layout)
+    cluster.write_configs()
+    return cluster
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -128,35 +89,35 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> float:
     return time.monotonic() - started
 
 
-def epochs_logged(cluster: Cluster, node_id: int) -> list[int]:
+def epochs_logged(cluster: LocalCluster, node_id: int) -> list[int]:
     return [
-        int(m) for m in re.findall(r"registered with broker epoch (\d+)", cluster.log(node_id))
+        int(m) for m in re.findall(r"registered with broker epoch (\d+)", cluster.server_log(node_id))
     ]
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = make_cluster(tmp_path)
     try:
         yield c
     finally:
-        c.stop_all()
+        c.stop(timeout_s=5)
 
 
 def test_brokers_register_get_fenced_on_kill_and_come_back_with_a_new_epoch(
-    cluster: Cluster,
+    cluster: LocalCluster,
 ) -> None:
     for node_id in (*COMBINED, BROKER_ONLY):
         cli("storage", "format", f"--cluster-id={cluster.cluster_id}",
-            "--config", str(cluster.config(node_id)))
+            "--config", str(cluster.config_path(node_id)))
         cluster.start(node_id)
-    b = cluster.bootstrap
+    b = cluster.bootstrap_controllers
     everyone = {*COMBINED, BROKER_ONLY}
 
     wait_for("all four brokers unfenced",
              lambda: {i for i, f in brokers(b).items() if f["Fenced"] == "false"} == everyone, 20)
     listed = brokers(b)
-    assert listed[BROKER_ONLY]["Endpoint"] == f"127.0.0.1:{cluster.broker_ports[BROKER_ONLY]}"
+    assert listed[BROKER_ONLY]["Endpoint"] == f"127.0.0.1:{cluster.layout.node(BROKER_ONLY).kafka_port}"
     assert listed[1]["Rack"] == "rack1" and listed[2]["Rack"] == "rack0"
 
     # The broker-only node fetches as an observer; the combined ones are voters.
@@ -174,7 +135,7 @@ def test_brokers_register_get_fenced_on_kill_and_come_back_with_a_new_epoch(
         finally:
             await client.close()
 
-    for port in cluster.broker_ports.values():
+    for port in (n.kafka_port for n in cluster.layout.brokers):
         asyncio.run(api_versions(port))
 
     cli("topics", "create", "--topic", "orders", "--partitions", "6",
@@ -210,7 +171,7 @@ def test_brokers_register_get_fenced_on_kill_and_come_back_with_a_new_epoch(
     # SIGKILL the active controller: a new one serves, every topic is intact.
     cluster.kill(active)
     survivors = ",".join(
-        f"127.0.0.1:{p}" for n, p in cluster.controller_ports.items() if n != active
+        f"127.0.0.1:{n.controller_port}" for n in cluster.layout.controllers if n.node_id != active
     )
     cli("topics", "create", "--topic", "after-failover", "--partitions", "2",
         "--replication-factor", "2", "--bootstrap-controller", survivors)
@@ -226,4 +187,4 @@ def test_brokers_register_get_fenced_on_kill_and_come_back_with_a_new_epoch(
 
     # SIGTERM: controlled shutdown (leadership moves first), then exit 0.
     assert cluster.kill(BROKER_ONLY, signal.SIGTERM) == 0
-    assert "controlled shutdown granted" in cluster.log(BROKER_ONLY)
+    assert "controlled shutdown granted" in cluster.server_log(BROKER_ONLY)

@@ -1,6 +1,6 @@
 """Real processes: three controller-only nodes (`raftlog server start`) on loopback.
 
-Format, start, register fake brokers (BrokerRegistration + heartbeats over
+Format, start (`data_plane.local_cluster`), register fake brokers (BrokerRegistration + heartbeats over
 the Kafka protocol, as a broker would), create and describe topics through
 the CLI, `quorum describe`, SIGKILL the active controller: a new one serves
 and every topic is intact.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,53 +25,30 @@ from kio.schema.broker_registration.v1 import response as reg_resp
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i64, u16
 
-from data_plane.storage_format import random_uuid
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
-from raftlog.runtime.local_quorum import free_ports
 
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "data_plane.cli"]
 
 
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.ports = free_ports(3)
-        self.cluster_id = random_uuid()
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
-        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
-        for node_id in (1, 2, 3):
-            self.config(node_id).write_text(
-                f"node.id={node_id}\nprocess.roles=controller\n"
-                f"controller.quorum.voters={voters}\n"
-                f"listeners=CONTROLLER://127.0.0.1:{self.ports[node_id - 1]}\n"
-                "controller.listener.names=CONTROLLER\n"
-                f"log.dirs={root}/data{node_id}\n"
-                "broker.session.timeout.ms=60000\n"
-                "metadata.log.max.record.bytes.between.snapshots=300\n"
-            )
+def make_cluster(root: Path) -> LocalCluster:
+    """Three controller-only nodes on free ports; configs written, not formatted."""
+    layout = ClusterLayout.build(
+        ("controller",) * 3,
+        base_port=None,
+        timeouts=Timeouts(session_ms=60_000),
+        properties={"metadata.log.max.record.bytes.between.snapshots": "300"},
+    )
+    cluster = LocalCluster(root, layout)
+    cluster.write_configs()
+    return cluster
 
-    def config(self, node_id: int) -> Path:
-        return self.root / f"server{node_id}.properties"
 
-    def start(self, node_id: int) -> None:
-        log = open(self.root / f"node{node_id}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.procs[node_id] = subprocess.Popen(
-            [*CLI, "server", "start", str(self.config(node_id))], stderr=log, stdout=log
-        )
-
-    def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
-        proc = self.procs.pop(node_id, None)
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, sig)
-            proc.wait(timeout=10)
-
-    def stop_all(self) -> None:
-        for node_id in list(self.procs):
-            self.kill(node_id, signal.SIGTERM)
+def controller_ports(cluster: LocalCluster) -> list[int]:
+    return [n.controller_port for n in cluster.layout.nodes if n.controller_port is not None]
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -83,12 +59,12 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = make_cluster(tmp_path)
     try:
         yield c
     finally:
-        c.stop_all()
+        c.stop()
 
 
 async def register_brokers(
@@ -166,15 +142,15 @@ def leader_id(bootstrap: str) -> int:
 
 
 def test_three_controllers_create_topics_and_survive_losing_the_active_one(
-    cluster: Cluster,
+    cluster: LocalCluster,
 ) -> None:
     started = time.monotonic()
     for node_id in (1, 2, 3):
         out = cli("storage", "format", "--cluster-id", cluster.cluster_id,
-                  "--config", str(cluster.config(node_id))).stdout
+                  "--config", str(cluster.config_path(node_id))).stdout
         assert "Formatting" in out
         cluster.start(node_id)
-    b = cluster.bootstrap
+    b = cluster.bootstrap_controllers
 
     status = cli("quorum", "describe", "--status", "--bootstrap-controller", b).stdout
     assert f"ClusterId:              {cluster.cluster_id}" in status
@@ -195,7 +171,7 @@ def test_three_controllers_create_topics_and_survive_losing_the_active_one(
     assert "INVALID_REPLICATION_FACTOR" in failed.stderr
     assert len(failed.stderr.strip().splitlines()) == 1
 
-    epochs = asyncio.run(register_brokers(cluster.ports, [101, 102, 103], cluster.cluster_id))
+    epochs = asyncio.run(register_brokers(controller_ports(cluster), [101, 102, 103], cluster.cluster_id))
     assert len(set(epochs.values())) == 3
     cli("topics", "create", "--topic", "orders", "--partitions", "3",
         "--replication-factor", "3", "--bootstrap-controller", b)
@@ -224,7 +200,7 @@ def test_three_controllers_create_topics_and_survive_losing_the_active_one(
     old_leader = leader_id(b)
     cluster.kill(old_leader)  # SIGKILL the active controller
     survivors = ",".join(
-        f"127.0.0.1:{p}" for i, p in enumerate(cluster.ports) if i + 1 != old_leader
+        f"127.0.0.1:{p}" for i, p in enumerate(controller_ports(cluster)) if i + 1 != old_leader
     )
     # A new active controller serves writes ...
     cli("topics", "create", "--topic", "after-failover", "--partitions", "1",
@@ -248,27 +224,27 @@ def test_three_controllers_create_topics_and_survive_losing_the_active_one(
         assert time.monotonic() < deadline, rows
         time.sleep(0.3)
     # Snapshots were written every few hundred bytes (KIP-630) and bound the log.
-    checkpoints = list(cluster.root.glob("data*/__cluster_metadata-0/*.checkpoint"))
+    checkpoints = list(cluster.directory.glob("node-*/data/__cluster_metadata-0/*.checkpoint"))
     assert checkpoints, "no metadata snapshot was written"
     assert time.monotonic() - started < 40
 
 
-def test_server_start_on_an_unformatted_dir_fails_with_the_reason(cluster: Cluster) -> None:
+def test_server_start_on_an_unformatted_dir_fails_with_the_reason(cluster: LocalCluster) -> None:
     result = subprocess.run(
-        [*CLI, "server", "start", str(cluster.config(1))],
+        [*CLI, "server", "start", str(cluster.config_path(1))],
         capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2
-    assert f"log directory {cluster.root}/data1 is not formatted" in result.stderr
+    assert f"log directory {cluster.data_dir(1)} is not formatted" in result.stderr
     assert "raftlog storage format" in result.stderr
 
 
-def test_server_start_with_another_nodes_dir_is_refused(cluster: Cluster) -> None:
+def test_server_start_with_another_nodes_dir_is_refused(cluster: LocalCluster) -> None:
     cli("storage", "format", "--cluster-id", cluster.cluster_id,
-        "--config", str(cluster.config(2)))
-    os.rename(cluster.root / "data2", cluster.root / "data1")
+        "--config", str(cluster.config_path(2)))
+    os.rename(cluster.data_dir(2), cluster.data_dir(1))
     result = subprocess.run(
-        [*CLI, "server", "start", str(cluster.config(1))],
+        [*CLI, "server", "start", str(cluster.config_path(1))],
         capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2

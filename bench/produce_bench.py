@@ -1,0 +1,797 @@
+"""Produce/consume benchmark (issue 5 §5): raftlog vs NATS JetStream R3.
+
+    .venv/bin/python bench/produce_bench.py [--quick] [--records N] [--rate R]
+
+In the shape of kafka-producer-perf-test. Both systems run 3 server processes
+on loopback, one system at a time, with the client in this process.
+
+raftlog: a 3-node combined-mode cluster (``data_plane.local_cluster``), a
+topic with 6 partitions, RF 3, ``min.insync.replicas=2``, driven by the
+confluent-kafka (librdkafka) producer with ``acks=all``:
+
+- full-load produce, no compression and zstd: MB/s, records/s, and p50/p99
+  latency from the delivery reports (``Message.latency()``);
+- a fixed moderate rate (``--rate``, default 2,000 records/s): p50/p99;
+- one at a time: produce one record, ``flush()`` until it is delivered,
+  repeat: p50/p99;
+- consume: a confluent-kafka consumer, ``assign()`` at the beginning of every
+  partition, reads everything the full-load produce wrote: MB/s.
+
+NATS JetStream: 3 ``nats-server`` processes (Debian package), JetStream with
+file storage in a temp dir, clustered with routes, a stream with 3 replicas,
+driven by nats-py:
+
+- pipelined publish with acks: ``js.publish_async`` (up to 4,000 in
+  flight), and concurrent ``js.publish`` tasks; the faster is the figure;
+- the same fixed rate, and one at a time (``await js.publish`` each);
+- pull consume: a pull consumer (``AckPolicy.NONE``) fetching batches.
+
+Records are 1 KiB of semi-compressible text: words drawn at random (seeded)
+from a fixed vocabulary of 2,000 pseudo-words, so zstd has something to do;
+the header line reports how well it does. MB = 10^6 bytes of record values.
+Server and client CPU (from /proc and getrusage) are reported per phase.
+
+Prints a side-by-side table and a summary of ratios against the issue's goals;
+asserts nothing. nats-py is a ``bench`` extra (``pip install nats-py``);
+``apt-get install nats-server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MB = 1_000_000
+RECORD_BYTES = 1024
+PARTITIONS = 6
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ----------------------------------------------------------------- utilities
+
+
+def make_payloads(count: int, size: int, seed: int = 5) -> list[bytes]:
+    """``count`` distinct ``size``-byte records of random words (semi-compressible)."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocabulary = [
+        "".join(rng.choice(letters) for _ in range(rng.randint(2, 10))) for _ in range(2000)
+    ]
+    payloads = []
+    for _ in range(count):
+        words: list[str] = []
+        length = 0
+        while length < size:
+            word = rng.choice(vocabulary)
+            words.append(word)
+            length += len(word) + 1
+        payloads.append(" ".join(words).encode()[:size])
+    return payloads
+
+
+def zstd_ratio(payloads: list[bytes]) -> tuple[float, float]:
+    """Compression ratios of zstd level 3 on one record and on 64-record batches."""
+    try:
+        import zstandard
+    except ImportError:
+        return float("nan"), float("nan")
+    compressor = zstandard.ZstdCompressor(level=3)
+    one = statistics.mean(len(p) / len(compressor.compress(p)) for p in payloads[:256])
+    batches = [b"".join(payloads[i : i + 64]) for i in range(0, min(len(payloads), 1024), 64)]
+    many = statistics.mean(len(b) / len(compressor.compress(b)) for b in batches)
+    return one, many
+
+
+def percentiles(samples_ms: list[float]) -> tuple[float, float]:
+    if len(samples_ms) < 2:
+        return float("nan"), float("nan")
+    ordered = sorted(samples_ms)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def process_cpu_s(pids: list[int]) -> float:
+    """utime + stime of ``pids`` (and of their threads), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            pass
+    return total / CLK_TCK
+
+
+def self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Phase:
+    """Wall time and CPU (servers, this client) of one measured phase."""
+
+    server_pids: list[int]
+    started: float = 0.0
+    elapsed: float = 0.0
+    server_cpu: float = 0.0
+    client_cpu: float = 0.0
+
+    def __enter__(self) -> Phase:
+        self._server0 = process_cpu_s(self.server_pids)
+        self._client0 = self_cpu_s()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.started
+        self.server_cpu = process_cpu_s(self.server_pids) - self._server0
+        self.client_cpu = self_cpu_s() - self._client0
+
+    def cpu_text(self) -> str:
+        return (
+            f"servers {self.server_cpu / self.elapsed:.2f} cores, "
+            f"client {self.client_cpu / self.elapsed:.2f} cores"
+        )
+
+
+@dataclass
+class Figures:
+    """One system's results, keyed by metric; values already formatted."""
+
+    system: str
+    text: dict[str, str] = field(default_factory=dict)
+    value: dict[str, float] = field(default_factory=dict)
+
+    def add(self, metric: str, text: str, **values: float) -> None:
+        self.text[metric] = text
+        self.value.update(values)
+        print(f"  {self.system:9s} {metric:44s} {text}", flush=True)
+
+
+def throughput_text(records: int, seconds: float) -> str:
+    return (
+        f"{records * RECORD_BYTES / MB / seconds:.1f} MB/s, "
+        f"{records / seconds:,.0f} rec/s"
+    )
+
+
+def latency_text(samples_ms: list[float]) -> str:
+    p50, p99 = percentiles(samples_ms)
+    return f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+
+
+@contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so the ``finally`` blocks stop the servers."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ------------------------------------------------------------------- raftlog
+
+
+def wait_for_local_cluster(poll_s: float = 30.0) -> None:
+    while not os.path.exists("/tmp/local_cluster_ready"):
+        print("waiting for /tmp/local_cluster_ready (data_plane.local_cluster) ...", flush=True)
+        time.sleep(poll_s)
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(
+        name, num_partitions=PARTITIONS, replication_factor=3,
+        config={"min.insync.replicas": "2"},
+    )
+    for future in admin.create_topics([topic], operation_timeout=30).values():
+        future.result(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # every partition has a leader and 3 in sync
+        meta = admin.list_topics(name, timeout=10).topics[name]
+        if (
+            meta.error is None
+            and len(meta.partitions) == PARTITIONS
+            and all(p.leader >= 0 and len(p.isrs) == 3 for p in meta.partitions.values())
+        ):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} never got leaders and a full ISR")
+
+
+def kafka_producer(bootstrap: str, **extra: object) -> object:
+    from confluent_kafka import Producer
+
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        # 32 MiB of client buffer, Java's buffer.memory default, as the perf test has.
+        "queue.buffering.max.kbytes": 32 * 1024,
+    }
+    config.update(extra)
+    return Producer(config)
+
+
+def kafka_full_load(
+    bootstrap: str, topic: str, payloads: list[bytes], records: int, compression: str,
+    pids: list[int],
+) -> tuple[int, Phase, list[float], int]:
+    """Produce ``records`` as fast as librdkafka takes them (linger.ms=5, its default)."""
+    producer = kafka_producer(
+        bootstrap, **{"compression.type": compression, "linger.ms": 5}
+    )
+    latencies: list[float] = []
+    errors = 0
+
+    def on_delivery(err: object, msg: object) -> None:
+        nonlocal errors
+        if err is not None:
+            errors += 1
+        else:
+            latencies.append(msg.latency() * 1000)  # type: ignore[attr-defined]
+
+    producer.produce(topic, payloads[0], on_delivery=on_delivery)  # warm up metadata
+    producer.flush(30)
+    latencies.clear()
+    pool = len(payloads)
+    produce, poll = producer.produce, producer.poll
+    with Phase(pids) as phase:
+        for i in range(records):
+            while True:
+                try:
+                    produce(topic, payloads[i % pool], on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    poll(0.001)
+            if i & 1023 == 0:
+                poll(0)
+        left = producer.flush(120)
+    return records - left - errors, phase, latencies, errors
+
+
+def kafka_fixed_rate(
+    bootstrap: str, topic: str, payloads: list[bytes], rate: int, seconds: float
+) -> tuple[list[float], float]:
+    producer = kafka_producer(bootstrap, **{"linger.ms": 0})
+    latencies: list[float] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is None:
+            latencies.append(msg.latency() * 1000)  # type: ignore[attr-defined]
+
+    producer.produce(topic, payloads[0], on_delivery=on_delivery)
+    producer.flush(30)
+    latencies.clear()
+    count = int(rate * seconds)
+    started = time.perf_counter()
+    for i in range(count):
+        due = started + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)  # not poll(timeout): sub-ms timeouts spin
+        producer.produce(topic, payloads[i % len(payloads)], on_delivery=on_delivery)
+        producer.poll(0)
+    producer.flush(60)
+    achieved = count / (time.perf_counter() - started)
+    return latencies, achieved
+
+
+def kafka_one_at_a_time(
+    bootstrap: str, topic: str, payloads: list[bytes], count: int
+) -> list[float]:
+    producer = kafka_producer(bootstrap, **{"linger.ms": 0})
+    for i in range(20):  # warm up connections to every leader
+        producer.produce(topic, payloads[i], partition=i % PARTITIONS)
+        producer.flush(30)
+    samples = []
+    for i in range(count):
+        started = time.perf_counter()
+        producer.produce(topic, payloads[i % len(payloads)])
+        producer.flush(30)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def kafka_consume(bootstrap: str, topic: str, expected: int, pids: list[int]) -> tuple[int, int, Phase]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"produce-bench-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    records = 0
+    value_bytes = 0
+    deadline = time.monotonic() + 300
+    with Phase(pids) as phase:
+        while records < expected and time.monotonic() < deadline:
+            # consume() can hold on to what it has until num_messages or the timeout
+            # (seen here: 0.5 s stalls with timeout=0.5), so: a short timeout, and
+            # never more than is left.
+            want = min(1000, expected - records)
+            for msg in consumer.consume(num_messages=want, timeout=0.01):
+                if msg.error() is None:
+                    records += 1
+                    value_bytes += len(msg.value())
+    consumer.close()
+    return records, value_bytes, phase
+
+
+def run_raftlog(args: argparse.Namespace, payloads: list[bytes], root: Path) -> Figures:
+    wait_for_local_cluster()
+    from data_plane.local_cluster import ClusterLayout, LocalCluster
+
+    figures = Figures("raftlog")
+    layout = ClusterLayout.build(base_port=None, properties={"min.insync.replicas": "2"})
+    cluster = LocalCluster(root, layout)
+    try:
+        cluster.up(timeout_s=90)
+        bootstrap = cluster.bootstrap_servers
+        pids = list(cluster.pids.values())
+        print(f"raftlog cluster up: {bootstrap} (pids {pids})", flush=True)
+        run_kafka_phases(args, payloads, bootstrap, pids, figures)
+    finally:
+        cluster.stop(timeout_s=20)
+    return figures
+
+
+def run_kafka_phases(
+    args: argparse.Namespace, payloads: list[bytes], bootstrap: str, pids: list[int],
+    figures: Figures,
+) -> None:
+    for compression in ("none", "zstd"):
+        topic = f"bench-{compression}"
+        create_topic(bootstrap, topic)
+        delivered, phase, latencies, errors = kafka_full_load(
+            bootstrap, topic, payloads, args.records, compression, pids
+        )
+        label = "no compression" if compression == "none" else "zstd"
+        figures.add(
+            f"full-load produce ({label})",
+            throughput_text(delivered, phase.elapsed)
+            + (f" ({errors} errors)" if errors else ""),
+            **{f"produce_mbs_{compression}": delivered * RECORD_BYTES / MB / phase.elapsed},
+        )
+        figures.add(f"  latency ({label})", latency_text(latencies))
+        figures.add(f"  CPU ({label})", phase.cpu_text())
+        if compression == "none":
+            records, value_bytes, cphase = kafka_consume(bootstrap, topic, delivered, pids)
+            figures.add(
+                "consume",
+                throughput_text(records, cphase.elapsed) + f" ({records:,} records)",
+                consume_mbs=value_bytes / MB / cphase.elapsed,
+            )
+            figures.add("  CPU (consume)", cphase.cpu_text())
+    with Phase(pids) as phase:
+        latencies, achieved = kafka_fixed_rate(
+            bootstrap, "bench-none", payloads, args.rate, args.rate_seconds
+        )
+    figures.add(f"fixed rate {args.rate:,} rec/s", latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
+    figures.add("  CPU (fixed rate)", phase.cpu_text())
+    with Phase(pids) as phase:
+        samples = kafka_one_at_a_time(bootstrap, "bench-none", payloads, args.one_count)
+    p50, p99 = percentiles(samples)
+    figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
+    figures.add("  CPU (one at a time)", phase.cpu_text())
+
+
+# ------------------------------------------------------------ NATS JetStream
+
+
+class NatsCluster:
+    """Three clustered ``nats-server`` processes with JetStream, stopped by PID."""
+
+    def __init__(self, root: Path, nodes: int = 3) -> None:
+        self.root = root
+        ports = free_ports(2 * nodes)
+        self.client_ports = ports[:nodes]
+        self.route_ports = ports[nodes:]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.route_ports)
+        for i in range(nodes):
+            store = root / f"js{i + 1}"
+            store.mkdir(parents=True, exist_ok=True)
+            (root / f"n{i + 1}.conf").write_text(
+                f"server_name: n{i + 1}\n"
+                f"listen: 127.0.0.1:{self.client_ports[i]}\n"
+                f'jetstream {{ store_dir: "{store}", max_memory_store: 256MB, '
+                f"max_file_store: 20GB }}\n"
+                f"cluster {{ name: bench, listen: 127.0.0.1:{self.route_ports[i]}, "
+                f"routes: [{routes}] }}\n"
+            )
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"nats://127.0.0.1:{p}" for p in self.client_ports]
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def start(self) -> None:
+        binary = shutil.which("nats-server")
+        if binary is None:
+            raise RuntimeError("nats-server not found (apt-get install -y nats-server)")
+        for i in range(len(self.client_ports)):
+            log = open(self.root / f"n{i + 1}.log", "ab")  # noqa: SIM115 - the child's
+            self.processes.append(
+                subprocess.Popen([binary, "-c", str(self.root / f"n{i + 1}.conf")],
+                                 stdout=log, stderr=log)
+            )
+        deadline = time.monotonic() + 30
+        for port in self.client_ports:  # listening before the client connects
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def __enter__(self) -> NatsCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def js_connect(urls: list[str]) -> tuple[object, object]:
+    import nats
+
+    nc = await nats.connect(servers=urls[:1], pending_size=64 * 1024 * 1024)
+    return nc, nc.jetstream(timeout=30, publish_async_max_pending=4000)
+
+
+async def js_add_stream(js: object, name: str, subject: str, timeout_s: float = 60) -> None:
+    from nats.js.api import StorageType, StreamConfig
+
+    config = StreamConfig(name=name, subjects=[subject], num_replicas=3,
+                          storage=StorageType.FILE)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await js.add_stream(config)  # type: ignore[attr-defined]
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def js_publish_async(
+    js: object, subject: str, payloads: list[bytes], records: int, pids: list[int]
+) -> tuple[int, Phase, list[float]]:
+    latencies: list[float] = []
+    failures = 0
+    publish_async = js.publish_async  # type: ignore[attr-defined]
+    pool = len(payloads)
+    clock = time.perf_counter
+
+    def done(started: float) -> object:
+        def callback(future: asyncio.Future[object]) -> None:
+            nonlocal failures
+            if future.cancelled() or future.exception() is not None:
+                failures += 1
+            else:
+                latencies.append((clock() - started) * 1000)
+
+        return callback
+
+    with Phase(pids) as phase:
+        for i in range(records):
+            future = await publish_async(subject, payloads[i % pool])
+            future.add_done_callback(done(clock()))
+        await js.publish_async_completed()  # type: ignore[attr-defined]
+    return records - failures, phase, latencies
+
+
+async def js_publish_concurrent(
+    js: object, subject: str, payloads: list[bytes], records: int, tasks: int,
+    pids: list[int],
+) -> tuple[int, Phase, list[float]]:
+    latencies: list[float] = []
+    publish = js.publish  # type: ignore[attr-defined]
+    pool = len(payloads)
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < records:
+            i = next_index
+            next_index += 1
+            started = time.perf_counter()
+            await publish(subject, payloads[i % pool])
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    with Phase(pids) as phase:
+        await asyncio.gather(*(worker() for _ in range(tasks)))
+    return len(latencies), phase, latencies
+
+
+async def js_fixed_rate(
+    js: object, subject: str, payloads: list[bytes], rate: int, seconds: float
+) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    count = int(rate * seconds)
+
+    def done(started: float) -> object:
+        def callback(future: asyncio.Future[object]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                latencies.append((time.perf_counter() - started) * 1000)
+
+        return callback
+
+    started = time.perf_counter()
+    for i in range(count):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        future = await js.publish_async(subject, payloads[i % len(payloads)])  # type: ignore[attr-defined]
+        future.add_done_callback(done(time.perf_counter()))
+    await js.publish_async_completed()  # type: ignore[attr-defined]
+    return latencies, count / (time.perf_counter() - started)
+
+
+async def js_one_at_a_time(
+    js: object, subject: str, payloads: list[bytes], count: int
+) -> list[float]:
+    for i in range(20):
+        await js.publish(subject, payloads[i])  # type: ignore[attr-defined]
+    samples = []
+    for i in range(count):
+        started = time.perf_counter()
+        await js.publish(subject, payloads[i % len(payloads)])  # type: ignore[attr-defined]
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def js_pull_consume(
+    js: object, stream: str, subject: str, expected: int, pids: list[int]
+) -> tuple[int, int, Phase]:
+    import nats.errors
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+    sub = await js.pull_subscribe(subject, durable="bench", stream=stream, config=config)  # type: ignore[attr-defined]
+    records = 0
+    value_bytes = 0
+    deadline = time.monotonic() + 300
+    with Phase(pids) as phase:
+        while records < expected and time.monotonic() < deadline:
+            try:
+                msgs = await sub.fetch(batch=min(1000, expected - records), timeout=5)
+            except nats.errors.TimeoutError:
+                continue
+            records += len(msgs)
+            value_bytes += sum(len(m.data) for m in msgs)
+    await sub.unsubscribe()
+    return records, value_bytes, phase
+
+
+async def run_js_phases(
+    args: argparse.Namespace, payloads: list[bytes], cluster: NatsCluster, figures: Figures
+) -> None:
+    nc, js = await js_connect(cluster.urls)
+    pids = cluster.pids
+    try:
+        await js_add_stream(js, "PIPE", "pipe.>")
+        await js_add_stream(js, "CONC", "conc.>")
+        await js_add_stream(js, "LAT", "lat.>")
+        await js.publish("pipe.x", payloads[0])  # type: ignore[attr-defined]
+        await js.publish("conc.x", payloads[0])  # type: ignore[attr-defined]
+        delivered, phase, latencies = await js_publish_async(
+            js, "pipe.x", payloads, args.records, pids
+        )
+        mbs_async = delivered * RECORD_BYTES / MB / phase.elapsed
+        figures.add("publish_async (4,000 in flight)", throughput_text(delivered, phase.elapsed))
+        figures.add("  latency (publish_async)", latency_text(latencies))
+        figures.add("  CPU (publish_async)", phase.cpu_text())
+        cdelivered, cphase, clatencies = await js_publish_concurrent(
+            js, "conc.x", payloads, args.records, args.js_tasks, pids
+        )
+        mbs_conc = cdelivered * RECORD_BYTES / MB / cphase.elapsed
+        figures.add(
+            f"concurrent publish ({args.js_tasks} tasks)",
+            throughput_text(cdelivered, cphase.elapsed),
+        )
+        figures.add("  latency (concurrent publish)", latency_text(clatencies))
+        figures.add("  CPU (concurrent publish)", cphase.cpu_text())
+        if mbs_async >= mbs_conc:
+            best = ("publish_async", delivered, phase, latencies, "PIPE", "pipe.>")
+        else:
+            best = ("concurrent publish", cdelivered, cphase, clatencies, "CONC", "conc.>")
+        name, count, bphase, blatencies, stream, subject = best
+        figures.add(
+            "full-load produce (no compression)",
+            throughput_text(count, bphase.elapsed) + f" [{name}]",
+            produce_mbs_none=max(mbs_async, mbs_conc),
+        )
+        figures.add("  latency (no compression)", latency_text(blatencies))
+        figures.add("  CPU (no compression)", bphase.cpu_text())
+        figures.add("full-load produce (zstd)", "n/a (no client compression)")
+        records, value_bytes, rphase = await js_pull_consume(js, stream, subject, count, pids)
+        figures.add(
+            "consume",
+            throughput_text(records, rphase.elapsed) + f" ({records:,} records)",
+            consume_mbs=value_bytes / MB / rphase.elapsed,
+        )
+        figures.add("  CPU (consume)", rphase.cpu_text())
+        with Phase(pids) as phase:
+            latencies, achieved = await js_fixed_rate(
+                js, "lat.x", payloads, args.rate, args.rate_seconds
+            )
+        figures.add(f"fixed rate {args.rate:,} rec/s", latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
+        figures.add("  CPU (fixed rate)", phase.cpu_text())
+        with Phase(pids) as phase:
+            samples = await js_one_at_a_time(js, "lat.x", payloads, args.one_count)
+        p50, p99 = percentiles(samples)
+        figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
+        figures.add("  CPU (one at a time)", phase.cpu_text())
+    finally:
+        await nc.close()  # type: ignore[attr-defined]
+
+
+def run_jetstream(args: argparse.Namespace, payloads: list[bytes], root: Path) -> Figures | None:
+    figures = Figures("JetStream")
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        print("  nats-py not installed (pip install nats-py); JetStream skipped")
+        return None
+    with NatsCluster(root) as cluster:
+        cluster.start()
+        print(f"JetStream cluster up: {','.join(cluster.urls)} (pids {cluster.pids})", flush=True)
+        asyncio.run(run_js_phases(args, payloads, cluster, figures))
+    return figures
+
+
+# ---------------------------------------------------------------------- main
+
+
+def versions() -> str:
+    parts = []
+    try:
+        import confluent_kafka
+
+        parts.append(f"confluent-kafka {confluent_kafka.version()[0]} "
+                     f"(librdkafka {confluent_kafka.libversion()[0]})")
+    except ImportError:
+        parts.append("confluent-kafka missing")
+    try:
+        from importlib.metadata import version
+
+        parts.append(f"nats-py {version('nats-py')}")
+    except Exception:
+        parts.append("nats-py missing")
+    binary = shutil.which("nats-server")
+    if binary:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+        parts.append(out.strip())
+    return "; ".join(parts)
+
+
+def print_table(ours: Figures | None, theirs: Figures | None) -> None:
+    metrics: list[str] = []
+    for figures in (ours, theirs):
+        if figures:
+            metrics += [m for m in figures.text if m not in metrics]
+    width = max(len(m) for m in metrics)
+    values = [
+        [(f.text.get(m, "-") if f else "-") for f in (ours, theirs)] for m in metrics
+    ]
+    w1 = max(len("raftlog"), *(len(v[0]) for v in values))
+    w2 = max(len("JetStream R3"), *(len(v[1]) for v in values))
+    print(f"| {'metric':{width}s} | {'raftlog':{w1}s} | {'JetStream R3':{w2}s} |")
+    print(f"|{'-' * (width + 2)}|{'-' * (w1 + 2)}|{'-' * (w2 + 2)}|")
+    for metric, (a, b) in zip(metrics, values, strict=True):
+        print(f"| {metric:{width}s} | {a:{w1}s} | {b:{w2}s} |")
+
+
+def print_summary(ours: Figures | None, theirs: Figures | None) -> None:
+    if not ours:
+        print("raftlog did not run; no ratios")
+        return
+    o = ours.value
+    if theirs:
+        t = theirs.value
+        print(f"ratio vs JetStream (produce MB/s): "
+              f"{o['produce_mbs_none'] / t['produce_mbs_none']:.2f} (goal >= 3)")
+        print(f"ratio vs JetStream (produce MB/s, raftlog with zstd): "
+              f"{o['produce_mbs_zstd'] / t['produce_mbs_none']:.2f}")
+        print(f"ratio vs JetStream (one-at-a-time p50): "
+              f"{o['one_p50'] / t['one_p50']:.2f} (goal <= 2)")
+        print(f"ratio vs JetStream (consume MB/s): "
+              f"{o['consume_mbs'] / t['consume_mbs']:.2f} (goal >= 2)")
+    print(f"one-at-a-time p99: {o['one_p99']:.2f} ms (goal <= 10 ms)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short run (a few seconds a phase)")
+    parser.add_argument("--records", type=int, default=None, help="records per full-load run")
+    parser.add_argument("--rate", type=int, default=2000, help="fixed rate, records/s")
+    parser.add_argument("--js-tasks", type=int, default=256, help="concurrent js.publish tasks")
+    parser.add_argument("--only", choices=("raftlog", "jetstream"), default=None)
+    parser.add_argument("--dir", default=None, help="keep the servers' files here")
+    args = parser.parse_args()
+    args.records = args.records or (100_000 if args.quick else 500_000)
+    args.rate_seconds = 3.0 if args.quick else 15.0
+    args.one_count = 300 if args.quick else 2000
+    payloads = make_payloads(4096, RECORD_BYTES)
+    one, batch = zstd_ratio(payloads)
+    print(
+        f"produce bench: {args.records:,} records of {RECORD_BYTES} B per full-load run, "
+        f"acks=all / R3, cpus={os.cpu_count()}\n"
+        f"payloads: random words from a 2,000-word vocabulary; zstd-3 ratio "
+        f"{one:.2f}x per record, {batch:.2f}x per 64-record batch\n{versions()}",
+        flush=True,
+    )
+    ours = theirs = None
+    with sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="produce-bench-") as tmp:
+        base = Path(args.dir) if args.dir else Path(tmp)
+        if args.only != "jetstream":
+            ours = run_raftlog(args, payloads, base / "raftlog")
+        if args.only != "raftlog":
+            theirs = run_jetstream(args, payloads, base / "jetstream")
+    print()
+    print_table(ours, theirs)
+    print()
+    print_summary(ours, theirs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""FindCoordinator (v0-4; v4 batches keys, KIP-699).
+
+Key type 0 (group): the coordinator is the leader of the group's
+``__consumer_offsets`` partition (`partition_for_group`). The topic is
+created on the first lookup (``offsets.topic.num.partitions``, default 50,
+replication factor min(3, live brokers), ``cleanup.policy=compact``), as
+Kafka does; until its partition has a leader the answer is
+COORDINATOR_NOT_AVAILABLE, which clients retry. Key type 1 (transaction)
+is not served yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext, endpoint_of
+from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
+from raftlog.net import RequestContext
+from raftlog.net.errors import ErrorCode
+
+__all__ = ("handle_find_coordinator",)
+
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+_Found = tuple[ErrorCode, str | None, int, str, int]
+
+
+async def handle_find_coordinator(api: BrokerApiContext, ctx: RequestContext,
+                                  request: Any) -> Any:
+    key_type = int(getattr(request, "key_type", KEY_TYPE_GROUP))
+    if ctx.api_version >= 4:
+        keys = [str(k) for k in request.coordinator_keys]
+        coordinators = []
+        for key in keys:
+            error, message, node, host, port = _find(api, key_type, key)
+            coordinators.append({"key": key, "node_id": node, "host": host, "port": port,
+                                 "error_code": error, "error_message": message})
+        return build(response_class(request), {"throttle_time": NO_THROTTLE,
+                                               "coordinators": coordinators})
+    error, message, node, host, port = _find(api, key_type, str(request.key))
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE, "error_code": error, "error_message": message,
+        "node_id": node, "host": host, "port": port,
+    })
+
+
+def _find(api: BrokerApiContext, key_type: int, key: str) -> _Found:
+    if key_type != KEY_TYPE_GROUP:
+        return _unavailable(ErrorCode.coordinator_not_available,
+                            "transaction coordinators are not served")
+    coordinators = api.coordinators
+    topic = api.image.topic_by_name(OFFSETS_TOPIC)
+    if topic is None:
+        coordinators.ensure_internal_topic(
+            OFFSETS_TOPIC, coordinators.offsets_topic_partitions, OFFSETS_TOPIC_CONFIGS)
+        return _unavailable(ErrorCode.coordinator_not_available, "creating the offsets topic")
+    coordinators.groups_or_start()
+    partition = partition_for_group(key, len(topic.partitions))
+    reg = topic.partitions.get(partition)
+    broker = None if reg is None else api.image.brokers.get(reg.leader)
+    address = None if broker is None or broker.fenced else endpoint_of(broker, api.listener_name)
+    if reg is None or address is None:
+        return _unavailable(ErrorCode.coordinator_not_available, "no leader for the group")
+    return ErrorCode.none, None, reg.leader, address[0], address[1]
+
+
+def _unavailable(error: ErrorCode, message: str) -> _Found:
+    return error, message, -1, "", -1

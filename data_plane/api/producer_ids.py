@@ -1,0 +1,40 @@
+"""InitProducerId (v0-4) for idempotent producers (KIP-98, KIP-360).
+
+Without a transactional id every call gets a fresh producer id at epoch 0
+(Kafka's ``TransactionCoordinator.handleInitProducerId`` does the same:
+a non-transactional producer that bumps its epoch after an error simply
+gets a new id). Ids come from the broker's `ProducerIdManager`. With a
+transactional id the request goes to the transaction coordinator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.broker.producer_ids import ProducerIdsUnavailableError
+from raftlog.net import RequestContext
+from raftlog.net.errors import ErrorCode
+
+__all__ = ("handle_init_producer_id",)
+
+
+async def handle_init_producer_id(api: BrokerApiContext, ctx: RequestContext,
+                                  request: Any) -> Any:
+    del ctx
+    if request.transactional_id is not None:
+        return _answer(request, ErrorCode.coordinator_not_available)
+    try:
+        pid = await api.coordinators.producer_ids.generate()
+    except ProducerIdsUnavailableError:
+        # Kafka's answer while no block is ready; clients retry it.
+        return _answer(request, ErrorCode.coordinator_load_in_progress)
+    return _answer(request, ErrorCode.none, pid, 0)
+
+
+def _answer(request: Any, error: ErrorCode, producer_id: int = -1, epoch: int = -1) -> Any:
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE, "error_code": error,
+        "producer_id": producer_id, "producer_epoch": epoch,
+    })

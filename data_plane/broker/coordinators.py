@@ -1,0 +1,106 @@
+"""The broker's coordinator-side services, one set per broker.
+
+Kafka's ``BrokerServer`` builds these next to the replica manager: the
+producer id manager (InitProducerId), the group coordinator runtime and the
+creation of the internal topics they live in. `BrokerApiContext` creates one
+`BrokerCoordinators` per broker listener; it starts on first use from a
+handler (on the event loop) and closes with the replica manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.create_topics.v7 import request as ct_req
+
+from data_plane.api.build import build
+from data_plane.broker.group_runtime import GroupCoordinatorRuntime
+from data_plane.broker.metadata_api import BrokerMetadata
+from data_plane.broker.producer_ids import ProducerIdManager
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.groups.model import GroupConfig
+from data_plane.groups.partitioning import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
+from raftlog.net.errors import ErrorCode
+
+__all__ = ("BrokerCoordinators",)
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS = 19
+#: Internal topics are created with at most this replication factor
+#: (``offsets.topic.replication.factor`` default), capped by live brokers.
+INTERNAL_TOPIC_REPLICATION_FACTOR = 3
+
+
+class BrokerCoordinators:
+    """Coordinator services of one broker (see the module docstring)."""
+
+    def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager) -> None:
+        self.metadata = metadata
+        self.replicas = replicas
+        self.producer_ids = ProducerIdManager(metadata)
+        config = replicas.static_config
+        self.offsets_topic_partitions = int(config.get(
+            "offsets.topic.num.partitions", DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS))
+        self.groups = GroupCoordinatorRuntime(
+            metadata, replicas, num_partitions=self.offsets_topic_partitions,
+            config=GroupConfig(initial_rebalance_delay_ms=int(config.get(
+                "group.initial.rebalance.delay.ms", 3000))))
+        self._started = False
+        self._creating: dict[str, asyncio.Task[None]] = {}
+        replicas.add_close_hook(self.close)
+
+    def groups_or_start(self) -> GroupCoordinatorRuntime:
+        """The group runtime, started on first use (needs the running loop)."""
+        self._maybe_start()
+        return self.groups
+
+    def _maybe_start(self) -> None:
+        if not self._started:
+            self._started = True
+            self.groups.start()
+
+    async def close(self) -> None:
+        for task in self._creating.values():
+            task.cancel()
+        if self._started:
+            await self.groups.close()
+        await self.producer_ids.close()
+
+    def ensure_internal_topic(self, name: str, partitions: int,
+                              configs: Mapping[str, str]) -> None:
+        """Ask the controller (forwarded CreateTopics) to create an internal
+        topic if the image lacks it; at most one request in flight per topic.
+        The caller answers COORDINATOR_NOT_AVAILABLE meanwhile (clients retry)."""
+        self._maybe_start()
+        if self.metadata.image.topic_by_name(name) is not None or name in self._creating:
+            return
+        live = sum(1 for b in self.metadata.image.brokers.values() if not b.fenced)
+        rf = max(1, min(INTERNAL_TOPIC_REPLICATION_FACTOR, live))
+        request = build(ct_req.CreateTopicsRequest, {
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+            "timeout": datetime.timedelta(milliseconds=30_000), "validate_only": False,
+        })
+
+        async def create() -> None:
+            try:
+                response: Any = await self.metadata.forward(CREATE_TOPICS, request)
+                errors = [(t.name, t.error_code, t.error_message) for t in response.topics
+                          if t.error_code != ErrorCode.none]
+                if errors:
+                    log.warning("creating internal topic %s: %s", name, errors)
+                else:
+                    log.info("created internal topic %s (%d partitions, RF %d)",
+                             name, partitions, rf)
+            except Exception:
+                log.exception("creating internal topic %s failed", name)
+            finally:
+                self._creating.pop(name, None)
+
+        self._creating[name] = asyncio.create_task(create(), name=f"create-{name}")

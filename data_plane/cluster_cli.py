@@ -1,0 +1,160 @@
+"""``raftlog cluster up|status|down``: a local cluster of real node processes
+(`data_plane.local_cluster`), registered by `data_plane.admin_cli`.
+
+- ``cluster up [--nodes 3] [--base-port 9092] [--dir DIR] [--detach]``
+  formats and starts ``--nodes`` combined nodes on loopback (Kafka
+  listeners on ``--base-port`` + i, controller listeners on
+  ``--controller-base-port``, default ``--base-port`` + 1000), waits until
+  the cluster is ready, prints the bootstrap servers and a status table,
+  then stays in the foreground until Ctrl-C (or SIGTERM), which stops every
+  node cleanly. With ``--detach`` it returns once ready; the bootstrap
+  servers are the last line printed. A ``--dir`` that already holds a
+  cluster starts that cluster again (same cluster id and ports; nothing is
+  reformatted).
+- ``cluster status --dir DIR``: the table again (exit 1 if a node is down);
+- ``cluster down --dir DIR``: SIGTERM every node, SIGKILL after ``--timeout-s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from typing import Any
+
+from .admin_cli import CliError
+from .local_cluster import (
+    COMBINED,
+    ClusterLayout,
+    LocalCluster,
+    LocalClusterError,
+    Timeouts,
+)
+
+__all__ = ("register_cluster",)
+
+
+def cmd_cluster_up(args: argparse.Namespace) -> int:
+    directory = os.path.abspath(args.dir)
+    try:
+        if LocalCluster.exists(directory):
+            cluster = LocalCluster.open(directory)
+            print(f"Restarting the cluster {cluster.cluster_id} recorded in {directory} "
+                  "(same cluster id and ports; storage is not reformatted)", flush=True)
+            if args.nodes is not None or args.base_port is not None:
+                print("note: --nodes/--base-port are ignored for an existing cluster "
+                      "(`raftlog cluster down` and remove the directory to change them)",
+                      flush=True)
+        else:
+            if args.nodes is not None and args.nodes < 1:
+                raise CliError("--nodes must be at least 1")
+            layout = ClusterLayout.build(
+                (COMBINED,) * (args.nodes or 3),
+                base_port=args.base_port if args.base_port is not None else 9092,
+                controller_base_port=args.controller_base_port,
+                timeouts=Timeouts(),
+                properties=_properties(args.override),
+            )
+            cluster = LocalCluster(directory, layout)
+            print(f"Formatting and starting a {len(layout.nodes)}-node cluster "
+                  f"{cluster.cluster_id} in {directory}", flush=True)
+        status = cluster.up(timeout_s=args.timeout_s)
+    except LocalClusterError as exc:
+        raise CliError(str(exc)) from None
+    print("\n".join(cluster.status_lines(status)))
+    if args.detach:
+        print(f"Stop it with: raftlog cluster down --dir {directory}")
+        print("Bootstrap servers:")
+        print(cluster.bootstrap_servers)
+        return 0
+    print(f"Bootstrap servers: {cluster.bootstrap_servers}")
+    print("Running in the foreground; Ctrl-C stops the cluster.", flush=True)
+    return _foreground(cluster)
+
+
+def _foreground(cluster: LocalCluster) -> int:
+    """Wait for Ctrl-C or SIGTERM, reporting nodes that exit; then stop all."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    reported: set[int] = set()
+    try:
+        while not stop.wait(1.0):
+            for node in cluster.layout.nodes:
+                if node.node_id not in reported and not cluster.is_alive(node.node_id):
+                    reported.add(node.node_id)
+                    print(f"node {node.node_id} exited (see {cluster.log_path(node.node_id)})",
+                          flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    # A second Ctrl-C must not abort the shutdown halfway (nodes left running).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("\nStopping the cluster ...", flush=True)
+    ended = cluster.stop()
+    for node_id, how in sorted(ended.items()):
+        print(f"node {node_id}: {how}")
+    return 0
+
+
+def cmd_cluster_status(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    status = cluster.probe()
+    print("\n".join(cluster.status_lines(status)))
+    print(f"Bootstrap servers: {cluster.bootstrap_servers}")
+    return 0 if len(status.alive) == len(cluster.layout.nodes) else 1
+
+
+def cmd_cluster_down(args: argparse.Namespace) -> int:
+    cluster = _open(args.dir)
+    ended = cluster.stop(timeout_s=args.timeout_s)
+    if not ended:
+        print(f"No node of the cluster in {cluster.directory} is running.")
+    for node_id, how in sorted(ended.items()):
+        print(f"node {node_id}: {how}")
+    return 0
+
+
+def _open(directory: str) -> LocalCluster:
+    try:
+        return LocalCluster.open(os.path.abspath(directory))
+    except LocalClusterError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _properties(items: list[str] | None) -> dict[str, str]:
+    result = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--override {item!r} is not key=value")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def register_cluster(actions: Any) -> None:
+    """Add up/status/down to the ``raftlog cluster`` subparsers ``actions``."""
+    up = actions.add_parser("up", help="format and start a local cluster, wait until ready")
+    up.add_argument("--nodes", type=int, default=None, help="combined nodes (default 3)")
+    up.add_argument("--base-port", type=int, default=None,
+                    help="Kafka listener of node i on BASE_PORT+i-1 (default 9092)")
+    up.add_argument("--controller-base-port", type=int, default=None,
+                    help="controller listeners (default BASE_PORT+1000)")
+    up.add_argument("--dir", default=".", help="data, configs, logs and pids (default: .)")
+    up.add_argument("--detach", action="store_true",
+                    help="return once ready; the last line is the bootstrap servers")
+    up.add_argument("--override", action="append", metavar="KEY=VALUE",
+                    help="a server.properties setting for every node (new clusters)")
+    up.add_argument("--timeout-s", type=float, default=60.0, help="readiness timeout")
+    up.set_defaults(func=cmd_cluster_up)
+
+    status = actions.add_parser("status", help="nodes, pids, quorum leader, fenced brokers")
+    status.add_argument("--dir", default=".")
+    status.set_defaults(func=cmd_cluster_status)
+
+    down = actions.add_parser("down", help="stop every node (SIGTERM, then SIGKILL)")
+    down.add_argument("--dir", default=".")
+    down.add_argument("--timeout-s", type=float, default=20.0)
+    down.set_defaults(func=cmd_cluster_down)
+

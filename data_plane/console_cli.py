@@ -1,0 +1,198 @@
+"""``raftlog produce`` and ``raftlog consume``: kafka-console-producer and
+kafka-console-consumer, on a real Kafka client (confluent-kafka, i.e.
+librdkafka), registered by `data_plane.admin_cli`.
+
+- ``produce --bootstrap-server H:P --topic T [--property parse.key=true
+  --property key.separator=:] [--acks all|1|0] [--compression-type
+  none|gzip|zstd|lz4|snappy]``: one record per stdin line; exits 0 once
+  every record was acknowledged, 1 naming the first delivery error.
+  Idempotence is off: InitProducerId is not served yet.
+- ``consume --bootstrap-server H:P --topic T [--from-beginning]
+  [--partition N --offset O] [--max-messages N] [--timeout-ms MS]
+  [--property print.key=true]``: prints values (``key<TAB>value`` with
+  print.key). Partitions are assigned directly (``assign``), from the
+  earliest offset with ``--from-beginning``, else from the end; ``--offset``
+  takes a number, ``earliest`` or ``latest``. Exits after ``--max-messages``
+  or ``--timeout-ms`` without a record. ``--group`` is refused: the brokers
+  do not serve consumer groups (FindCoordinator, JoinGroup, OffsetCommit) yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+from .admin_cli import CliError
+
+__all__ = ("register_console",)
+
+
+def _properties(items: list[str] | None) -> dict[str, str]:
+    result = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--property {item!r} is not key=value")
+        result[key.strip()] = value
+    return result
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    props = _properties(args.property)
+    parse_key = props.get("parse.key", "false").lower() == "true"
+    separator = props.get("key.separator", "\t")
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap_server,
+        "acks": {"all": "all", "-1": "all", "1": "1", "0": "0"}[args.acks],
+        "compression.type": args.compression_type,
+        "enable.idempotence": False,
+        "linger.ms": 5,
+        "message.timeout.ms": args.timeout_ms,
+        "client.id": "raftlog-console-producer",
+    })
+    errors: list[str] = []
+    acked = [0]
+
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+        else:
+            acked[0] += 1
+
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        line = raw.rstrip(b"\r\n")
+        key: bytes | None = None
+        if parse_key:
+            key, sep, line = line.partition(separator.encode())
+            if not sep:
+                raise CliError(f"no key separator {separator!r} on line {number}")
+        while True:
+            try:
+                producer.produce(args.topic, value=line, key=key, on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
+        producer.poll(0)
+    # Past message.timeout.ms every record has its delivery report (error or not).
+    remaining = producer.flush(args.timeout_ms / 1000 + 10)
+    if errors:
+        print(f"raftlog produce: {len(errors)} record(s) failed, first: {errors[0]}",
+              file=sys.stderr)
+        return 1
+    if remaining:
+        print(f"raftlog produce: {remaining} record(s) not acknowledged in time", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _start_offset(args: argparse.Namespace) -> int:
+    if args.offset is not None:
+        if args.partition is None:
+            raise CliError("--offset needs --partition")
+        named = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
+        if args.offset in named:
+            return named[args.offset]
+        if not args.offset.isdigit():
+            raise CliError(f"--offset {args.offset!r} is not a number, earliest or latest")
+        return int(args.offset)
+    return OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    if args.group:
+        raise CliError(
+            "--group: consumer groups are not served by the brokers yet (no FindCoordinator/"
+            "JoinGroup/OffsetCommit); consume without --group (partitions are assigned directly)"
+        )
+    props = _properties(args.property)
+    print_key = props.get("print.key", "false").lower() == "true"
+    separator = props.get("key.separator", "\t")
+    start = _start_offset(args)
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap_server,
+        # librdkafka insists on a group.id; with assign() and no commits it is
+        # never joined (the brokers would not know the group anyway).
+        "group.id": "raftlog-console-consumer-unused",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "client.id": "raftlog-console-consumer",
+    })
+    try:
+        metadata = consumer.list_topics(args.topic, timeout=10)
+        topic = metadata.topics.get(args.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            reason = topic.error.str() if topic is not None and topic.error else "unknown topic"
+            raise CliError(f"topic {args.topic}: {reason}")
+        partitions = sorted(topic.partitions)
+        if args.partition is not None:
+            if args.partition not in partitions:
+                raise CliError(f"topic {args.topic} has no partition {args.partition}")
+            partitions = [args.partition]
+        consumer.assign([ConfluentTopicPartition(args.topic, p, start) for p in partitions])
+        return _consume_loop(consumer, args, print_key, separator)
+    finally:
+        consumer.close()
+
+
+def _consume_loop(consumer: Consumer, args: argparse.Namespace, print_key: bool,
+                  separator: str) -> int:
+    seen = 0
+    idle_since = time.monotonic()
+    out = sys.stdout.buffer
+    while args.max_messages is None or seen < args.max_messages:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                break
+            continue
+        error = msg.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                continue
+            if not error.retriable():
+                raise CliError(f"consume failed: {error.str()}")
+            continue
+        idle_since = time.monotonic()
+        seen += 1
+        value = msg.value() or b""
+        if print_key:
+            key = msg.key()
+            out.write((key if key is not None else b"null") + separator.encode())
+        out.write(value + b"\n")
+        out.flush()
+    print(f"Processed a total of {seen} messages", file=sys.stderr)
+    return 0
+
+
+def register_console(sub: Any) -> None:
+    """Add ``produce`` and ``consume`` to the `raftlog` subparsers ``sub``."""
+    produce = sub.add_parser("produce", help="stdin lines to a topic (kafka-console-producer)")
+    produce.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--property", action="append", metavar="KEY=VALUE",
+                         help="parse.key=true, key.separator=SEP")
+    produce.add_argument("--acks", choices=("all", "-1", "1", "0"), default="all")
+    produce.add_argument("--compression-type", default="none",
+                         choices=("none", "gzip", "zstd", "lz4", "snappy"))
+    produce.add_argument("--timeout-ms", type=int, default=30_000,
+                         help="message.timeout.ms: give up on a record after this long")
+    produce.set_defaults(func=cmd_produce)
+
+    consume = sub.add_parser("consume", help="print a topic's records (kafka-console-consumer)")
+    consume.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--partition", type=int)
+    consume.add_argument("--offset", help="a number, earliest or latest (needs --partition)")
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--timeout-ms", type=int,
+                         help="exit after this long without a record")
+    consume.add_argument("--property", action="append", metavar="KEY=VALUE",
+                         help="print.key=true, key.separator=SEP")
+    consume.add_argument("--group", help="not served yet (refused)")
+    consume.set_defaults(func=cmd_consume)
