@@ -242,10 +242,13 @@ def format_quorum_status(
     if leader is not None and voters:
         laggard = min(voters.values(), key=lambda v: int(v.log_end_offset))
         lag = leader_leo - int(laggard.log_end_offset)
-        if laggard is leader:
-            lag_time_ms = 0
+        if laggard is leader or lag <= 0:
+            lag_time_ms = 0  # every voter is caught up
         elif int(leader.last_caught_up_timestamp) >= 0 and int(laggard.last_caught_up_timestamp) >= 0:
-            lag_time_ms = int(leader.last_caught_up_timestamp) - int(laggard.last_caught_up_timestamp)
+            # The leader's timestamp is taken when it answers; a follower's
+            # may be a few ms newer than that, so clamp at 0 as a lag.
+            lag_time_ms = max(0, int(leader.last_caught_up_timestamp)
+                              - int(laggard.last_caught_up_timestamp))
     ids = ",".join(str(i) for i in sorted(voters))
     observers = ",".join(str(int(o.replica_id)) for o in partition.observers)
     rows = [
