@@ -32,6 +32,10 @@ class ElectionMixin(CoreBase):
     # Self-test switch for the simulator (never off by default): grant votes
     # without comparing logs (the Raft election restriction, thesis 3.6.1).
     _vote_requires_up_to_date_log: bool = True
+    # Self-test switch for the simulator (never off by default): a pre-vote
+    # from a voter in a higher epoch leaves our epoch alone (the liveness
+    # stall `handle_vote_request` documents).
+    _pre_vote_from_higher_epoch_moves_epoch: bool = True
 
     # -- Vote ----------------------------------------------------------------
 
@@ -39,7 +43,32 @@ class ElectionMixin(CoreBase):
         """KIP-595 Vote: grant at most one vote per epoch, only to a candidate
         whose log is at least as up to date as ours, and only once that vote
         is durable (it is in the Ready's election state, fsynced before send).
-        A pre-vote (KIP-996) changes no state."""
+
+        Epochs: a request from a voter in a higher epoch than ours moves us to
+        Unattached in that epoch before we answer, whether it is a real vote
+        or a pre-vote (KIP-996). A real vote carries the candidate's (bumped)
+        epoch; a pre-vote carries ``epoch + 1`` of the prospective node, whose
+        own epoch is therefore ``candidate_epoch - 1``. This is Kafka 4.x
+        (``KafkaRaftClient.handleVoteRequest``: ``if (replicaEpoch >
+        quorum.epoch()) transitionToUnattached(replicaEpoch)`` for both kinds,
+        a pre-vote's ``replicaEpoch`` being the prospective's current epoch).
+
+        Why a pre-vote must move epochs too (liveness): a voter can become a
+        candidate of epoch E+1 (a majority granted its pre-vote), be cut off
+        before its vote requests arrive, lose, and fall back to Prospective
+        in E+1, while the leader of E keeps a majority (check-quorum holds).
+        Its pre-votes are vetoed by the leader and by followers that fetch from
+        it, and it cannot follow a leader of a lower epoch: without this rule
+        it stays outside the quorum forever (and any observer that learned E+1
+        from it can follow nobody). With it, the leader of E steps down, the
+        voters meet in E+1 and elect a leader of E+2.
+
+        Safety is unchanged: learning a higher epoch never grants a vote,
+        never lowers an epoch, and is durable before the answer is sent; a
+        pre-vote still records no vote. The cost is one election, and only a
+        voter that is already in a higher epoch can cause it: pre-votes of a
+        voter in our epoch or below still change nothing (KIP-996's point).
+        """
         if req.candidate_id not in self.config.voters:
             self._reply_vote(src, cid, granted=False, error=Errors.INCONSISTENT_VOTER_SET)
             return
@@ -55,8 +84,10 @@ class ElectionMixin(CoreBase):
         if req.candidate_epoch < self.quorum.epoch:
             self._reply_vote(src, cid, granted=False)
             return
-        if not req.pre_vote and req.candidate_epoch > self.quorum.epoch:
-            self._become_unattached(req.candidate_epoch, now_ms)
+        requester_epoch = req.candidate_epoch - 1 if req.pre_vote else req.candidate_epoch
+        if requester_epoch > self.quorum.epoch and (
+                not req.pre_vote or self._pre_vote_from_higher_epoch_moves_epoch):
+            self._become_unattached(requester_epoch, now_ms)
         log_ok = self._candidate_log_is_up_to_date(req)
         if req.pre_vote:
             granted = log_ok and not self._has_live_leader(now_ms) and (

@@ -53,6 +53,16 @@ class QuorumState:
     Resigned(E)    Unattached(E'), Voted(E'), Prospective(E), Follower(E')
     ============== ==========================================================
 
+    What moves a node to a higher epoch E': a BeginQuorumEpoch, a response
+    or a fetch answer naming E' (Follower(E') with a leader, else
+    Unattached(E')), an EndQuorumEpoch of E', and a Vote request from a voter
+    in E' -- a real vote of a candidate of E', and equally a pre-vote of a
+    Prospective(E') voter (Kafka 4.x ``KafkaRaftClient.handleVoteRequest``).
+    The latter is the only way out of a stall where a voter that lost an
+    election sits Prospective in an epoch above the leader's (see
+    `raftlog.consensus.election.ElectionMixin.handle_vote_request`): a
+    Leader(E) or Follower(E) that hears it goes to Unattached(E').
+
     A node that is not a voter (an observer, or a voter recovering from disk
     loss) only ever is Unattached or Follower. Every transition that changes
     (epoch, leader id, voted id) marks the election state as unpersisted; the

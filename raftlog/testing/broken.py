@@ -14,6 +14,15 @@ class GrantVoteToShorterLogCore(KRaftCore):
     _vote_requires_up_to_date_log = False
 
 
+class PreVoteIgnoresHigherEpochCore(KRaftCore):
+    """Drops the KIP-996 liveness rule (Kafka's handleVoteRequest): a pre-vote
+    from a voter in a higher epoch leaves the receiver's epoch alone, so a
+    voter that lost an election while cut off stays Prospective above the
+    leader's epoch for good. Safe, but not live."""
+
+    _pre_vote_from_higher_epoch_moves_epoch = False
+
+
 class _PreviousEpochHighWatermarkLeader(LeaderState):
     require_own_epoch_entry = False
 
@@ -30,4 +39,5 @@ class PreviousEpochHighWatermarkCore(KRaftCore):
 BROKEN_VARIANTS: dict[str, type[KRaftCore]] = {
     "grant_vote_to_shorter_log": GrantVoteToShorterLogCore,
     "hw_on_previous_epoch_entry": PreviousEpochHighWatermarkCore,
+    "pre_vote_ignores_higher_epoch": PreVoteIgnoresHigherEpochCore,
 }

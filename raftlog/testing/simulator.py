@@ -5,9 +5,10 @@ virtual clock.
 Each seed picks a cluster (3 or 5 voters plus 2 observers), link faults
 (drop, delay/reorder, duplication) and a schedule of node and network faults
 (partitions: halves, isolated leader, bridge, one-way; crash and restart
-losing unflushed writes; pauses; disk loss of one voter). After a safety
-phase everything heals and a liveness phase requires a leader and a new
-commit within a bounded virtual time. Invariants are checked after every
+losing unflushed writes; pauses; disk loss of one voter; a candidate
+stranded above a live leader's epoch). After a safety phase everything
+heals and a liveness phase requires a new commit that every node, voters
+and observers alike, applies within a bounded virtual time. Invariants are checked after every
 event; a failure raises `SimulationFailure` naming the seed, and
 ``python -m raftlog.testing.simulator --seed N`` replays it exactly.
 
@@ -33,7 +34,7 @@ from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.errors import NotLeaderError
 from raftlog.consensus.messages import Envelope
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, Ready, SnapshotLoad
-from raftlog.consensus.roles import ElectionState
+from raftlog.consensus.roles import ElectionState, FollowerState
 from raftlog.testing.memory_log import MemoryLog
 from raftlog.testing.network import FakeNetwork, LinkFaults
 
@@ -136,6 +137,13 @@ class Simulation:
         self._seq = 0
         self._queue: list[tuple[int, int, str, int, object]] = []
         self.trace: list[str] = []
+        # The "strand_candidate" fault (see `_strand_candidate`): the voter to
+        # cut off as soon as it becomes a candidate, and those it happened to.
+        self.strand_target: int | None = None
+        self.stranded: list[int] = []
+        # Until then a scripted fault plays out: no other fault is injected
+        # and clients do not propose.
+        self.scripted_until = 0
         self.nodes: dict[int, SimNode] = {}
         for nid in self.voters + self.observers:
             node = SimNode(nid, MemoryLog(), None)
@@ -155,6 +163,7 @@ class Simulation:
         self.healed_at: int | None = None
         self.liveness_target: int | None = None  # virtual time liveness checks began
         self.live_committed_at: int | None = None
+        self.live_commit_end: int | None = None  # end offset of the first committed marker
 
     # ------------------------------------------------------------------ setup
 
@@ -218,8 +227,11 @@ class Simulation:
             self._check_invariants()
             if self.liveness_target is not None and self._liveness_reached():
                 return self.summary()
-        raise self.fail(f"liveness: no new commit within {p.liveness_ms} ms after heal "
-                        f"(committed offset {self.max_committed})")
+        if self.live_commit_end is None:
+            raise self.fail(f"liveness: no new commit within {p.liveness_ms} ms after heal "
+                            f"(committed offset {self.max_committed})")
+        raise self.fail(f"liveness: nodes {self._lagging_nodes()} did not apply the commit "
+                        f"ending at {self.live_commit_end} within {p.liveness_ms} ms after heal")
 
     def summary(self) -> dict[str, object]:
         return {
@@ -244,25 +256,37 @@ class Simulation:
             self._deliver(envelope, incarnation)
         elif kind == "tick":
             node = self.nodes[node_id]
-            if node.core is not None and not node.paused and node.io is None \
-                    and node.tick_at == self.now:
+            if node.core is not None and node.tick_at == self.now:
+                # This tick is consumed even when the node cannot take it (an
+                # fsync or a pause in progress): forget it, so the activity
+                # that ends the fsync or the pause schedules a new one. Kept,
+                # it would block rescheduling when the fsync ends in this same
+                # virtual millisecond (the node would never tick again).
                 node.tick_at = -1
-                node.core.tick(self.now)
-                self._after_activity(node)
+                if not node.paused and node.io is None:
+                    node.core.tick(self.now)
+                    self._after_activity(node)
         elif kind == "io":
             self._finish_io(self.nodes[node_id], payload)
         elif kind == "propose":
-            self._propose()
+            if self.now >= self.scripted_until:
+                self._propose()
             if self.liveness_target is None:
                 self._push(self.now + self.rng.randint(*self.params.propose_every_ms), "propose", 0)
         elif kind == "fault":
-            if self.healed_at is None:
+            if self.healed_at is None and self.now >= self.scripted_until:
                 self._inject_fault()
                 self._push(self.now + self.rng.randint(*self.params.fault_every_ms), "fault", 0)
         elif kind == "restart":
             self._restart(self.nodes[node_id], wipe=bool(payload))
         elif kind == "resume":
             self._resume(self.nodes[node_id])
+        elif kind == "strand_cut":
+            self._strand_cut(payload)
+        elif kind == "restart_grantors":
+            self._restart_grantors(payload)
+        elif kind == "unstrand":
+            self._unstrand(node_id)
         elif kind == "heal":
             self._heal()
         elif kind == "liveness_propose":
@@ -295,6 +319,7 @@ class Simulation:
             if not core.has_ready():
                 break
             ready = core.ready()
+            self._maybe_strand(node)
             if ready.must_sync:
                 node.io = ready
                 self._push(self.now + self.rng.randint(0, 3), "io", node.node_id,
@@ -363,8 +388,10 @@ class Simulation:
             raise self.fail(f"node {node.node_id}: committed prefix up to {m.applied_end} "
                             "differs from another node's")
         self.max_committed = max(self.max_committed, m.applied_end)
-        if self.liveness_target is not None and self._live_marker in batch.data:
+        if self.liveness_target is not None and self._live_marker in batch.data \
+                and self.live_commit_end is None:
             self.live_committed_at = self.now
+            self.live_commit_end = m.applied_end
 
     def _load_snapshot(self, node: SimNode, load: SnapshotLoad) -> None:
         end, epoch, chain = _SNAPSHOT.unpack(load.data)
@@ -425,14 +452,28 @@ class Simulation:
         return b"live-%d" % self.seed
 
     def _liveness_reached(self) -> bool:
-        return self.live_committed_at is not None
+        """A marker proposed after the heal committed, and every node (voters
+        and observers alike) has applied it: a replica stuck outside the
+        leader's epoch (say, Prospective in a higher one) fails liveness even
+        though a majority keeps committing without it."""
+        return not self._lagging_nodes()
+
+    def _lagging_nodes(self) -> list[int]:
+        """Nodes that have not applied the first committed marker (all of
+        them while none has committed)."""
+        end = self.live_commit_end
+        if end is None:
+            return sorted(self.nodes)
+        return [nid for nid, node in sorted(self.nodes.items())
+                if node.core is None or node.machine.applied_end < end]
 
     # ------------------------------------------------------------------ faults
 
     def _inject_fault(self) -> None:
         rng = self.rng
         choice = rng.choice(("partition_halves", "isolate_leader", "bridge", "one_way",
-                             "crash", "crash", "pause", "heal_network", "disk_loss"))
+                             "crash", "crash", "pause", "heal_network", "disk_loss",
+                             "strand_candidate"))
         ids = list(self.voters + self.observers)
         if choice == "partition_halves":
             rng.shuffle(ids)
@@ -463,6 +504,9 @@ class Simulation:
             self.network.cut_one_way(a, b)
         elif choice == "heal_network":
             self.network.heal()
+        elif choice == "strand_candidate":
+            if not self._strand_candidate():
+                return
         elif choice == "crash":
             node = self.nodes[rng.choice(ids)]
             if node.core is None:
@@ -486,6 +530,101 @@ class Simulation:
             self._push(self.now + rng.randint(20, 600), "restart", node.node_id, True)
         self.faults_injected.append(choice)
         self._note(f"fault {choice} cut={sorted(self.network.cut)}")
+
+    def _strand_candidate(self) -> bool:
+        """The "strand_candidate" fault: a follower V wins a pre-vote while the
+        leader L keeps a majority, becomes a candidate of E+1, and is cut off
+        before its vote requests leave (metadata_sim seed 186's shape).
+
+        Clients pause (so V's log stays as long as everyone's); 60 ms later
+        L's answers to V are cut, so V's fetch timeout fires at its current
+        deadline. One millisecond before it, the other followers V needs
+        restart: a restarted follower grants pre-votes until its first fetch
+        (KIP-996), then fetches from L again, so L keeps its majority in E
+        while V, stranded, loses in E+1 and falls back to Prospective in E+1.
+        Returns False when there is no such L and V now."""
+        picked = self._strand_roles()
+        if picked is None or self.strand_target is not None:
+            return False
+        lid, target, grantors = picked
+        self.scripted_until = self.now + 60
+        self._push(self.now + 60, "strand_cut", 0, (lid, target, grantors))
+        return True
+
+    def _strand_roles(self) -> tuple[int, int, tuple[int, ...]] | None:
+        """(L, V, grantors): the live leader, a follower of it to strand and
+        the followers whose grants V needs; None if there are not enough."""
+        leaders = self._current_leaders()
+        if not leaders:
+            return None
+        lid = leaders[0].node_id
+        followers = []
+        for vid in self.voters:
+            node = self.nodes[vid]
+            role = None if node.core is None else node.core.quorum.role
+            if vid != lid and not node.paused and node.io is None \
+                    and isinstance(role, FollowerState) and role.leader_id == lid:
+                followers.append(vid)
+        if len(followers) < self.config.majority:
+            return None
+        self.rng.shuffle(followers)
+        return lid, followers[0], tuple(sorted(followers[1:self.config.majority]))
+
+    def _strand_cut(self, payload: object) -> None:
+        assert isinstance(payload, tuple)
+        lid, target, grantors = payload
+        core = self.nodes[target].core
+        role = None if core is None else core.quorum.role
+        leader = self.nodes[lid].core
+        if self.healed_at is not None or leader is None or not leader.is_leader \
+                or not isinstance(role, FollowerState) or role.leader_id != lid:
+            self.scripted_until = self.now
+            return
+        deadline = max(self.now + 1, role.fetch_deadline_ms)
+        self.network.cut_one_way(lid, target)
+        self.strand_target = target
+        # Time for V's pre-vote rounds to meet a restarted grantor; the strand
+        # itself extends this.
+        self.scripted_until = deadline + 2 * self.config.election_timeout_ms
+        self._note(f"strand: cut {lid}->{target}, restart {grantors} at {deadline - 1}")
+        self._push(deadline - 1, "restart_grantors", 0, grantors)
+
+    def _restart_grantors(self, payload: object) -> None:
+        assert isinstance(payload, tuple)
+        if self.healed_at is not None:
+            return
+        for vid in payload:
+            node = self.nodes[vid]
+            if node.core is not None and not node.paused:
+                self._crash(node)
+                self._restart(node, wipe=False)
+
+    def _maybe_strand(self, node: SimNode) -> None:
+        """Cut the strand target off from every node once it is a candidate:
+        its vote requests are in the Ready it is about to persist, so nobody
+        learns its new epoch. Reconnected 300-1500 ms later."""
+        core = node.core
+        if self.strand_target != node.node_id or self.healed_at is not None \
+                or core is None or core.role_name != "Candidate":
+            return
+        self.strand_target = None
+        if self.now >= self.scripted_until:
+            return  # it stood for other reasons, later: not this fault's shape
+        others = [i for i in self.nodes if i != node.node_id]
+        self.network.partition([node.node_id], others)
+        self.stranded.append(node.node_id)
+        self._note(f"strand candidate {node.node_id} in epoch {core.epoch}")
+        until = self.now + self.rng.randint(300, 1500)
+        self.scripted_until = until
+        self._push(until, "unstrand", node.node_id)
+
+    def _unstrand(self, node_id: int) -> None:
+        """Reconnect a stranded candidate (other cuts stay as they are)."""
+        for other in self.nodes:
+            if other != node_id:
+                self.network.cut.discard((node_id, other))
+                self.network.cut.discard((other, node_id))
+        self._note(f"unstrand node {node_id} cut={sorted(self.network.cut)}")
 
     def _crash(self, node: SimNode) -> None:
         self._note(f"crash node {node.node_id}")
@@ -525,6 +664,7 @@ class Simulation:
     def _heal(self) -> None:
         self._note("heal: network, pauses and crashes")
         self.healed_at = self.now
+        self.strand_target = None
         self.network.heal()
         self.network.faults = LinkFaults(0.0, 0.0, 1, self.params.faults.max_delay_ms)
         for node in self.nodes.values():

@@ -291,3 +291,39 @@ def test_style8_leader_hint_naming_a_non_voter_is_not_followed() -> None:
     env, _ = ctx.assert_sent(VoteRequest, 2, pre_vote=True)
     ctx.deliver(2, VoteResponse(Errors.NONE, 4, 99, False), env.correlation_id)
     assert ctx.core.epoch == 4 and ctx.core.role_name == "Unattached"
+
+
+# -- KIP-996: a voter left in a higher epoch than the leader (Kafka 4.x handleVoteRequest) --
+
+
+def test_kip996_leader_steps_down_on_a_pre_vote_from_a_voter_in_a_higher_epoch() -> None:
+    ctx = RaftTestContext(log=_log([]))
+    ctx.with_elected_leader()
+    assert ctx.core.epoch == 1
+    # A pre-vote from a voter in our own epoch is vetoed and changes nothing.
+    ctx.deliver(2, VoteRequest(2, 2, 0, 0, pre_vote=True))
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False, leader_epoch=1, leader_id=1)
+    assert ctx.core.is_leader and ctx.core.epoch == 1
+    # Voter 2 lost an election of epoch 2 nobody heard of and pre-votes for 3:
+    # the leader of 1 cannot keep leading below it.
+    ctx.deliver(2, VoteRequest(3, 2, 0, 0, pre_vote=True))
+    assert not ctx.core.is_leader
+    assert ctx.core.role_name == "Unattached" and ctx.core.epoch == 2
+    assert ctx.stored == ElectionState(2, None, None)
+    # The pre-vote itself is still judged on logs: ours holds epoch 1's
+    # LEADER_CHANGE batch, the prospective's does not.
+    ctx.assert_sent(VoteResponse, 2, vote_granted=False, leader_epoch=2, leader_id=-1)
+
+
+def test_kip996_follower_joins_the_higher_epoch_of_a_pre_voting_voter_durably() -> None:
+    ctx = RaftTestContext().with_leader(3, epoch=1)
+    ctx.answer_fetch()  # it hears from its leader: pre-votes of epoch 1 are vetoed
+    ctx.readies.clear()
+    ctx.deliver(2, VoteRequest(5, 2, 0, 0, pre_vote=True))  # voter 2 is in epoch 4
+    assert ctx.core.role_name == "Unattached" and ctx.core.epoch == 4
+    ctx.assert_sent(VoteResponse, 2, vote_granted=True, leader_epoch=4)
+    ready = next(r for r in ctx.readies if any(isinstance(m.body, VoteResponse)
+                                                for m in r.messages))
+    # The epoch change is fsynced before the answer goes out; no vote is recorded.
+    assert ready.must_sync and ready.election_state == ElectionState(4, None, None)
+

@@ -3,12 +3,13 @@ broken core is caught (KIP-595 invariants, Kafka RaftEventSimulationTest)."""
 
 from __future__ import annotations
 
+import heapq
 import os
 
 import pytest
 
-from raftlog.testing.broken import GrantVoteToShorterLogCore
-from raftlog.testing.simulator import Simulation, SimulationFailure, main, run_seed
+from raftlog.testing.broken import GrantVoteToShorterLogCore, PreVoteIgnoresHigherEpochCore
+from raftlog.testing.simulator import CoreFactory, Simulation, SimulationFailure, main, run_seed
 
 CI_SEEDS = 300
 SEEDS_PER_CHUNK = 50
@@ -30,7 +31,42 @@ def test_simulation_covers_every_fault_kind() -> None:
     for seed in range(60):
         seen.update(str(f) for f in run_seed(seed)["faults"])  # type: ignore[attr-defined]
     assert seen >= {"partition_halves", "isolate_leader", "bridge", "one_way", "crash",
-                    "pause", "disk_loss", "heal_network"}
+                    "pause", "disk_loss", "heal_network", "strand_candidate"}
+
+
+def test_kip996_ci_seeds_strand_candidates_above_a_live_leaders_epoch() -> None:
+    """The "strand_candidate" family does produce its shape in the CI seeds: a
+    voter becomes a candidate (epoch E+1) and is cut off while the leader of
+    E keeps a majority; every such seed still passes liveness."""
+    stranded = 0
+    for seed in range(CI_SEEDS):
+        sim = Simulation(seed)
+        sim.run()
+        stranded += bool(sim.stranded)
+    assert stranded >= 20
+
+
+def test_simulator_reschedules_a_tick_skipped_during_an_fsync_ending_in_the_same_ms() -> None:
+    """A tick that falls during an fsync is consumed; when the fsync ends in
+    the same virtual millisecond the node must still get a next tick (else an
+    observer, which only hears answers to its own fetches, stalls for good)."""
+    sim = Simulation(3)
+    observer = sim.observers[0]
+    node = sim.nodes[observer]
+    while not (node.core is not None and node.io is None and node.tick_at > sim.now):
+        at, _, kind, nid, payload = heapq.heappop(sim._queue)
+        sim.now = at
+        sim._dispatch(kind, nid, payload)
+    assert node.core is not None
+    sim.now = node.tick_at
+    sim._queue = [e for e in sim._queue if (e[0], e[2], e[3]) != (sim.now, "tick", observer)]
+    heapq.heapify(sim._queue)
+    ready = node.core.ready()  # an fsync is in progress at the tick's time...
+    node.io = ready
+    sim._dispatch("tick", observer, None)
+    sim._finish_io(node, (node.incarnation, ready))  # ...and ends in the same ms
+    ticks = {at for at, _, kind, nid, _ in sim._queue if kind == "tick" and nid == observer}
+    assert node.tick_at >= sim.now and node.tick_at in ticks
 
 
 def test_kafka14077_committed_data_survives_disk_loss_of_one_voter() -> None:
@@ -56,21 +92,35 @@ def test_simulator_cli_replays_one_seed(capsys: pytest.CaptureFixture[str]) -> N
     assert "seed=7" in capsys.readouterr().out
 
 
-def test_self_test_broken_vote_rule_is_caught_within_ci_seeds() -> None:
-    """A core that grants votes to candidates with shorter logs must fail the
-    simulation within the CI seed count; report the first failing seed."""
+def _first_failing_seed(core_factory: CoreFactory) -> SimulationFailure:
+    """The first CI seed on which ``core_factory`` fails, checked to replay."""
     for seed in range(CI_SEEDS):
         try:
-            run_seed(seed, core_factory=GrantVoteToShorterLogCore)
+            run_seed(seed, core_factory=core_factory)
         except SimulationFailure as failure:
             print(f"broken variant caught by seed {failure.seed}: {failure.reason}")
             assert failure.seed == seed
             # Replaying the seed reproduces the same failure.
             with pytest.raises(SimulationFailure) as again:
-                run_seed(seed, core_factory=GrantVoteToShorterLogCore)
+                run_seed(seed, core_factory=core_factory)
             assert again.value.reason == failure.reason
-            return
-    pytest.fail(f"broken vote rule survived {CI_SEEDS} seeds")
+            return failure
+    pytest.fail(f"{core_factory.__name__} survived {CI_SEEDS} seeds")
+
+
+def test_self_test_broken_vote_rule_is_caught_within_ci_seeds() -> None:
+    """A core that grants votes to candidates with shorter logs must fail the
+    simulation within the CI seed count; report the first failing seed."""
+    _first_failing_seed(GrantVoteToShorterLogCore)
+
+
+def test_self_test_kip996_pre_vote_ignoring_a_higher_epoch_is_caught_within_ci_seeds() -> None:
+    """A core whose voters ignore the epoch of a pre-voting voter leaves a
+    stranded candidate Prospective above the leader's epoch for good: the
+    liveness phase (every node applies a commit made after the heal) fails."""
+    failure = _first_failing_seed(PreVoteIgnoresHigherEpochCore)
+    assert failure.seed == 5
+    assert failure.reason.startswith("liveness: nodes [1] did not apply")
 
 
 @pytest.mark.soak
