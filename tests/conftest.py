@@ -17,6 +17,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--soak"):
+        # A soak runs as long as its seed count says; the suite-wide
+        # pytest-timeout (pyproject) is for the default run.
+        for item in items:
+            if "soak" in item.keywords:
+                item.add_marker(pytest.mark.timeout(0))
         return
     skip = pytest.mark.skip(reason="soak test: run with `python3 dev.py test --soak -m soak`")
     for item in items:
