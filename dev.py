@@ -60,10 +60,12 @@ def setup() -> None:
 # Debian packages the tests use: the chaos suite's fault backends
 # (chaos-infra.md: network namespaces, nftables partitions, libfaketime clock
 # skew), docker-compose to validate docker-compose.yml (no engine runs),
-# kcat as one more real Kafka client, and nats-server, the benchmark's peer.
+# kcat as one more real Kafka client, nats-server (the benchmark's peer),
+# and headless Chromium with its driver for the dashboard test.
 SYSTEM_TOOLS = {"ip": "iproute2", "nft": "nftables", "faketime": "faketime",
                 "docker-compose": "docker-compose", "kcat": "kcat",
-                "nats-server": "nats-server"}
+                "nats-server": "nats-server", "chromium": "chromium",
+                "chromedriver": "chromium-driver"}
 
 
 def system_tools() -> None:

@@ -1,19 +1,64 @@
-"""What the runner and nemeses need from a cluster: the `DB` protocol.
+"""What the runner and nemeses need from a cluster: the `DB` protocol, and
+`ChaosDB`, its implementation on real ``raftlog`` node processes.
 
 Jepsen's ``jepsen.db`` (setup/teardown, plus ``Kill``, ``Pause`` and
-``Primary`` capabilities). The real implementation starts ``raftlog`` node
-processes on loopback (behind `chaos.nemesis.proxy.ProxyNet`) or in network
-namespaces (`chaos.nemesis.netns.NetnsNet`) once the data plane exists; it
-reaches nodes only through processes and the network (ARCHITECTURE.md).
+``Primary`` capabilities). `ChaosDB` drives a `data_plane.local_cluster`
+cluster (a process launcher: configs, format, start by PID, readiness) and
+reaches nodes only through processes, files and the network
+(ARCHITECTURE.md): it never imports node internals.
+
+Two network modes; `pick_mode` takes netns when the machine allows it
+(`chaos.nemesis.netns.availability`) and says which:
+
+**proxy** (loopback, no privileges). Every node-to-node link goes through
+its own `chaos.nemesis.proxy.LinkProxy`, so one directed link can be cut
+without touching the others. Two `ProxyNet`s: one in front of the
+controller listeners (Raft quorum traffic *and* the broker-to-controller
+channel: heartbeats, AlterPartition, forwarding), one in front of the Kafka
+listeners (replica fetches, transaction markers). Each node gets its own
+peer-address map:
+
+- ``controller.quorum.voters`` of node ``a`` lists every other voter ``b`` at
+  the address of proxy ``a -> b`` (its own entry at its real listener).
+- Replica fetchers find a leader through the leader's *registered*
+  endpoints, which every broker sees alike; the per-link trick is listener
+  names. Node ``a`` declares one listener ``R<x>`` per node ``x`` (own port
+  each), ``R<a>`` first: a broker's first non-controller listener is its
+  inter-broker one, so node ``a`` fetches from leader ``b`` at ``b``'s
+  ``R<a>`` endpoint, which ``b`` advertises as the address of proxy
+  ``a -> b``. The client listener ``PLAINTEXT`` is listed after and is not
+  proxied: clients (the runner) are never partitioned, as in Jepsen, where
+  they run on the control node.
+
+**netns** (root). One network namespace per node behind a bridge
+(`chaos.nemesis.netns.NetnsNet`), one address per node, cuts by nftables in
+the receiving namespace; every node listens on the same ports at its own
+address and is ``exec``'d under ``ip netns exec``. The runner reaches the
+nodes through a host-side veth into the bridge.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from chaos.nemesis.grudges import Node
+from chaos.nemesis import netns
+from chaos.nemesis.grudges import Link, Node
+from chaos.nemesis.proxy import ProxyNet
+from data_plane.local_cluster import (
+    SERVER_CLI,
+    ClusterLayout,
+    LocalCluster,
+    LocalClusterError,
+    NodeLayout,
+    Timeouts,
+)
+from raftlog.runtime.local_quorum import free_ports
 
 
 class DB(Protocol):
@@ -63,3 +108,351 @@ class DB(Protocol):
 
     async def controller(self) -> Node | None:
         """The active controller (KRaft quorum leader)."""
+
+
+MODES = ("proxy", "netns")
+
+
+def pick_mode(requested: str = "auto") -> tuple[str, str]:
+    """(mode, why): ``auto`` takes netns where it works, else proxy."""
+    if requested == "proxy":
+        return "proxy", "requested"
+    reason = netns.availability()
+    if requested == "netns":
+        if reason is not None:
+            raise RuntimeError(f"netns mode unavailable: {reason}")
+        return "netns", "requested"
+    if reason is None:
+        return "netns", "network namespaces and nftables work here"
+    return "proxy", f"no netns ({reason}); loopback per-link TCP proxies"
+
+
+def node_name(node_id: int) -> Node:
+    return f"n{node_id}"
+
+
+def node_id(node: Node) -> int:
+    return int(node.lstrip("n"))
+
+
+class _Cluster(LocalCluster):
+    """`LocalCluster` whose processes get extra env and a command prefix
+    (``ip netns exec <ns>``); everything else is the launcher's."""
+
+    def __init__(self, directory: Path, layout: ClusterLayout,
+                 prefixes: Mapping[int, list[str]]) -> None:
+        super().__init__(directory, layout)
+        self.prefixes = dict(prefixes)
+        self.envs: dict[int, dict[str, str]] = {}
+
+    def start(self, node_id: int) -> int:
+        if self.is_alive(node_id):
+            raise LocalClusterError(f"node {node_id} is already running")
+        self.node_dir(node_id).mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.envs.get(node_id, {})}
+        with open(self.log_path(node_id), "ab") as out:
+            proc = subprocess.Popen(
+                [*self.prefixes.get(node_id, []), *SERVER_CLI, str(self.config_path(node_id))],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                env=env,
+            )
+        self._procs[node_id] = proc
+        self.pids[node_id] = proc.pid
+        self._save()
+        return proc.pid
+
+
+class _BothNets:
+    """Cuts the same links on the controller and the Kafka proxy nets."""
+
+    def __init__(self, *nets: ProxyNet) -> None:
+        self.nets = nets
+
+    async def setup(self) -> None:
+        return None  # the db sets the proxies up before writing configs
+
+    async def cut(self, cut_links: frozenset[Link]) -> None:
+        for net in self.nets:
+            await net.cut(cut_links)
+
+    async def heal(self) -> None:
+        for net in self.nets:
+            await net.heal()
+
+    async def teardown(self) -> None:
+        return None  # the db owns the proxies (they must outlive the nemesis)
+
+
+class _NetnsBackend:
+    def __init__(self, net: netns.NetnsNet) -> None:
+        self.net = net
+
+    async def setup(self) -> None:
+        return None
+
+    async def cut(self, cut_links: frozenset[Link]) -> None:
+        await self.net.cut(cut_links)
+
+    async def heal(self) -> None:
+        await self.net.heal()
+
+    async def teardown(self) -> None:
+        return None
+
+
+class ChaosDB:
+    """`DB` on ``n`` combined (broker + controller) nodes; see the module doc."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        n_nodes: int = 3,
+        *,
+        mode: str = "proxy",
+        properties: Mapping[str, str] | None = None,
+        timeouts: Timeouts | None = None,
+        ready_timeout_s: float = 60.0,
+        node_env: Mapping[Node, Mapping[str, str]] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        self.directory = Path(directory).resolve()
+        self.n = n_nodes
+        self.mode = mode
+        self.properties = {
+            "min.insync.replicas": "2",
+            "auto.create.topics.enable": "false",
+            "unclean.leader.election.enable": "false",
+            "default.replication.factor": str(min(3, n_nodes)),
+            **(properties or {}),
+        }
+        self.timeouts = timeouts or Timeouts.fast()
+        self.ready_timeout_s = ready_timeout_s
+        self.node_env = {k: dict(v) for k, v in (node_env or {}).items()}
+        self._nodes = tuple(node_name(i) for i in range(1, n_nodes + 1))
+        self.ctrl_net: ProxyNet | None = None
+        self.kafka_net: ProxyNet | None = None
+        self.ns_net: netns.NetnsNet | None = None
+        self.cluster: _Cluster | None = None
+        self.net: _BothNets | _NetnsBackend | None = None  # a core.NetBackend
+
+    @property
+    def nodes(self) -> Sequence[Node]:
+        return self._nodes
+
+    def _c(self) -> _Cluster:
+        if self.cluster is None:
+            raise RuntimeError("db not set up")
+        return self.cluster
+
+    # --- setup ---------------------------------------------------------------------
+
+    async def _proxy_layout(self) -> ClusterLayout:
+        host = "127.0.0.1"
+        base = ClusterLayout.build(("broker,controller",) * self.n, base_port=None, host=host,
+                                   timeouts=self.timeouts, properties=self.properties)
+        by_name = {node_name(n.node_id): n for n in base.nodes}
+
+        def addr(port: int | None) -> tuple[str, int]:
+            assert port is not None
+            return (host, port)
+
+        self.ctrl_net = ProxyNet({k: addr(n.controller_port) for k, n in by_name.items()})
+        self.kafka_net = ProxyNet({k: addr(n.kafka_port) for k, n in by_name.items()})
+        await self.ctrl_net.setup()
+        await self.kafka_net.setup()
+        repl = iter(free_ports(self.n * self.n, host))
+        node_props: dict[int, dict[str, str]] = {}
+        for a in base.nodes:
+            na = node_name(a.node_id)
+            voters = []
+            for b in base.nodes:
+                nb = node_name(b.node_id)
+                h, p = addr(b.controller_port) if na == nb else self.ctrl_net.address(na, nb)
+                voters.append(f"{b.node_id}@{h}:{p}")
+            order = [a, *(x for x in base.nodes if x is not a)]
+            listeners, advertised = [], []
+            for x in order:
+                nx = node_name(x.node_id)
+                port = next(repl)
+                listeners.append(f"R{x.node_id}://{host}:{port}")
+                # x reaches a's R<x> listener through proxy x -> a.
+                h, p = (host, port) if nx == na else self.kafka_net.address(nx, na)
+                advertised.append(f"R{x.node_id}://{h}:{p}")
+            listeners += [f"PLAINTEXT://{host}:{a.kafka_port}",
+                          f"CONTROLLER://{host}:{a.controller_port}"]
+            advertised.append(f"PLAINTEXT://{host}:{a.kafka_port}")
+            node_props[a.node_id] = {
+                "controller.quorum.voters": ",".join(voters),
+                "listeners": ",".join(listeners),
+                "advertised.listeners": ",".join(advertised),
+            }
+        self.net = _BothNets(self.ctrl_net, self.kafka_net)
+        return ClusterLayout(base.nodes, host, self.timeouts, dict(self.properties), node_props)
+
+    async def _netns_layout(self) -> tuple[ClusterLayout, dict[int, list[str]]]:
+        net = netns.NetnsNet(list(self._nodes))
+        await net.setup()
+        self.ns_net = net
+        self.net = _NetnsBackend(net)
+        kafka, ctrl = 9092, 9093
+        nodes = tuple(NodeLayout(i, "broker,controller", kafka, ctrl)
+                      for i in range(1, self.n + 1))
+        voters = ",".join(f"{i}@{net.address(node_name(i))}:{ctrl}" for i in range(1, self.n + 1))
+        props = {i: {
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{net.address(node_name(i))}:{kafka},"
+                         f"CONTROLLER://{net.address(node_name(i))}:{ctrl}",
+        } for i in range(1, self.n + 1)}
+        layout = ClusterLayout(nodes, "0.0.0.0", self.timeouts, dict(self.properties), props)
+        return layout, {i: net.exec_prefix(node_name(i)) for i in range(1, self.n + 1)}
+
+    async def setup(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        prefixes: dict[int, list[str]] = {}
+        if self.mode == "proxy":
+            layout = await self._proxy_layout()
+        else:
+            layout, prefixes = await self._netns_layout()
+        cluster = _Cluster(self.directory, layout, prefixes)
+        cluster.envs = {node_id(k): v for k, v in self.node_env.items()}
+        self.cluster = cluster
+        cluster.write_configs()
+        cluster.format()
+        for n in layout.nodes:
+            cluster.start(n.node_id)
+        await self.wait_ready()
+
+    async def wait_ready(self, timeout_s: float | None = None) -> None:
+        c = self._c()
+        if self.mode == "netns":
+            await self._wait_ready_netns(timeout_s or self.ready_timeout_s)
+            return
+        await c.wait_ready_async(timeout_s or self.ready_timeout_s)
+
+    async def _wait_ready_netns(self, timeout_s: float) -> None:
+        # LocalCluster probes at layout.host; in netns mode each node has its own
+        # address, so ask through a Kafka client (Metadata lists every broker).
+        from confluent_kafka.admin import AdminClient
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 0})
+        while True:
+            try:
+                md = await asyncio.to_thread(admin.list_topics, timeout=2)
+                if len(md.brokers) == self.n:
+                    return
+            except Exception:
+                pass
+            if loop.time() > deadline:
+                raise LocalClusterError(f"netns cluster not ready after {timeout_s:.0f} s")
+            await asyncio.sleep(0.3)
+
+    async def teardown(self) -> None:
+        if self.cluster is not None:
+            await asyncio.to_thread(self.cluster.stop, 10.0)
+        for net in (self.ctrl_net, self.kafka_net):
+            if net is not None:
+                await net.teardown()
+        if self.ns_net is not None:
+            await self.ns_net.teardown()
+
+    # --- processes -----------------------------------------------------------------
+
+    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None) -> None:
+        c = self._c()
+        i = node_id(node)
+        if c.is_alive(i):
+            return
+        if extra_env is not None:
+            c.envs[i] = dict(extra_env)
+        lossy = c.envs.get(i, {}).get("RAFTLOG_CHAOS_LOSE_UNSYNCED") == "1"
+        if lossy:
+            drop_unsynced(c.data_dir(i))
+        c.start(i)
+
+    async def stop_node(self, node: Node) -> None:
+        c = self._c()
+        if c.is_alive(node_id(node)):
+            await asyncio.to_thread(c.kill, node_id(node), signal.SIGTERM, 20.0)
+
+    async def kill_node(self, node: Node) -> None:
+        c = self._c()
+        if c.is_alive(node_id(node)):
+            await asyncio.to_thread(c.kill, node_id(node), signal.SIGKILL, 10.0)
+
+    async def pause_node(self, node: Node) -> None:
+        c = self._c()
+        if c.is_alive(node_id(node)) and not c.is_paused(node_id(node)):
+            c.pause(node_id(node))
+
+    async def resume_node(self, node: Node) -> None:
+        c = self._c()
+        if c.is_alive(node_id(node)) and c.is_paused(node_id(node)):
+            c.resume(node_id(node))
+
+    def pid(self, node: Node) -> int | None:
+        c = self._c()
+        return c.pids[node_id(node)] if c.is_alive(node_id(node)) else None
+
+    def data_dir(self, node: Node) -> Path:
+        return self._c().data_dir(node_id(node))
+
+    def partition_log_dir(self, node: Node, topic: str, partition: int) -> Path:
+        return self.data_dir(node) / f"{topic}-{partition}"
+
+    def bootstrap_servers(self) -> str:
+        if self.ns_net is not None:
+            return ",".join(f"{self.ns_net.address(n)}:9092" for n in self._nodes)
+        return self._c().bootstrap_servers
+
+    async def leader(self, topic: str, partition: int) -> Node | None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 0,
+                             "socket.timeout.ms": 2000})
+        try:
+            md = await asyncio.to_thread(admin.list_topics, topic, timeout=2)
+        except Exception:
+            return None
+        t = md.topics.get(topic)
+        if t is None or partition not in t.partitions or t.partitions[partition].leader < 0:
+            return None
+        return node_name(t.partitions[partition].leader)
+
+    async def controller(self) -> Node | None:
+        if self.mode == "netns":
+            return None  # probes need per-node addresses; targeters fall back to a random node
+        status = await self._c().probe_async()
+        return node_name(status.leader_id) if status.leader_id >= 0 else None
+
+
+# --- lost un-fsynced writes ------------------------------------------------------
+
+SYNCED_SUFFIX = ".synced"
+
+
+def drop_unsynced(data_dir: Path) -> list[str]:
+    """Emulate a power cut on a node that was SIGKILLed: cut every segment
+    back to the size its node recorded at its last fsync (``<segment>.synced``,
+    written by the node when ``RAFTLOG_CHAOS_LOSE_UNSYNCED=1``), and empty
+    segments never synced. Returns what was cut (for the history)."""
+    cut: list[str] = []
+    if not data_dir.is_dir():
+        return cut
+    for part in data_dir.iterdir():
+        if not part.is_dir() or part.name.startswith("__cluster_metadata"):
+            continue
+        for seg in part.glob("*.log"):
+            marker = seg.with_name(seg.name + SYNCED_SUFFIX)
+            try:
+                synced = int(marker.read_text().strip() or 0) if marker.exists() else 0
+            except ValueError:
+                synced = 0
+            size = seg.stat().st_size
+            if size > synced:
+                with open(seg, "r+b") as f:
+                    f.truncate(synced)
+                cut.append(f"{part.name}/{seg.name}: {size} -> {synced}")
+    return cut

@@ -530,6 +530,10 @@ def register(sub: Any) -> None:
 
     register_console(sub)
 
+    from .groups_cli import register_groups
+
+    register_groups(sub)
+
     metadata = sub.add_parser("metadata", help="metadata log tools")
     dump = metadata.add_subparsers(dest="action", required=True).add_parser(
         "dump", help="decode a __cluster_metadata segment or snapshot"

@@ -169,8 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("files", nargs="+", metavar="FILE")
     dump.add_argument("--print-data-log", action="store_true", help="also print every record")
     dump.set_defaults(func=cmd_dump_log)
+    chaos = sub.add_parser("chaos", help="chaos test runs (chaos/: run, soak)", add_help=False)
+    chaos.add_argument("chaos_args", nargs=argparse.REMAINDER)
+    chaos.set_defaults(func=cmd_chaos)
     register(sub)
     return parser
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from chaos.cli import main as chaos_main  # lazy: the node never loads chaos/
+
+    return chaos_main(args.chaos_args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

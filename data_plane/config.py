@@ -89,6 +89,10 @@ class NodeConfig:
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     broker_rack: str | None = None  # broker.rack
+    # http.listener (raftlog's own; no Kafka equivalent): ``http://host:port``
+    # of the node's REST API, /metrics and dashboard (`data_plane.http`).
+    # None (the default) serves no HTTP.
+    http_listener: ListenerAddress | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -236,6 +240,7 @@ _STRUCTURED: Final = frozenset(
         "log.dir",
         "metadata.log.dir",
         "broker.rack",
+        "http.listener",
     }
 )
 
@@ -291,6 +296,7 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         log_dirs=log_dirs,
         metadata_log_dir=metadata_log_dir,
         broker_rack=props.get("broker.rack", "").strip() or None,
+        http_listener=_http_listener(props.get("http.listener", "").strip()),
         **simple,  # type: ignore[arg-type]
     )
     _check_roles(config)
@@ -340,6 +346,16 @@ def _listeners(setting: str, value: str) -> tuple[ListenerAddress, ...]:
     if not result:
         raise ConfigError(setting, "is empty")
     return tuple(result)
+
+
+def _http_listener(value: str) -> ListenerAddress | None:
+    """``http.listener``: empty for none, else ``http://host:port``."""
+    if not value:
+        return None
+    if not value.lower().startswith("http://") or "," in value:
+        raise ConfigError("http.listener", f"{value!r} is not http://host:port")
+    (listener,) = _listeners("http.listener", "HTTP://" + value[len("http://"):])
+    return listener
 
 
 def _log_dirs(props: Mapping[str, str]) -> tuple[str, ...]:

@@ -13,18 +13,27 @@ librdkafka), registered by `data_plane.admin_cli`.
   print.key). Partitions are assigned directly (``assign``), from the
   earliest offset with ``--from-beginning``, else from the end; ``--offset``
   takes a number, ``earliest`` or ``latest``. Exits after ``--max-messages``
-  or ``--timeout-ms`` without a record. ``--group`` is refused: the brokers
-  do not serve consumer groups (FindCoordinator, JoinGroup, OffsetCommit) yet.
+  or ``--timeout-ms`` without a record. ``--group G`` subscribes as a
+  member of consumer group G instead (the group's partitions, from its
+  committed offsets; what was printed is committed).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from .admin_cli import CliError
@@ -104,19 +113,16 @@ def _start_offset(args: argparse.Namespace) -> int:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    if args.group:
-        raise CliError(
-            "--group: consumer groups are not served by the brokers yet (no FindCoordinator/"
-            "JoinGroup/OffsetCommit); consume without --group (partitions are assigned directly)"
-        )
     props = _properties(args.property)
     print_key = props.get("print.key", "false").lower() == "true"
     separator = props.get("key.separator", "\t")
+    if args.group:
+        return _consume_group(args, print_key, separator)
     start = _start_offset(args)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap_server,
         # librdkafka insists on a group.id; with assign() and no commits it is
-        # never joined (the brokers would not know the group anyway).
+        # never joined.
         "group.id": "raftlog-console-consumer-unused",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -136,6 +142,29 @@ def cmd_consume(args: argparse.Namespace) -> int:
         consumer.assign([ConfluentTopicPartition(args.topic, p, start) for p in partitions])
         return _consume_loop(consumer, args, print_key, separator)
     finally:
+        consumer.close()
+
+
+def _consume_group(args: argparse.Namespace, print_key: bool, separator: str) -> int:
+    """``--group``: subscribe as a member of the group; start from its committed
+    offsets (else earliest with --from-beginning, else latest), commit what
+    was printed (synchronously before leaving, so a restart resumes there)."""
+    if args.partition is not None or args.offset is not None:
+        raise CliError("--group cannot be combined with --partition/--offset")
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap_server,
+        "group.id": args.group,
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 1000,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "client.id": "raftlog-console-consumer",
+    })
+    try:
+        consumer.subscribe([args.topic])
+        return _consume_loop(consumer, args, print_key, separator)
+    finally:
+        with contextlib.suppress(KafkaException):  # nothing consumed since the last commit
+            consumer.commit(asynchronous=False)
         consumer.close()
 
 
@@ -194,5 +223,6 @@ def register_console(sub: Any) -> None:
                          help="exit after this long without a record")
     consume.add_argument("--property", action="append", metavar="KEY=VALUE",
                          help="print.key=true, key.separator=SEP")
-    consume.add_argument("--group", help="not served yet (refused)")
+    consume.add_argument("--group", help="consume as a member of this consumer group "
+                         "(subscribe; offsets committed)")
     consume.set_defaults(func=cmd_consume)

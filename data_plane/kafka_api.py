@@ -12,9 +12,10 @@ served); Metadata to v12 (v13 only adds a top-level error).
 
 InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`);
 FindCoordinator and the classic group APIs serve consumer groups
-(`data_plane.api.coordinator`, `data_plane.api.groups`).
-Not served, so not advertised: transactions, ACLs. Consumers use ``assign`` + ``seek``, or
-``enable.auto.commit=false`` with stored offsets of their own.
+(`data_plane.api.coordinator`, `data_plane.api.groups`); the transaction
+APIs serve transactional producers and read_committed consumers
+(`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker).
+Not served, so not advertised: ACLs.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ from data_plane.api.metadata import handle_describe_cluster, handle_metadata
 from data_plane.api.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from data_plane.api.produce import handle_produce
 from data_plane.api.producer_ids import handle_init_producer_id
+from data_plane.api.txn import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+    handle_txn_offset_commit,
+    handle_write_txn_markers,
+)
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from raftlog.net import Handler, KafkaProtocolServer, RequestContext
@@ -60,6 +68,8 @@ INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27
+TXN_OFFSET_COMMIT = 28
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -84,6 +94,11 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     LIST_GROUPS: (0, 4),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 3),
+    WRITE_TXN_MARKERS: (1, 1),
+    TXN_OFFSET_COMMIT: (0, 3),
 }
 
 _HandlerImpl = Callable[[BrokerApiContext, RequestContext, Any], Awaitable[Any]]
@@ -109,6 +124,11 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     LIST_GROUPS: handle_list_groups,
     DELETE_GROUPS: handle_delete_groups,
     OFFSET_DELETE: handle_offset_delete,
+    ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    END_TXN: handle_end_txn,
+    WRITE_TXN_MARKERS: handle_write_txn_markers,
+    TXN_OFFSET_COMMIT: handle_txn_offset_commit,
 }
 
 

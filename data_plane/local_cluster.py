@@ -107,6 +107,7 @@ class NodeLayout:
     roles: str
     kafka_port: int | None
     controller_port: int | None
+    http_port: int | None = None  # http.listener (data_plane.http); None: no HTTP
 
     @property
     def is_broker(self) -> bool:
@@ -142,20 +143,25 @@ class ClusterLayout:
         *,
         base_port: int | None = 9092,
         controller_base_port: int | None = None,
+        http_base_port: int | None = None,
         host: str = "127.0.0.1",
         timeouts: Timeouts | None = None,
         properties: Mapping[str, str] | None = None,
         node_properties: Mapping[int, Mapping[str, str]] | None = None,
     ) -> ClusterLayout:
         """Nodes 1..len(roles). ``base_port=None`` picks free ports (tests);
-        the controller range defaults to ``base_port + 1000``."""
+        the controller range defaults to ``base_port + 1000``, the HTTP one
+        (``http.listener``: REST, /metrics, /ui) to ``base_port + 2000``."""
+        n = len(roles)
         if base_port is None:
-            ports = free_ports(2 * len(roles), host)
-            kafka, controller = ports[: len(roles)], ports[len(roles):]
+            ports = free_ports(3 * n, host)
+            kafka, controller, http = ports[:n], ports[n:2 * n], ports[2 * n:]
         else:
             first = controller_base_port if controller_base_port is not None else base_port + 1000
-            kafka = [base_port + i for i in range(len(roles))]
-            controller = [first + i for i in range(len(roles))]
+            first_http = http_base_port if http_base_port is not None else base_port + 2000
+            kafka = [base_port + i for i in range(n)]
+            controller = [first + i for i in range(n)]
+            http = [first_http + i for i in range(n)]
         nodes = []
         for i, node_roles in enumerate(roles):
             names = set(node_roles.split(","))
@@ -166,6 +172,7 @@ class ClusterLayout:
                 ",".join(sorted(names)),
                 kafka[i] if "broker" in names else None,
                 controller[i] if "controller" in names else None,
+                http[i],
             ))
         return cls(tuple(nodes), host, timeouts or Timeouts(), dict(properties or {}),
                    {k: dict(v) for k, v in (node_properties or {}).items()})
@@ -207,6 +214,8 @@ class ClusterLayout:
             "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "log.dirs": str(data_dir),
+            **({"http.listener": f"http://{self.host}:{node.http_port}"}
+               if node.http_port is not None else {}),
             **self.timeouts.properties(),
             **self.properties,
             **self.node_properties.get(node.node_id, {}),
@@ -368,7 +377,8 @@ class LocalCluster:
         for node in self.layout.nodes:
             if node_ids is not None and node.node_id not in node_ids:
                 continue
-            for what, port in (("Kafka", node.kafka_port), ("controller", node.controller_port)):
+            for what, port in (("Kafka", node.kafka_port), ("controller", node.controller_port),
+                               ("HTTP", node.http_port)):
                 if port is None:
                     continue
                 with socket.socket() as s:

@@ -44,6 +44,7 @@ import logging
 import os
 import random
 import signal
+from typing import TYPE_CHECKING
 
 from metadata_quorum.controller.result import ControllerConfig
 from raftlog.clock import SystemClock
@@ -71,6 +72,11 @@ from .config import NodeConfig
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
 from .storage_format import check_formatted
+
+if TYPE_CHECKING:
+    from metadata_quorum.image import MetadataImage
+
+    from .http.node_http import NodeHttp
 
 __all__ = (
     "METADATA_PARTITION_DIR",
@@ -159,6 +165,10 @@ async def run_node(
         )
         listener = broker_listener
 
+    http = _node_http(config, cluster_id, publisher, service)
+    if http is not None:
+        listener = http.wrap_listener(listener)
+
     # A node outside controller.quorum.voters is a Raft observer (KIP-595).
     core = KRaftCore(
         node_id=config.node_id,
@@ -190,6 +200,8 @@ async def run_node(
         service.attach(driver)
         handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
         handlers.update(controller_handlers(service))
+        if http is not None:
+            handlers = http.instrument(handlers)
         supported = dict(wire.SUPPORTED_VERSIONS)
         supported.update(CONTROLLER_API_VERSIONS)
         controller_listener = config.controller_listener
@@ -221,6 +233,9 @@ async def run_node(
         services = BrokerServices(config=config, cluster_id=cluster_id, metadata=lifecycle)
         if data_side is not None:
             await data_side(services)
+        if http is not None:
+            services.handlers = http.instrument(services.handlers)
+            http.attach(replicas=services.replicas, subscribe=lifecycle.subscribe)
         for broker_address in config.listeners:
             if broker_address.name in config.controller_listener_names:
                 continue
@@ -242,6 +257,9 @@ async def run_node(
     driver.start()
     for server in servers:
         await server.start()
+    if http is not None:
+        http.attach(driver=driver, controller=service)
+        await http.start()
     log.info(
         "node %d (%s) of cluster %s: serving %s; metadata log %s (%s)",
         config.node_id,
@@ -292,6 +310,8 @@ async def run_node(
     for task in background:
         task.cancel()
     await asyncio.gather(*background, return_exceptions=True)
+    if http is not None:
+        await http.stop()
     await driver.stop(resign=status == 0)
     for server in servers:
         server.close()
@@ -316,6 +336,27 @@ def broker_lifecycle_config(config: NodeConfig, cluster_id: str) -> LifecycleCon
         heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
         request_timeout_ms=max(config.quorum_request_timeout_ms, 2000),
     )
+
+
+def _node_http(
+    config: NodeConfig,
+    cluster_id: str,
+    publisher: MetadataPublisher | None,
+    service: ControllerService | None,
+) -> NodeHttp | None:
+    """The HTTP surface if ``http.listener`` is set (imported only then: aiohttp
+    and prometheus-client are needed only by nodes that serve HTTP)."""
+    if config.http_listener is None:
+        return None
+    from .http.node_http import NodeHttp
+
+    def image() -> MetadataImage:
+        if publisher is not None:
+            return publisher.image
+        assert service is not None
+        return service.controller.committed_image
+
+    return NodeHttp(config, cluster_id, image)
 
 
 async def _snapshot_loop(driver: RaftDriver, planner: SnapshotPlanner, stop: asyncio.Event) -> None:

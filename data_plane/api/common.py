@@ -43,7 +43,8 @@ class BrokerApiContext:
     def __post_init__(self) -> None:
         if self.coordinators is None:
             object.__setattr__(self, "coordinators",
-                               BrokerCoordinators(self.metadata, self.replicas))
+                               BrokerCoordinators(self.metadata, self.replicas,
+                                                  listener_name=self.listener_name))
 
     @property
     def image(self) -> MetadataImage:

@@ -6,7 +6,9 @@ created on the first lookup (``offsets.topic.num.partitions``, default 50,
 replication factor min(3, live brokers), ``cleanup.policy=compact``), as
 Kafka does; until its partition has a leader the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry. Key type 1 (transaction)
-is not served yet.
+is the leader of the transactional id's ``__transaction_state`` partition,
+created the same way (``transaction.state.log.num.partitions``, default 50,
+compacted).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext, endpoint_of
 from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
+from data_plane.txn.txn_log import TRANSACTION_STATE_TOPIC
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -23,6 +26,7 @@ __all__ = ("handle_find_coordinator",)
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+TXN_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 _Found = tuple[ErrorCode, str | None, int, str, int]
 
@@ -47,22 +51,27 @@ async def handle_find_coordinator(api: BrokerApiContext, ctx: RequestContext,
 
 
 def _find(api: BrokerApiContext, key_type: int, key: str) -> _Found:
-    if key_type != KEY_TYPE_GROUP:
-        return _unavailable(ErrorCode.coordinator_not_available,
-                            "transaction coordinators are not served")
     coordinators = api.coordinators
-    topic = api.image.topic_by_name(OFFSETS_TOPIC)
+    if key_type == KEY_TYPE_GROUP:
+        name, partitions, configs = (OFFSETS_TOPIC, coordinators.offsets_topic_partitions,
+                                     OFFSETS_TOPIC_CONFIGS)
+    elif key_type == KEY_TYPE_TRANSACTION:
+        name, partitions, configs = (TRANSACTION_STATE_TOPIC,
+                                     coordinators.txn_topic_partitions, TXN_TOPIC_CONFIGS)
+    else:
+        return _unavailable(ErrorCode.invalid_request, f"unknown key type {key_type}")
+    topic = api.image.topic_by_name(name)
     if topic is None:
-        coordinators.ensure_internal_topic(
-            OFFSETS_TOPIC, coordinators.offsets_topic_partitions, OFFSETS_TOPIC_CONFIGS)
-        return _unavailable(ErrorCode.coordinator_not_available, "creating the offsets topic")
+        coordinators.ensure_internal_topic(name, partitions, configs)
+        return _unavailable(ErrorCode.coordinator_not_available, f"creating {name}")
     coordinators.groups_or_start()
+    # Both topics hash the key the same way (Utils.abs(hashCode) % partitions).
     partition = partition_for_group(key, len(topic.partitions))
     reg = topic.partitions.get(partition)
     broker = None if reg is None else api.image.brokers.get(reg.leader)
     address = None if broker is None or broker.fenced else endpoint_of(broker, api.listener_name)
     if reg is None or address is None:
-        return _unavailable(ErrorCode.coordinator_not_available, "no leader for the group")
+        return _unavailable(ErrorCode.coordinator_not_available, f"no leader for {key}")
     return ErrorCode.none, None, reg.leader, address[0], address[1]
 
 

@@ -5,8 +5,9 @@ name (< v13) or id (v13+); the replica id top-level (< v15) or in
 ``ReplicaState`` with the broker epoch (v15+, KIP-903). Everything is mapped
 to `FetchPartition` and served by the replica manager (long poll in the fetch
 purgatory, KIP-320 epoch checks and DivergingEpoch in the partition core).
-Isolation: with no transactions the last stable offset is the high
-watermark, so READ_COMMITTED reads exactly what READ_UNCOMMITTED reads.
+Isolation (KIP-98): READ_COMMITTED consumers read only below the last stable
+offset and get the aborted transactions overlapping their read, so they can
+drop aborted records; every answer reports the LSO.
 Fetch sessions (KIP-227) are not kept: every answer has session id 0, which
 tells clients to send full requests.
 """
@@ -31,6 +32,7 @@ from raftlog.net.errors import ErrorCode
 __all__ = ("MAX_FETCH_WAIT_MS", "handle_fetch")
 
 MAX_FETCH_WAIT_MS: Final = 60_000
+READ_COMMITTED: Final = 1
 _INT32_MAX: Final = 2**31 - 1
 # Leader hints ride along with these errors (Fetch v12+ CurrentLeader, KIP-951).
 _HINTED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
@@ -47,6 +49,8 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         replica_epoch = -1
     if replica_id < 0:
         replica_id = CONSUMER_REPLICA_ID
+    read_committed = (replica_id < 0
+                      and int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
     image = api.image
     requests: dict[TopicPartition, FetchPartition] = {}
     errors: dict[tuple[int, int], ErrorCode] = {}
@@ -86,6 +90,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
                 replica_id=replica_id,
                 replica_epoch=replica_epoch,
                 log_start_offset=int(getattr(part, "log_start_offset", -1)),
+                read_committed=read_committed,
             )
         layout.append((label, indexes))
     max_bytes = int(getattr(request, "max_bytes", _INT32_MAX))
@@ -109,7 +114,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             else:
                 result = results.get((name, index), FetchPartitionResult(
                     ErrorCode.unknown_topic_or_partition))
-            partitions_out.append(_partition(api, name, index, result))
+            partitions_out.append(_partition(api, name, index, result, read_committed))
         topic_out: dict[str, object] = {"partitions": partitions_out}
         if isinstance(label, uuid.UUID):
             topic_out["topic_id"] = label
@@ -125,15 +130,20 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
 
 
 def _partition(
-    api: BrokerApiContext, name: str | None, index: int, result: FetchPartitionResult
+    api: BrokerApiContext, name: str | None, index: int, result: FetchPartitionResult,
+    read_committed: bool,
 ) -> dict[str, object]:
+    lso = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
+    aborted = [{"producer_id": pid, "first_offset": first}
+               for pid, first in result.aborted_transactions]
     out: dict[str, object] = {
         "partition_index": index,
         "error_code": result.error,
         "high_watermark": result.high_watermark,
-        "last_stable_offset": result.high_watermark,
+        "last_stable_offset": lso,
         "log_start_offset": result.log_start_offset,
-        "aborted_transactions": (),
+        # Kafka sends null to READ_UNCOMMITTED consumers, a list otherwise.
+        "aborted_transactions": aborted if read_committed else None,
         "preferred_read_replica": -1,
         "records": result.records,
     }

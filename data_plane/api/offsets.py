@@ -1,7 +1,7 @@
 """ListOffsets (v1-6) and OffsetForLeaderEpoch (v2-4), answered by the leader.
 
 ListOffsets: earliest (-2) is the log start offset, latest (-1) the high
-watermark (consumers never see past it; OFFSET_NOT_AVAILABLE while a new
+watermark (the last stable offset for READ_COMMITTED) (consumers never see past it; OFFSET_NOT_AVAILABLE while a new
 leader's HW is still below its epoch start, KIP-207), and a timestamp the
 first offset whose record timestamp is >= it, found through the segments'
 time indexes and batch headers (one batch is decoded to pick the record).
@@ -47,6 +47,8 @@ def _leader_or_error(
 
 async def handle_list_offsets(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     del ctx
+    # KIP-98: READ_COMMITTED (v2+) lists offsets below the last stable offset.
+    read_committed = int(getattr(request, "isolation_level", 0)) == 1
     topics_out = []
     for topic in request.topics:
         parts_out = []
@@ -57,22 +59,24 @@ async def handle_list_offsets(api: BrokerApiContext, ctx: RequestContext, reques
             out: dict[str, object] = {"partition_index": index, "error_code": error,
                                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
             if p is not None:
-                out.update(_list_offset(p, int(part.timestamp)))
+                out.update(_list_offset(p, int(part.timestamp), read_committed))
             parts_out.append(out)
         topics_out.append({"name": topic.name, "partitions": parts_out})
     return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": topics_out})
 
 
-def _list_offset(p: Partition, timestamp: int) -> dict[str, object]:
+def _list_offset(p: Partition, timestamp: int, read_committed: bool = False
+                 ) -> dict[str, object]:
+    bound = p.txn.last_stable_offset(p.high_watermark) if read_committed else p.high_watermark
     if timestamp == EARLIEST_TIMESTAMP:
         return {"offset": p.log.log_start_offset, "leader_epoch": _epoch_at(p.log, p.log.log_start_offset)}
     if timestamp == LATEST_TIMESTAMP:
         if p.high_watermark_is_lagging:
             return {"error_code": ErrorCode.offset_not_available}
-        return {"offset": p.high_watermark, "leader_epoch": _epoch_at(p.log, p.high_watermark - 1)}
+        return {"offset": bound, "leader_epoch": _epoch_at(p.log, bound - 1)}
     if timestamp < 0:
         return {"error_code": ErrorCode.invalid_request}
-    found = offset_for_timestamp(p.log, timestamp, p.high_watermark)
+    found = offset_for_timestamp(p.log, timestamp, bound)
     if found is None:
         return {}
     offset, record_ts = found

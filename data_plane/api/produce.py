@@ -2,7 +2,14 @@
 acks=all, waits in the produce purgatory. Per-partition errors are the
 core's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, REQUEST_TIMED_OUT...).
-acks=0 gets no response at all, as in Kafka."""
+acks=0 gets no response at all, as in Kafka.
+
+Transactional produce (a transactional id) appends like any idempotent
+produce; the partition's producer state fences older epochs
+(INVALID_PRODUCER_EPOCH) and tracks the open transaction for the LSO. The
+partition is not checked against the coordinator's AddPartitionsToTxn set
+(KIP-890's verification is not done).
+"""
 
 from __future__ import annotations
 
@@ -44,12 +51,6 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
             else:
                 entries[key] = bytes(part.records or b"")
         order.append((str(topic.name), indexes))
-    if request.transactional_id is not None:
-        # Transactions are not served (no InitProducerId): refuse, never half-apply.
-        early.update({k: ProduceOutcome(ErrorCode.transactional_id_authorization_failed,
-                                        AppendResult(ErrorCode.transactional_id_authorization_failed))
-                      for k in entries})
-        entries = {}
     outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
     outcomes.update(early)
     if acks == 0:

@@ -4,7 +4,9 @@ Without a transactional id every call gets a fresh producer id at epoch 0
 (Kafka's ``TransactionCoordinator.handleInitProducerId`` does the same:
 a non-transactional producer that bumps its epoch after an error simply
 gets a new id). Ids come from the broker's `ProducerIdManager`. With a
-transactional id the request goes to the transaction coordinator.
+transactional id the request goes to the transaction coordinator
+(`TxnCoordinatorRuntime`), which fences an older producer by bumping the
+epoch.
 """
 
 from __future__ import annotations
@@ -22,15 +24,34 @@ __all__ = ("handle_init_producer_id",)
 
 async def handle_init_producer_id(api: BrokerApiContext, ctx: RequestContext,
                                   request: Any) -> Any:
-    del ctx
     if request.transactional_id is not None:
-        return _answer(request, ErrorCode.coordinator_not_available)
+        return await _init_transactional(api, ctx, request)
     try:
         pid = await api.coordinators.producer_ids.generate()
     except ProducerIdsUnavailableError:
         # Kafka's answer while no block is ready; clients retry it.
         return _answer(request, ErrorCode.coordinator_load_in_progress)
     return _answer(request, ErrorCode.none, pid, 0)
+
+
+async def _init_transactional(api: BrokerApiContext, ctx: RequestContext,
+                              request: Any) -> Any:
+    timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+    pid = int(getattr(request, "producer_id", -1))
+    epoch = int(getattr(request, "producer_epoch", -1))
+    # KIP-360 (v3+): a producer re-initialising after an error names its
+    # current id and epoch.
+    expected = (pid, epoch) if pid >= 0 else None
+    runtime = api.coordinators.transactions_or_start()
+    try:
+        response = await runtime.init_producer_id(str(request.transactional_id), timeout_ms,
+                                                  expected)
+    except ProducerIdsUnavailableError:
+        return _answer(request, ErrorCode.coordinator_load_in_progress)
+    error = response.error
+    if error == ErrorCode.producer_fenced and ctx.api_version < 4:
+        error = ErrorCode.invalid_producer_epoch
+    return _answer(request, error, response.producer_id, response.producer_epoch)
 
 
 def _answer(request: Any, error: ErrorCode, producer_id: int = -1, epoch: int = -1) -> Any:

@@ -1,8 +1,9 @@
 """The broker's coordinator-side services, one set per broker.
 
 Kafka's ``BrokerServer`` builds these next to the replica manager: the
-producer id manager (InitProducerId), the group coordinator runtime and the
-creation of the internal topics they live in. `BrokerApiContext` creates one
+producer id manager (InitProducerId), the group coordinator runtime, the
+transaction coordinator runtime and the creation of the internal topics
+they live in. `BrokerApiContext` creates one
 `BrokerCoordinators` per broker listener; it starts on first use from a
 handler (on the event loop) and closes with the replica manager.
 """
@@ -22,8 +23,11 @@ from data_plane.broker.group_runtime import GroupCoordinatorRuntime
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.producer_ids import ProducerIdManager
 from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.txn_runtime import DEFAULT_ABORT_CHECK_INTERVAL_MS, TxnCoordinatorRuntime
 from data_plane.groups.model import GroupConfig
 from data_plane.groups.partitioning import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
+from data_plane.txn.coordinator import DEFAULT_MAX_TXN_TIMEOUT_MS
+from data_plane.txn.txn_log import DEFAULT_NUM_PARTITIONS
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("BrokerCoordinators",)
@@ -39,7 +43,8 @@ INTERNAL_TOPIC_REPLICATION_FACTOR = 3
 class BrokerCoordinators:
     """Coordinator services of one broker (see the module docstring)."""
 
-    def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager) -> None:
+    def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager, *,
+                 listener_name: str = "PLAINTEXT") -> None:
         self.metadata = metadata
         self.replicas = replicas
         self.producer_ids = ProducerIdManager(metadata)
@@ -50,6 +55,16 @@ class BrokerCoordinators:
             metadata, replicas, num_partitions=self.offsets_topic_partitions,
             config=GroupConfig(initial_rebalance_delay_ms=int(config.get(
                 "group.initial.rebalance.delay.ms", 3000))))
+        self.txn_topic_partitions = int(config.get(
+            "transaction.state.log.num.partitions", DEFAULT_NUM_PARTITIONS))
+        self.transactions = TxnCoordinatorRuntime(
+            metadata, replicas, self.producer_ids, listener_name=listener_name,
+            num_partitions=self.txn_topic_partitions,
+            abort_check_interval_ms=int(config.get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                DEFAULT_ABORT_CHECK_INTERVAL_MS)),
+            max_timeout_ms=int(config.get("transaction.max.timeout.ms",
+                                          DEFAULT_MAX_TXN_TIMEOUT_MS)))
         self._started = False
         self._creating: dict[str, asyncio.Task[None]] = {}
         replicas.add_close_hook(self.close)
@@ -59,15 +74,22 @@ class BrokerCoordinators:
         self._maybe_start()
         return self.groups
 
+    def transactions_or_start(self) -> TxnCoordinatorRuntime:
+        """The transaction coordinator runtime, started on first use."""
+        self._maybe_start()
+        return self.transactions
+
     def _maybe_start(self) -> None:
         if not self._started:
             self._started = True
             self.groups.start()
+            self.transactions.start()
 
     async def close(self) -> None:
         for task in self._creating.values():
             task.cancel()
         if self._started:
+            await self.transactions.close()
             await self.groups.close()
         await self.producer_ids.close()
 

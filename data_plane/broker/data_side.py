@@ -31,6 +31,7 @@ async def attach_data_side(services: BrokerServices) -> None:
     api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name)
     services.handlers.update(broker_handlers(api))
     services.supported.update(BROKER_API_VERSIONS)
+    services.replicas = replicas
     replicas.start()
     fetchers.start()
 

@@ -30,6 +30,7 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.waits import wait_event
 from data_plane.replication.types import (
     EpochEndOffset,
     FetchPartition,
@@ -168,8 +169,7 @@ class _Fetcher:
         await self.client.close()
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        await wait_event(self._wake, seconds)  # cancel-safe, unlike wait_for on 3.11
         self._wake.clear()
 
     def _backoff_s(self) -> float:

@@ -33,10 +33,11 @@ import itertools
 import logging
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.broker.waits import wait_event
 from data_plane.groups import append_error_reply
 from data_plane.groups.model import CoordinatorResult, GroupConfig, Reply, RequestHandle, Response
 from data_plane.groups.partitioning import (
@@ -200,12 +201,19 @@ class GroupCoordinatorRuntime:
             return
         p = hosted.partition
         if result.records:
-            builder = BatchBuilder()
+            # TxnOffsetCommit: one transactional batch of the producer, no
+            # sequence (Kafka's coordinator-origin append); the partition
+            # checks only its epoch, fencing a zombie's offsets.
+            builder = (BatchBuilder() if result.txn is None else BatchBuilder(
+                producer_id=result.txn.producer_id, producer_epoch=result.txn.producer_epoch,
+                is_transactional=True))
             now = self.now_ms()
             for record in result.records:
                 builder.append(record.value, key=record.key, timestamp_ms=now)
             append = p.append_records(bytearray(builder.build()), -1, self.replicas.now_ms(),
-                                      wall_clock_ms=now)
+                                      wall_clock_ms=now, from_coordinator=True)
+            if append.error == ErrorCode.invalid_producer_epoch:
+                append = replace(append, error=ErrorCode.producer_fenced)
             if append.error != ErrorCode.none:
                 self._fail(partition, result, append.error)
                 return
@@ -242,6 +250,14 @@ class GroupCoordinatorRuntime:
             self._unload(partition)
             self.on_metadata()
 
+    def replay_txn_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT/ABORT marker written by WriteTxnMarkers to offsets partition
+        ``partition`` is committed: complete the producer's pending offsets
+        (a shard loaded later replays the marker from the log instead)."""
+        slot = self._slots.get(partition)
+        if slot is not None:
+            slot.shard.replay_txn_marker(producer_id, committed)
+
     def _release(self, reply: Reply) -> None:
         future = self._futures.get(reply.handle)
         if future is not None and not future.done():
@@ -262,8 +278,7 @@ class GroupCoordinatorRuntime:
                     deadline = min(deadline, due)
             self._wake.clear()
             delay_s = min(max(0.0, (deadline - self.now_ms()) / 1000.0), 1.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay_s)
+            await wait_event(self._wake, delay_s)  # cancel-safe (waits.py)
 
 
 def _log_batches(segment_log: Log) -> Iterator[bytes]:

@@ -46,6 +46,7 @@ from data_plane.broker.log_configs import (
     replication_config,
 )
 from data_plane.broker.metadata_api import BrokerMetadata
+from data_plane.broker.waits import wait_event
 from data_plane.purgatory import DelayedFetch, DelayedProduce, ProduceWait, Purgatory, ReplicaView
 from data_plane.replication.partition import Partition
 from data_plane.replication.types import (
@@ -66,6 +67,24 @@ from raftlog.net.errors import ErrorCode
 from raftlog.storage import FileSystem, Log, RealFileSystem
 
 __all__ = ("FetchParams", "HostedPartition", "ProduceOutcome", "ReplicaManager")
+
+UNSAFE_ACK_ENV = "RAFTLOG_UNSAFE_ACK_BEFORE_HW"
+UNSAFE_CONFIRM_ENV = "RAFTLOG_I_KNOW_THIS_IS_UNSAFE"
+
+
+def unsafe_ack_before_hw_enabled() -> bool:
+    """The deliberately unsafe, test-only mode (chaos/ must catch it): with
+    ``RAFTLOG_UNSAFE_ACK_BEFORE_HW=1`` the leader acknowledges acks=all at
+    append time instead of at the HW, so a leader crash loses acked writes.
+    Off by default; refused (start-up fails) unless
+    ``RAFTLOG_I_KNOW_THIS_IS_UNSAFE=1`` is also set."""
+    if os.environ.get(UNSAFE_ACK_ENV) != "1":
+        return False
+    if os.environ.get(UNSAFE_CONFIRM_ENV) != "1":
+        raise RuntimeError(f"{UNSAFE_ACK_ENV}=1 loses acknowledged writes; refusing to start "
+                           f"without {UNSAFE_CONFIRM_ENV}=1 (test-only)")
+    log.warning("UNSAFE test-only mode: acks=all is acknowledged before the high watermark")
+    return True
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +137,7 @@ class ReplicaManager:
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
+        self.unsafe_ack_before_hw = unsafe_ack_before_hw_enabled()
         self.metadata = metadata
         self.log_dirs = tuple(log_dirs)
         self.static_config = dict(static_config or {})
@@ -329,8 +349,8 @@ class ReplicaManager:
             k: ProduceWait(r.required_offset, r.leader_epoch)
             for k, r in results.items() if r.error == ErrorCode.none
         }
-        if acks != -1 or not waits:
-            return outcomes
+        if acks != -1 or not waits or self.unsafe_ack_before_hw:
+            return outcomes  # (unsafe test-only mode: acks=all acked at append time)
         op = DelayedProduce(waits, deadline_ms=now + max(0, timeout_ms), lookup=self._replica_view)
         if not self.produce_purgatory.try_complete_else_watch(op, now):
             await self._wait_for(op)
@@ -471,8 +491,7 @@ class ReplicaManager:
             self._sleep_until_ms = deadline
             self._wake.clear()
             delay_s = max(0.0, (deadline - self.now_ms()) / 1000.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=min(delay_s, 3600.0))
+            await wait_event(self._wake, min(delay_s, 3600.0))  # cancel-safe (waits.py)
 
     def _run_due_maintenance(self, now: int) -> None:
         if now >= self._next_shrink_ms:

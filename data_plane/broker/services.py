@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from raftlog.net import Handler
 
 from ..config import NodeConfig
 from .metadata_api import BrokerMetadata
+
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
 __all__ = ("BrokerServices", "DataSide")
 
@@ -36,6 +40,8 @@ class BrokerServices:
     # Awaited in order at shutdown, after controlled shutdown, before the
     # metadata side stops (the data side flushes its logs here).
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Set by the data side: read-only views for the HTTP metrics (`data_plane.http`).
+    replicas: ReplicaManager | None = None
 
 
 DataSide = Callable[[BrokerServices], Awaitable[None]]

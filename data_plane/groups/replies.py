@@ -32,6 +32,8 @@ _APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     _E.request_timed_out: _E.coordinator_not_available,
     _E.not_leader_or_follower: _E.not_coordinator,
     _E.kafka_storage_error: _E.not_coordinator,
+    # A TxnOffsetCommit from a fenced producer epoch (the partition's epoch check).
+    _E.producer_fenced: _E.producer_fenced,
 }
 
 

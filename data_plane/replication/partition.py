@@ -319,7 +319,8 @@ class Partition:
     # ==== leader: produce ===========================================================
 
     def append_records(self, records: bytes | bytearray, acks: int, now_ms: int,
-                       *, wall_clock_ms: int | None = None) -> AppendResult:
+                       *, wall_clock_ms: int | None = None,
+                       from_coordinator: bool = False) -> AppendResult:
         """Append a producer's batches as leader (Kafka's ``appendRecordsToLeader``).
 
         Checks, in order: acks in {0, 1, -1} (INVALID_REQUIRED_ACKS); leader
@@ -339,6 +340,12 @@ class Partition:
         INVALID_PRODUCER_EPOCH and INVALID_TXN_STATE reject the request.
         ``wall_clock_ms`` (producer expiry compares it with batch
         timestamps) defaults to ``now_ms``.
+
+        ``from_coordinator``: the group coordinator's own batches (Kafka's
+        ``AppendOrigin.COORDINATOR``). A TxnOffsetCommit batch is
+        transactional with a producer id and epoch but no sequence, so only
+        the epoch is checked (an older one is INVALID_PRODUCER_EPOCH: the
+        zombie's offsets are fenced).
         """
         wall_now = now_ms if wall_clock_ms is None else wall_clock_ms
         if acks not in (Acks.NONE, Acks.LEADER, Acks.ALL):
@@ -355,7 +362,8 @@ class Partition:
                 error_message=f"ISR {leader.isr} is smaller than min.insync.replicas "
                 f"{self.config.min_insync_replicas}",
             )
-        verdict = self.txn.validate(headers, wall_now)
+        verdict = (self._validate_coordinator_epochs(headers) if from_coordinator
+                   else self.txn.validate(headers, wall_now))
         if not verdict.should_append:
             return self._rejected_or_duplicate(verdict, leader.leader_epoch)
         self.txn.note_segment(self.log)
@@ -391,6 +399,16 @@ class Partition:
                 leader_epoch=leader_epoch,
             )
         return AppendResult(verdict.error, error_message=verdict.message)
+
+    def _validate_coordinator_epochs(self, headers: list[BatchHeader]) -> AppendVerdict:
+        for header in headers:
+            entry = self.txn.producers.entry(header.producer_id)
+            if entry is not None and header.producer_epoch < entry.producer_epoch:
+                return AppendVerdict(
+                    ErrorCode.invalid_producer_epoch,
+                    message=f"producer {header.producer_id}: epoch {header.producer_epoch} "
+                    f"is older than {entry.producer_epoch}")
+        return AppendVerdict(ErrorCode.none)
 
     def append_txn_marker(self, producer_id: int, producer_epoch: int, marker: EndTxnMarker,
                           *, timestamp_ms: int) -> AppendResult:
@@ -500,7 +518,7 @@ class Partition:
                 return self._result(ErrorCode.none, diverging_epoch=diverging)
         if not self.log.log_start_offset <= request.fetch_offset <= self.log.log_end_offset:
             return self._result(ErrorCode.offset_out_of_range)
-        max_offset = None if request.is_from_follower else self._high_watermark
+        max_offset = None if request.is_from_follower else self._consumer_read_bound(request)
         data = self.log.read(request.fetch_offset, request.max_bytes, max_offset)
         if request.is_from_follower:
             leader.update_follower_fetch_state(
@@ -518,7 +536,19 @@ class Partition:
                 now_ms=now_ms,
             )
             self._maybe_increment_leader_hw()
-        return self._result(ErrorCode.none, records=data.records)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if request.read_committed and max_offset is not None:
+            # Kafka's collectAbortedTxns over [fetch offset, LSO).
+            aborted = tuple((a.producer_id, a.first_offset) for a in
+                            self.txn.aborted_transactions(request.fetch_offset, max_offset))
+        return dataclasses.replace(self._result(ErrorCode.none, records=data.records),
+                                   aborted_transactions=aborted)
+
+    def _consumer_read_bound(self, request: FetchPartition) -> int:
+        """A consumer reads below the HW, or below the LSO with READ_COMMITTED (KIP-98)."""
+        if request.read_committed:
+            return self.txn.last_stable_offset(self._high_watermark)
+        return self._high_watermark
 
     def delayed_fetch_bytes(self, request: FetchPartition) -> int | None:
         """For DelayedFetch: bytes now readable for ``request``, or None if the
@@ -532,10 +562,12 @@ class Partition:
             self._diverging_epoch(request.last_fetched_epoch, request.fetch_offset) is not None
         ):
             return None
-        end = self.log.log_end_offset if request.is_from_follower else self._high_watermark
-        if request.fetch_offset > end or request.fetch_offset < self.log.log_start_offset:
+        end = (self.log.log_end_offset if request.is_from_follower
+               else self._consumer_read_bound(request))
+        limit = self.log.log_end_offset if request.is_from_follower else self._high_watermark
+        if request.fetch_offset > limit or request.fetch_offset < self.log.log_start_offset:
             return None
-        if request.fetch_offset == end:
+        if request.fetch_offset >= end:
             return 0
         max_offset = None if request.is_from_follower else end
         return len(self.log.read(request.fetch_offset, request.max_bytes, max_offset).records)
@@ -576,6 +608,7 @@ class Partition:
             diverging_epoch=diverging_epoch,
             leader_id=self._leader_id,
             leader_epoch=self._leader_epoch,
+            last_stable_offset=self.txn.last_stable_offset(self._high_watermark),
         )
 
     # ==== leader: HW and ISR ========================================================

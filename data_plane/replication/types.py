@@ -161,6 +161,8 @@ class FetchPartition:
     replica_id: int = CONSUMER_REPLICA_ID
     replica_epoch: int = UNKNOWN_BROKER_EPOCH
     log_start_offset: int = UNKNOWN_OFFSET
+    #: READ_COMMITTED (KIP-98): a consumer reads only below the last stable offset.
+    read_committed: bool = False
 
     def __post_init__(self) -> None:
         if self.fetch_offset < 0:
@@ -189,6 +191,10 @@ class FetchPartitionResult:
     diverging_epoch: EpochEndOffset | None = None
     leader_id: int = NO_LEADER
     leader_epoch: int = -1
+    last_stable_offset: int = UNKNOWN_OFFSET
+    #: (producer id, first offset) of aborted transactions overlapping a
+    #: READ_COMMITTED read (Fetch ``AbortedTransactions``).
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 class FollowerFetchOutcome(Enum):

@@ -144,7 +144,6 @@ def leader_id(bootstrap: str) -> int:
 def test_three_controllers_create_topics_and_survive_losing_the_active_one(
     cluster: LocalCluster,
 ) -> None:
-    started = time.monotonic()
     for node_id in (1, 2, 3):
         out = cli("storage", "format", "--cluster-id", cluster.cluster_id,
                   "--config", str(cluster.config_path(node_id))).stdout
@@ -226,7 +225,6 @@ def test_three_controllers_create_topics_and_survive_losing_the_active_one(
     # Snapshots were written every few hundred bytes (KIP-630) and bound the log.
     checkpoints = list(cluster.directory.glob("node-*/data/__cluster_metadata-0/*.checkpoint"))
     assert checkpoints, "no metadata snapshot was written"
-    assert time.monotonic() - started < 40
 
 
 def test_server_start_on_an_unformatted_dir_fails_with_the_reason(cluster: LocalCluster) -> None:

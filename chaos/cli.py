@@ -1,0 +1,97 @@
+"""``raftlog chaos run | soak``: the chaos suite's command line.
+
+``run`` plays one seeded run and exits 0 (valid), 1 (anomalies found) or 2
+(unknown); ``soak`` repeats runs with new seeds (seed, seed+1, ...) and sums
+up (exit: the worst run's code). Reached from ``data_plane.cli`` through a
+lazy import, so the node's CLI never loads chaos/ unless asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from chaos.generator import FAULT_KINDS
+from chaos.runner import RunOptions, exit_code, faults_arg, run, summarize
+
+
+def _progress_bar() -> object:
+    state = {"last": -1}
+
+    def show(fraction: float, what: str) -> None:
+        pct = int(fraction * 100)
+        if pct == state["last"]:
+            return
+        state["last"] = pct
+        bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
+        sys.stderr.write(f"\r[{bar}] {pct:3d}% {what:<16}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _options(a: argparse.Namespace, seed: int, out: str) -> RunOptions:
+    faults = faults_arg(a.nemesis)
+    unknown = set(faults) - set(FAULT_KINDS)
+    if unknown:
+        raise SystemExit(f"unknown nemesis {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+    return RunOptions(seed=seed, nodes=a.nodes, faults=faults, time_limit_s=a.time_limit,
+                      rate_hz=a.rate, quiet_s=a.quiet, interval_s=a.interval,
+                      duration_s=a.duration, idempotent=not a.no_idempotence, mode=a.mode,
+                      out=out)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--nemesis", default="kill,partition",
+                   help=f"comma-separated faults: {','.join(FAULT_KINDS)}")
+    p.add_argument("--time-limit", type=float, default=60.0, help="main phase, seconds")
+    p.add_argument("--rate", type=float, default=100.0, help="client ops per second")
+    p.add_argument("--quiet", type=float, default=10.0, help="quiet period after the heal")
+    p.add_argument("--interval", type=float, default=10.0, help="a fault starts every N s")
+    p.add_argument("--duration", type=float, default=5.0, help="each fault lasts N s")
+    p.add_argument("--no-idempotence", action="store_true")
+    p.add_argument("--mode", choices=("auto", "proxy", "netns"), default="auto")
+    p.add_argument("--out", default="chaos-out")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftlog chaos", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run", help="one seeded chaos run")
+    _common(r)
+    r.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    s = sub.add_parser("soak", help="many runs with new seeds")
+    _common(s)
+    s.add_argument("--runs", type=int, default=30)
+    s.add_argument("--seed", type=int, default=1, help="first seed")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.action == "run":
+        opts = _options(a, a.seed, a.out)
+        print(f"raftlog chaos run: seed {a.seed}, nemesis {a.nemesis}", file=sys.stderr)
+        outcome = asyncio.run(run(opts, _progress_bar()))  # type: ignore[arg-type]
+        sys.stderr.write("\n")
+        print("\n".join(summarize(outcome)))
+        return exit_code(outcome.valid)
+    worst = 0
+    tally: dict[str, int] = {}
+    for i in range(a.runs):
+        seed = a.seed + i
+        opts = replace(_options(a, seed, f"{a.out}/run-{seed}"))
+        outcome = asyncio.run(run(opts))
+        code = exit_code(outcome.valid)
+        worst = max(worst, code)
+        tally[str(outcome.valid)] = tally.get(str(outcome.valid), 0) + 1
+        print(f"run {i + 1}/{a.runs} seed {seed}: valid={outcome.valid} ops={outcome.ops} "
+              f"anomalies={outcome.result.anomaly_count()} {outcome.counts}", flush=True)
+    print(f"soak: {a.runs} runs, verdicts {tally}; reproduce one: raftlog chaos run --seed N "
+          f"--nemesis {a.nemesis} --time-limit {a.time_limit:g} --rate {a.rate:g}")
+    return worst

@@ -1,0 +1,232 @@
+"""Workload clients: real Kafka clients doing one history op at a time.
+
+Each client is synchronous (confluent-kafka and kafka-python are) and is run
+by the runner in a worker thread, so the runner's event loop (which also
+hosts the link proxies) never blocks. A client method does the op and
+returns ``(type, value)`` for the completion; the runner writes the
+``invoke`` and the completion into the history.
+
+- `ConfluentProducer`: acks=all, idempotence on or off. A delivery error is
+  classified by `chaos.history.classify_error` (only definite errors are
+  ``fail``); no delivery report before the flush deadline is ``info``.
+- `KafkaPythonProducer`: kafka-python, acks=all, ``retries=0`` (it has no
+  idempotence: a client retry could duplicate a write, and duplicates are
+  checked), for variety.
+- `ConfluentPoller`: an assign-based consumer on every partition from offset
+  0, polling in batches and recording ``[offset, value]`` per partition.
+- `final_read`: a fresh consumer reads one partition from 0 to its end
+  (ListOffsets latest = the high watermark, then reads up to it).
+
+Values are the generator's unique ints, written as decimal strings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTP
+
+from chaos.history import JSON, OpType, classify_error
+
+Outcome = tuple[OpType, JSON]
+
+
+class SendClient(Protocol):
+    def send(self, partition: int, value: int) -> Outcome: ...
+    def close(self) -> None: ...
+
+
+def _err_name(err: object) -> str:
+    if isinstance(err, KafkaError):
+        return str(err.name())
+    return type(err).__name__
+
+
+class ConfluentProducer:
+    """One producer of one client process (acks=all)."""
+
+    def __init__(self, bootstrap: str, topic: str, *, idempotent: bool,
+                 timeout_s: float = 6.0, transactional_id: str | None = None) -> None:
+        self.topic = topic
+        self.timeout_s = timeout_s
+        conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
+            "linger.ms": 0, "message.timeout.ms": int(timeout_s * 1000) - 500,
+            "request.timeout.ms": 2500, "socket.timeout.ms": 3000,
+            "reconnect.backoff.max.ms": 500, "log_level": 0,
+            "retry.backoff.ms": 100,
+        }
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
+        self.p = Producer(conf)
+        self.transactional = transactional_id is not None
+        if self.transactional:
+            self.p.init_transactions(timeout_s)
+
+    def send(self, partition: int, value: int) -> Outcome:
+        done: list[tuple[Any, Any]] = []
+        self.p.produce(self.topic, str(value).encode(), partition=partition,
+                       on_delivery=lambda err, msg: done.append((err, msg)))
+        self.p.flush(self.timeout_s)
+        if not done:
+            return OpType.INFO, {"partition": partition, "value": value, "error": "no report"}
+        err, msg = done[0]
+        if err is not None:
+            name = _err_name(err)
+            return classify_error(name), {"partition": partition, "value": value, "error": name}
+        return OpType.OK, {"partition": partition, "value": value, "offset": msg.offset()}
+
+    def txn(self, sends: list[tuple[int, int]], abort: bool) -> Outcome:
+        """A transaction of sends; commit (or abort when ``abort``)."""
+        value: dict[str, JSON] = {"sends": [{"partition": p, "value": v} for p, v in sends],
+                                  "abort": abort}
+        try:
+            self.p.begin_transaction()
+            for p, v in sends:
+                self.p.produce(self.topic, str(v).encode(), partition=p)
+            if abort:
+                self.p.abort_transaction(self.timeout_s)
+                return OpType.FAIL, value  # aborted: certainly invisible
+            self.p.commit_transaction(self.timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else exc
+            value["error"] = _err_name(err)
+            if isinstance(err, KafkaError) and err.txn_requires_abort():
+                try:
+                    self.p.abort_transaction(self.timeout_s)
+                    return OpType.FAIL, value
+                except KafkaException:
+                    pass
+            return OpType.INFO, value
+        return OpType.OK, value
+
+    def close(self) -> None:
+        self.p.flush(0.5)
+
+
+class KafkaPythonProducer:
+    """kafka-python producer (acks=all, no retries: no client-made duplicates)."""
+
+    def __init__(self, bootstrap: str, topic: str, *, timeout_s: float = 6.0) -> None:
+        from kafka import KafkaProducer  # type: ignore[import-untyped]
+
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", retries=0,
+                               request_timeout_ms=3000, max_block_ms=3000, linger_ms=0,
+                               enable_idempotence=False, reconnect_backoff_max_ms=500)
+
+    def send(self, partition: int, value: int) -> Outcome:
+        from kafka.errors import KafkaError as KPError  # type: ignore[import-untyped]
+        from kafka.errors import KafkaTimeoutError
+
+        base: dict[str, JSON] = {"partition": partition, "value": value}
+        try:
+            fut = self.p.send(self.topic, str(value).encode(), partition=partition)
+            md = fut.get(timeout=self.timeout_s)
+        except KafkaTimeoutError as exc:
+            return OpType.INFO, {**base, "error": type(exc).__name__}
+        except KPError as exc:
+            # kafka-python names errors in CamelCase; classify by the Kafka name.
+            name = str(getattr(exc, "message", type(exc).__name__))
+            return classify_error(name), {**base, "error": name}
+        return OpType.OK, {**base, "offset": md.offset}
+
+    def close(self) -> None:
+        self.p.close(timeout=1)
+
+
+class ConfluentPoller:
+    """Assign-based consumer over all partitions from 0; one poll = one batch."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.c = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"chaos-poll-{id(self)}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed", "log_level": 0,
+            "socket.timeout.ms": 3000, "reconnect.backoff.max.ms": 500,
+            "fetch.wait.max.ms": 200,
+        })
+        self.c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+
+    def poll(self) -> Outcome:
+        records: dict[str, list[list[int | None]]] = {}
+        try:
+            msgs = self.c.consume(num_messages=200, timeout=0.5)
+        except KafkaException as exc:
+            return OpType.INFO, {"error": str(exc)}
+        for m in msgs:
+            if m.error() is not None:
+                continue
+            records.setdefault(str(m.partition()), []).append([m.offset(), _int(m.value())])
+        return OpType.OK, {"records": records}
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def _int(raw: bytes | str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def final_read(bootstrap: str, topic: str, partition: int, *,
+               timeout_s: float = 30.0) -> Outcome:
+    """Read ``partition`` from 0 to its high watermark (ListOffsets latest)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-final-{partition}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "log_level": 0})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                _low, high = c.get_watermark_offsets(CTP(topic, partition), timeout=3)
+                break
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    return OpType.INFO, {"partitions": [partition], "error": str(exc)}
+        c.assign([CTP(topic, partition, OFFSET_BEGINNING)])
+        got: list[list[int | None]] = []
+        pos = 0
+        while pos < high:
+            if time.monotonic() > deadline:
+                return OpType.INFO, {"partitions": [partition], "error": "timeout",
+                                     "read_to": pos, "end": high}
+            for m in c.consume(num_messages=500, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                got.append([m.offset(), _int(m.value())])
+                pos = int(m.offset() or 0) + 1
+        return OpType.OK, {"partitions": [partition], "records": {str(partition): got},
+                           "end_offsets": {str(partition): high}}
+    finally:
+        c.close()
+
+
+def transactions_available(bootstrap: str, timeout_s: float = 8.0) -> bool:
+    """Whether InitProducerId with a transactional id works on this cluster
+    (transactions are being wired; the txn workload is used only if so)."""
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "chaos-probe",
+                          "log_level": 0})
+            p.init_transactions(timeout_s)
+            result.append(True)
+        except Exception:
+            result.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout_s + 2)
+    return bool(result and result[0])
+
+

@@ -1,0 +1,348 @@
+"""One chaos run: db + nemeses + workload clients + checkers + report.
+
+`run` sets up a `chaos.db.ChaosDB`, creates the topic (RF 3, minISR 2),
+plays the seeded plan from `chaos.generator.generate` in real time and
+records every op in ``<out>/history.jsonl``:
+
+- each logical client process runs its ops one at a time in a worker thread
+  (a process still busy when its next op is due skips it, as in Jepsen); a
+  process whose op ended ``info`` is crashed: it continues under a fresh id
+  with fresh clients. Process ``i`` uses confluent-kafka (idempotence as
+  configured), every third one kafka-python;
+- nemesis ops go to a `Compose` of the partition, process (kill, pause,
+  lost-writes) and clock nemeses, with targets resolved from live cluster
+  state (leader of partition 0, active controller);
+- after the final heal and the quiet period, final reads read each partition
+  to its end;
+- then the nodes are stopped and each partition's replicas are compared
+  below the final high watermark (`ReplicaDivergence`).
+
+The run's verdict composes the Kafka checkers and the divergence checker;
+``results.json`` + ``index.html`` + plots go to ``out``. Never block the event
+loop: the link proxies live on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.checker import compose
+from chaos.checker.base import Checker, Result
+from chaos.checker.kafka import kafka_checkers
+from chaos.checker.replicas import ReplicaDivergence, read_log_below_hw
+from chaos.client import (
+    ConfluentPoller,
+    ConfluentProducer,
+    KafkaPythonProducer,
+    SendClient,
+    final_read,
+)
+from chaos.db import ChaosDB, pick_mode
+from chaos.generator import NemesisConfig, PlannedOp, RunConfig, WorkloadConfig, generate
+from chaos.history import JSON, NEMESIS, HistoryRecorder, OpType, end_offsets_of
+from chaos.nemesis.core import (
+    ClusterState,
+    Compose,
+    PartitionNemesis,
+    ProcessNemesis,
+    resolve_targets,
+)
+from chaos.nemesis.process import LOSSY_ENV, faketime_env, set_clock_offset
+from chaos.report import write_report
+from data_plane.local_cluster import Timeouts
+
+TOPIC = "chaos"
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    seed: int = 0
+    nodes: int = 3
+    faults: tuple[str, ...] = ("kill", "partition")
+    time_limit_s: float = 60.0
+    rate_hz: float = 100.0
+    quiet_s: float = 10.0
+    interval_s: float = 10.0
+    duration_s: float = 5.0
+    partitions: int = 3
+    processes: int = 4
+    idempotent: bool = True
+    mode: str = "auto"
+    out: str = "chaos-out"
+    # Extra server.properties and node env (the unsafe test-only mode uses these).
+    properties: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunOutcome:
+    valid: bool | str
+    result: Result
+    out: Path
+    ops: int
+    mode: str
+    mode_reason: str
+    counts: dict[str, int]
+
+
+class ClockNemesis:
+    """``start-clock {"target", "offset_s"}`` skews the wall clock of the
+    targets live (every node runs under libfaketime, monotonic untouched);
+    ``stop-clock`` sets every node back to +0."""
+
+    fs = frozenset({"start-clock", "stop-clock"})
+
+    def __init__(self, files: dict[str, Path], rng: random.Random) -> None:
+        self.files = files
+        self.rng = rng
+
+    async def setup(self) -> None:
+        return None
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        if f == "stop-clock":
+            for path in self.files.values():
+                set_clock_offset(path, 0)
+            return "reset"
+        targets = resolve_targets(value["target"], state, self.rng)
+        for n in targets:
+            set_clock_offset(self.files[n], float(value["offset_s"]))
+        return {"nodes": targets, "offset_s": value["offset_s"]}
+
+    async def teardown(self) -> None:
+        for path in self.files.values():
+            set_clock_offset(path, 0)
+
+
+class _Worker:
+    """One logical client process (its clients are made lazily, in its thread)."""
+
+    def __init__(self, index: int, bootstrap: str, opts: RunOptions) -> None:
+        self.index = index
+        self.process = index
+        self.bootstrap = bootstrap
+        self.opts = opts
+        self.busy = False
+        self.producer: SendClient | None = None
+        self.poller: ConfluentPoller | None = None
+
+    def crash(self) -> None:
+        """After an info: fresh clients under a fresh process id (Jepsen)."""
+        for c in (self.producer, self.poller):
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    c.close()
+        self.producer = None
+        self.poller = None
+        self.process += 1000
+
+    def do(self, op: PlannedOp) -> tuple[OpType, JSON]:
+        if op.f == "send":
+            if self.producer is None:
+                if self.index % 3 == 2:
+                    self.producer = KafkaPythonProducer(self.bootstrap, TOPIC)
+                else:
+                    self.producer = ConfluentProducer(self.bootstrap, TOPIC,
+                                                      idempotent=self.opts.idempotent)
+            return self.producer.send(int(op.value["partition"]), int(op.value["value"]))
+        if op.f == "poll":
+            if self.poller is None:
+                self.poller = ConfluentPoller(self.bootstrap, TOPIC, self.opts.partitions)
+            return self.poller.poll()
+        raise ValueError(op.f)
+
+
+async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = None) -> RunOutcome:
+    out = Path(opts.out).resolve()
+    if (out / "cluster").exists():
+        shutil.rmtree(out / "cluster")  # a run starts from empty disks
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "history.jsonl").unlink(missing_ok=True)
+    mode, why = pick_mode(opts.mode)
+    env: dict[str, str] = dict(opts.env)
+    if "lost-writes" in opts.faults:
+        env.update(LOSSY_ENV)
+    clock_files: dict[str, Path] = {}
+    node_env: dict[str, dict[str, str]] = {}
+    for i in range(1, opts.nodes + 1):
+        n = f"n{i}"
+        node_env[n] = dict(env)
+        if "clock" in opts.faults:
+            clock_files[n] = out / f"clock-{n}"
+            node_env[n].update(faketime_env(clock_files[n]))
+    db = ChaosDB(out / "cluster", opts.nodes, mode=mode, properties=opts.properties,
+                 timeouts=Timeouts.fast(), node_env=node_env)
+    cfg = RunConfig(
+        seed=opts.seed, time_limit_s=opts.time_limit_s, quiet_s=opts.quiet_s,
+        workload=WorkloadConfig(partitions=opts.partitions, processes=opts.processes,
+                                rate_hz=opts.rate_hz),
+        nemesis=NemesisConfig(faults=opts.faults, interval_s=opts.interval_s,
+                              duration_s=opts.duration_s,
+                              start_s=min(2.0, opts.time_limit_s / 4)),
+    )
+    plan = generate(cfg)
+    pool = ThreadPoolExecutor(max_workers=opts.processes + opts.partitions + 4)
+    loop = asyncio.get_running_loop()
+    rec = HistoryRecorder(out / "history.jsonl")
+    counts = {"ok": 0, "fail": 0, "info": 0}
+    try:
+        await db.setup()
+        await _create_topic(db, opts.partitions, pool)
+        rng = random.Random(f"targets:{opts.seed}")
+        assert db.net is not None
+        nemesis = Compose([PartitionNemesis(db.net, rng), ProcessNemesis(db, rng),
+                           ClockNemesis(clock_files, rng)])
+        await nemesis.setup()
+        workers = [_Worker(i, db.bootstrap_servers(), opts) for i in range(opts.processes)]
+        t0 = time.monotonic_ns()
+
+        def now() -> int:
+            return time.monotonic_ns() - t0
+
+        async def client_op(w: _Worker, op: PlannedOp) -> None:
+            proc = w.process
+            rec.record(now(), OpType.INVOKE, proc, op.f, op.value)
+            try:
+                typ, value = await loop.run_in_executor(pool, w.do, op)
+            except Exception as exc:  # a client blew up: indefinite
+                typ, value = OpType.INFO, {**(op.value or {}), "error": repr(exc)}
+            rec.record(now(), typ, proc, op.f, value)
+            counts[typ.value] = counts.get(typ.value, 0) + 1
+            if typ is OpType.INFO:
+                await loop.run_in_executor(pool, w.crash)
+            w.busy = False
+
+        async def nemesis_op(op: PlannedOp) -> None:
+            rec.record(now(), OpType.INVOKE, NEMESIS, op.f, op.value)
+            state = ClusterState(tuple(db.nodes), await db.leader(TOPIC, 0), await db.controller())
+            try:
+                value = await nemesis.invoke(op.f, op.value, state)
+                rec.record(now(), OpType.INFO, NEMESIS, op.f, value)
+            except Exception as exc:
+                rec.record(now(), OpType.INFO, NEMESIS, op.f, {"error": repr(exc)})
+
+        tasks: set[asyncio.Task[None]] = set()
+        main = [op for op in plan if op.f != "final-read"]
+        finals = [op for op in plan if op.f == "final-read"]
+        total_s = opts.time_limit_s + opts.quiet_s
+        for op in main:
+            delay = op.time_ns / 1e9 - now() / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if progress is not None:
+                progress(min(1.0, now() / 1e9 / total_s), op.f)
+            if op.process == NEMESIS:
+                # Nemesis ops run in order; the final heals are awaited.
+                await nemesis_op(op)
+                continue
+            w = workers[int(op.process)]
+            if w.busy:
+                continue
+            w.busy = True  # at dispatch: the task starts later
+            t = asyncio.create_task(client_op(w, op))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+        await nemesis.teardown()
+        # Restart anything still down (a heal may have failed), then settle.
+        for n in db.nodes:
+            await db.resume_node(n)
+            await db.start_node(n)
+        await db.wait_ready(60)
+        quiet_end = opts.time_limit_s + opts.quiet_s
+        while now() / 1e9 < quiet_end:
+            if progress is not None:
+                progress(min(1.0, now() / 1e9 / total_s), "quiet")
+            await asyncio.sleep(min(0.5, quiet_end - now() / 1e9 + 0.01))
+        if progress is not None:
+            progress(1.0, "final reads")
+        finals_done = []
+        for op in finals:
+            p = int(op.value["partitions"][0])
+            rec.record(now(), OpType.INVOKE, op.process, op.f, op.value)
+            typ, value = await loop.run_in_executor(
+                pool, final_read, db.bootstrap_servers(), TOPIC, p)
+            finals_done.append(rec.record(now(), typ, op.process, op.f, value))
+        history = rec.history()
+        await db.teardown()
+        logs: dict[int | str, dict[int | str, bytes]] = {}
+        for fop in finals_done:
+            for p, hw in end_offsets_of(fop).items():
+                logs[p] = {}
+                for n in db.nodes:
+                    d = db.partition_log_dir(n, TOPIC, p)
+                    if d.is_dir():
+                        logs[p][n] = read_log_below_hw(d, hw)
+        checkers: dict[str, Checker] = dict(kafka_checkers(idempotent=opts.idempotent))
+        checkers["replica-divergence"] = _Fixed(ReplicaDivergence(logs).check(history))
+        overall = compose(checkers).check(history)
+        meta: dict[str, JSON] = {**asdict(opts), "mode": mode, "mode_reason": why,
+                                 "ops": len(history), "counts": counts,
+                                 "repro": _repro(opts)}
+        write_report(history, overall, out, meta=meta)
+        return RunOutcome(overall.valid, overall, out, len(history), mode, why, counts)
+    finally:
+        rec.close()
+        await db.teardown()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Fixed:
+    """A checker that returns a result computed elsewhere (for composing)."""
+
+    def __init__(self, result: Result) -> None:
+        self.result = result
+
+    def check(self, history: Any) -> Result:
+        return self.result
+
+
+def _repro(opts: RunOptions) -> str:
+    return (f"raftlog chaos run --nodes {opts.nodes} --nemesis {','.join(opts.faults)} "
+            f"--time-limit {opts.time_limit_s:g} --rate {opts.rate_hz:g} --seed {opts.seed}")
+
+
+async def _create_topic(db: ChaosDB, partitions: int, pool: ThreadPoolExecutor) -> None:
+    import confluent_kafka.admin as ck_admin
+
+    new_topic: Any = getattr(ck_admin, "NewTopic")  # noqa: B009 - not re-exported for mypy
+
+    def create() -> None:
+        admin = ck_admin.AdminClient({"bootstrap.servers": db.bootstrap_servers(), "log_level": 0})
+        admin.create_topics([new_topic(TOPIC, partitions, min(3, db.n))])[TOPIC].result(20)
+
+    await asyncio.get_running_loop().run_in_executor(pool, create)
+    if db.cluster is not None and db.mode == "proxy":
+        await db.cluster.wait_topic_async(TOPIC, partitions, 20)
+    else:
+        await asyncio.sleep(2)
+
+
+def summarize(outcome: RunOutcome) -> list[str]:
+    lines = [f"mode: {outcome.mode} ({outcome.mode_reason})",
+             f"ops: {outcome.ops} ({outcome.counts})", f"valid: {outcome.valid}"]
+    for name, r in outcome.result.children.items():
+        lines.append(f"  {name}: {r.valid}" + (f" ({r.anomaly_count()} anomalies)"
+                                                 if r.anomaly_count() else ""))
+    lines.append(f"report: {outcome.out / 'index.html'}")
+    return lines
+
+
+def exit_code(valid: bool | str) -> int:
+    return 0 if valid is True else 1 if valid is False else 2
+
+
+def faults_arg(text: str) -> tuple[str, ...]:
+    return tuple(f.strip() for f in text.split(",") if f.strip())
+
+
+__all__: Sequence[str] = ("RunOptions", "RunOutcome", "exit_code", "run", "summarize")

@@ -1,0 +1,172 @@
+"""Transaction APIs (KIP-98): AddPartitionsToTxn (v0-3), AddOffsetsToTxn
+(v0-3), EndTxn (v0-3), TxnOffsetCommit (v0-3) and WriteTxnMarkers (v1).
+
+The first three run on the broker's `TxnCoordinatorRuntime` (the
+transactional id's ``__transaction_state`` partition must be led here, else
+NOT_COORDINATOR and the client looks the coordinator up again).
+TxnOffsetCommit runs on the group coordinator: the offsets stay pending in
+the group's shard until the transaction's marker reaches its
+``__consumer_offsets`` partition.
+
+WriteTxnMarkers is broker-to-broker (the marker channel of a transaction
+coordinator): each marker is appended as a control batch by the partition
+leader and answered once committed (acks=all). A marker on an offsets
+partition then completes the producer's pending offsets in the group shard.
+
+Clients before version 2 of these APIs do not know PRODUCER_FENCED; they get
+INVALID_PRODUCER_EPOCH, as Kafka answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.broker.group_runtime import NotCoordinatorError
+from data_plane.groups import wire
+from data_plane.groups.model import OffsetCommitResponse, PartitionResult
+from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
+from data_plane.txn.coordinator import TxnResponse
+from data_plane.txn.markers import EndTxnMarker
+from raftlog.net import RequestContext
+from raftlog.net.errors import ErrorCode
+
+__all__ = (
+    "handle_add_offsets_to_txn",
+    "handle_add_partitions_to_txn",
+    "handle_end_txn",
+    "handle_txn_offset_commit",
+    "handle_write_txn_markers",
+    "legacy_fenced_error",
+)
+
+#: How long a marker append waits for the ISR (Kafka uses the request timeout).
+MARKER_COMMIT_TIMEOUT_MS = 30_000
+
+
+def legacy_fenced_error(error: ErrorCode, api_version: int, first_version: int = 2) -> ErrorCode:
+    """PRODUCER_FENCED as the client's version knows it (older: INVALID_PRODUCER_EPOCH)."""
+    if error == ErrorCode.producer_fenced and api_version < first_version:
+        return ErrorCode.invalid_producer_epoch
+    return error
+
+
+async def handle_add_partitions_to_txn(api: BrokerApiContext, ctx: RequestContext,
+                                       request: Any) -> Any:
+    tid = str(request.v3_and_below_transactional_id)
+    pid = int(request.v3_and_below_producer_id)
+    epoch = int(request.v3_and_below_producer_epoch)
+    wanted = [(str(t.name), int(p)) for t in request.v3_and_below_topics for p in t.partitions]
+    unknown = [tp for tp in wanted if not _exists(api, tp)]
+    if unknown:
+        # Kafka: the unknown ones fail, the others are not attempted.
+        errors = {tp: (ErrorCode.unknown_topic_or_partition if tp in unknown
+                       else ErrorCode.operation_not_attempted) for tp in wanted}
+    else:
+        runtime = api.coordinators.transactions_or_start()
+        response = await runtime.add_partitions(tid, pid, epoch, wanted)
+        error = legacy_fenced_error(response.error, ctx.api_version)
+        errors = dict.fromkeys(wanted, error)
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "partition_error_code": error})
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE,
+        "results_by_topic_v3_and_below": [{"name": t, "results_by_partition": ps}
+                                          for t, ps in by_topic.items()],
+    })
+
+
+def _exists(api: BrokerApiContext, tp: tuple[str, int]) -> bool:
+    topic = api.image.topic_by_name(tp[0])
+    return topic is not None and tp[1] in topic.partitions
+
+
+async def handle_add_offsets_to_txn(api: BrokerApiContext, ctx: RequestContext,
+                                    request: Any) -> Any:
+    coordinators = api.coordinators
+    # The group's offsets partition, hashed over the offsets topic's own
+    # partition count (which may differ from __transaction_state's).
+    offsets = (OFFSETS_TOPIC, partition_for_group(str(request.group_id),
+                                                  coordinators.offsets_topic_partitions))
+    response = await coordinators.transactions_or_start().add_partitions(
+        str(request.transactional_id), int(request.producer_id), int(request.producer_epoch),
+        [offsets])
+    return _error_only(request, legacy_fenced_error(response.error, ctx.api_version))
+
+
+async def handle_end_txn(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    runtime = api.coordinators.transactions_or_start()
+    response: TxnResponse = await runtime.end_txn(
+        str(request.transactional_id), int(request.producer_id), int(request.producer_epoch),
+        bool(request.committed))
+    return _error_only(request, legacy_fenced_error(response.error, ctx.api_version))
+
+
+def _error_only(request: Any, error: ErrorCode) -> Any:
+    return build(response_class(request), {"throttle_time": NO_THROTTLE, "error_code": error})
+
+
+async def handle_txn_offset_commit(api: BrokerApiContext, ctx: RequestContext,
+                                   request: Any) -> Any:
+    core = wire.txn_offset_commit_from_kio(request)
+    runtime = api.coordinators.groups_or_start()
+    try:
+        response = await runtime.write(
+            core.group_id, lambda shard, h, now: shard.handle_txn_offset_commit(h, core, now))
+    except NotCoordinatorError as e:
+        response = OffsetCommitResponse(tuple(
+            PartitionResult(p.topic, p.partition, e.error) for p in core.partitions))
+    assert isinstance(response, OffsetCommitResponse)
+    response = OffsetCommitResponse(tuple(
+        PartitionResult(p.topic, p.partition, legacy_fenced_error(p.error, ctx.api_version))
+        for p in response.partitions))
+    return wire.txn_offset_commit_to_kio(response, ctx.api_version)
+
+
+async def handle_write_txn_markers(api: BrokerApiContext, ctx: RequestContext,
+                                   request: Any) -> Any:
+    del ctx
+    # Every marker is appended first (in request order), then all wait for
+    # the high watermark together.
+    waits: list[Awaitable[ErrorCode]] = []
+    layout: list[tuple[int, list[tuple[str, list[int]]]]] = []
+    for marker in request.markers:
+        pid, epoch = int(marker.producer_id), int(marker.producer_epoch)
+        end = EndTxnMarker(bool(marker.transaction_result), int(marker.coordinator_epoch))
+        topics: list[tuple[str, list[int]]] = []
+        for topic in marker.topics:
+            indexes = [int(i) for i in topic.partition_indexes]
+            topics.append((str(topic.name), indexes))
+            waits.extend(_write_marker(api, (str(topic.name), i), pid, epoch, end)
+                         for i in indexes)
+        layout.append((pid, topics))
+    errors = iter(await asyncio.gather(*waits))
+    return build(response_class(request), {"markers": [
+        {"producer_id": pid, "topics": [
+            {"name": name, "partitions": [{"partition_index": i, "error_code": next(errors)}
+                                          for i in indexes]}
+            for name, indexes in topics]}
+        for pid, topics in layout]})
+
+
+async def _write_marker(api: BrokerApiContext, key: tuple[str, int], producer_id: int,
+                        producer_epoch: int, marker: EndTxnMarker) -> ErrorCode:
+    replicas = api.replicas
+    hosted = replicas.get(key)
+    if hosted is None:
+        return replicas.missing_partition_error(key)
+    result = hosted.partition.append_txn_marker(
+        producer_id, producer_epoch, marker, timestamp_ms=replicas.clock.wall_ms())
+    if result.error != ErrorCode.none:
+        return result.error
+    replicas.on_local_append(key)
+    error = await replicas.wait_for_high_watermark(key, result.last_offset + 1,
+                                                   result.leader_epoch, MARKER_COMMIT_TIMEOUT_MS)
+    if error == ErrorCode.none and key[0] == OFFSETS_TOPIC:
+        api.coordinators.groups_or_start().replay_txn_marker(key[1], producer_id, marker.commit)
+    return error

@@ -1,0 +1,394 @@
+"""Prometheus metrics of one node, with Kafka's dashboard names (served at ``/metrics``).
+
+Kafka's JMX names translated the way the Prometheus JMX exporter's usual
+Kafka rules do: ``kafka.server:type=ReplicaManager,name=LeaderCount`` ->
+``kafka_server_replicamanager_leadercount``; rates become ``_total``
+counters (Prometheus takes the rate: ``rate(..._bytesin_total[1m])``).
+
+Two kinds of metrics, so that nothing runs per record on a hot path:
+
+- **Read at scrape time** (`NodeCollector`): every gauge (partition counts,
+  ISR health, controller and Raft state, log sizes) is computed in
+  ``collect()`` from the node's live objects (`NodeSources`): the metadata
+  image, the replica manager's hosted partitions, the Raft core. Between
+  scrapes nothing is counted.
+- **Counted per request or per event**, where no state holds the number:
+  request latency (one histogram observation per Kafka request, by
+  `instrument_handlers`, a wrapper around each handler of a
+  `raftlog.net.KafkaProtocolServer`), bytes in/out per topic (summed from
+  the batch lengths of a Produce request and a consumer Fetch response:
+  per partition, not per record), ISR shrinks/expands (per metadata image
+  publish, comparing only topics the image changed), and Raft commit
+  latency (per committed metadata batch, `RaftMetricsListener`).
+
+The metric names are listed in ``docs/http.md``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from metadata_quorum.image import MetadataImage
+from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, Listener, SnapshotLoad
+from raftlog.net import Handler, RequestContext
+from raftlog.net.registry import api_name
+from raftlog.records import iter_batches, parse_header
+
+__all__ = (
+    "NodeCollector",
+    "NodeMetrics",
+    "NodeSources",
+    "RaftMetricsListener",
+    "instrument_handlers",
+    "kafka_request_name",
+)
+
+# Request latencies in milliseconds (Kafka's TotalTimeMs); long polls reach max.wait.ms.
+_LATENCY_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+_COMMIT_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+_PRODUCE, _FETCH = 0, 1
+_METADATA_TOPIC_ID = uuid.UUID(int=1)  # __cluster_metadata's fixed id (KIP-595)
+
+
+@dataclass(slots=True)
+class NodeSources:
+    """The live objects the scrape-time collector reads (None: the role is absent).
+
+    Filled in by the node as it builds them; every attribute is read on the
+    event loop thread only (the HTTP server runs there), so the reads see a
+    consistent state between two awaits.
+    """
+
+    node_id: int
+    cluster_id: str
+    # The latest metadata image (the broker's published one, else the controller's committed one).
+    image: Callable[[], MetadataImage]
+    driver: Any = None  # raftlog.runtime.driver.RaftDriver
+    controller: Any = None  # data_plane.controller_service.ControllerService
+    replicas: Any = None  # data_plane.broker.replica_manager.ReplicaManager
+    min_insync_replicas: int = 1
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def kafka_request_name(api_key: int, request: object = None) -> str:
+    """Kafka's ``request`` label: ``Produce``, ``FetchConsumer``/``FetchFollower``, ..."""
+    if api_key == _FETCH and request is not None:
+        return "FetchFollower" if _fetch_replica_id(request) >= 0 else "FetchConsumer"
+    try:
+        return "".join(part.capitalize() for part in api_name(api_key).split("_"))
+    except Exception:
+        return f"Api{api_key}"
+
+
+def _fetch_replica_id(request: object) -> int:
+    state = getattr(request, "replica_state", None)  # Fetch v15+ (KIP-903)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+class NodeMetrics:
+    """The node's registry: the event counters below plus a `NodeCollector`."""
+
+    def __init__(self, sources: NodeSources) -> None:
+        self.sources = sources
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.request_time_ms = Histogram(
+            "kafka_network_requestmetrics_totaltimems",
+            "Time from receiving a Kafka request to its response being ready, in ms.",
+            ["request", "listener"], buckets=_LATENCY_BUCKETS_MS, registry=self.registry,
+        )
+        self.bytes_in = Counter(
+            "kafka_server_brokertopicmetrics_bytesin",
+            "Record batch bytes appended by clients (Produce), per topic.",
+            ["topic"], registry=self.registry,
+        )
+        self.messages_in = Counter(
+            "kafka_server_brokertopicmetrics_messagesin",
+            "Records appended by clients (Produce), per topic.",
+            ["topic"], registry=self.registry,
+        )
+        self.bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_bytesout",
+            "Record batch bytes sent to consumers (Fetch, not replication), per topic.",
+            ["topic"], registry=self.registry,
+        )
+        self.replication_bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_replicationbytesout",
+            "Record batch bytes sent to follower replicas, per topic.",
+            ["topic"], registry=self.registry,
+        )
+        self.isr_shrinks = Counter(
+            "kafka_server_replicamanager_isrshrinks",
+            "ISR shrinks of partitions this broker leads (from published metadata).",
+            registry=self.registry,
+        )
+        self.isr_expands = Counter(
+            "kafka_server_replicamanager_isrexpands",
+            "ISR expands of partitions this broker leads (from published metadata).",
+            registry=self.registry,
+        )
+        self.commit_latency_ms = Histogram(
+            "kafka_server_raftmetrics_commit_latency_ms",
+            "Metadata log: time from the leader's append (batch timestamp) to commit, in ms.",
+            buckets=_COMMIT_BUCKETS_MS, registry=self.registry,
+        )
+        self.collector = NodeCollector(sources)
+        self.registry.register(self.collector)
+
+    # ---- ISR changes, per image publish ------------------------------------
+
+    def on_image(self, image: MetadataImage, previous: MetadataImage | None) -> None:
+        """A `data_plane.broker.metadata_api.ImageListener`: count the ISR
+        changes of partitions this broker leads in both images. Topics the
+        image shares with the previous one (copy-on-write) are skipped."""
+        if previous is None:
+            return
+        me = self.sources.node_id
+        for topic_id, topic in image.topics.items():
+            old_topic = previous.topics.get(topic_id)
+            if old_topic is None or old_topic is topic:
+                continue
+            for index, partition in topic.partitions.items():
+                old = old_topic.partitions.get(index)
+                if old is None or partition.leader != me or old.leader != me:
+                    continue
+                before, after = set(old.isr), set(partition.isr)
+                if after < before:
+                    self.isr_shrinks.inc()
+                elif after > before:
+                    self.isr_expands.inc()
+
+    # ---- bytes per topic, per request ----------------------------------------
+
+    def count_produce(self, request: Any) -> None:
+        for topic in request.topic_data:
+            name = str(topic.name)
+            size = records = 0
+            for part in topic.partition_data:
+                data = part.records
+                if not data:
+                    continue
+                size += len(data)
+                records += _record_count(data)
+            if size:
+                self.bytes_in.labels(name).inc(size)
+                self.messages_in.labels(name).inc(records)
+
+    def count_fetch(self, request: Any, response: Any) -> None:
+        counter = self.replication_bytes_out if _fetch_replica_id(request) >= 0 else self.bytes_out
+        names: Mapping[Any, str] | None = None
+        for topic in getattr(response, "responses", ()):
+            name = getattr(topic, "topic", None)
+            if name is None:  # Fetch v13+: topics by id
+                if names is None:
+                    names = {t.topic_id: t.name for t in self.sources.image().topics.values()}
+                    names[_METADATA_TOPIC_ID] = "__cluster_metadata"  # KRaft's Fetch
+                name = names.get(topic.topic_id, str(topic.topic_id))
+            size = sum(len(p.records) for p in topic.partitions if p.records)
+            if size:
+                counter.labels(str(name)).inc(size)
+
+
+def _record_count(data: bytes) -> int:
+    count = 0
+    try:
+        for header, _ in iter_batches(data, validate_crc=False):
+            count += header.records_count
+    except Exception:  # a malformed produce: the handler answers it; count what parsed
+        pass
+    return count
+
+
+def instrument_handlers(
+    handlers: Mapping[int, Handler], metrics: NodeMetrics
+) -> dict[int, Handler]:
+    """``handlers`` with each one timed into ``kafka_network_requestmetrics_totaltimems``
+    (and Produce/Fetch counted into the per-topic byte counters)."""
+    return {key: _timed(key, handler, metrics) for key, handler in handlers.items()}
+
+
+def _timed(api_key: int, handler: Handler, metrics: NodeMetrics) -> Handler:
+    plain_name = kafka_request_name(api_key)
+
+    async def timed(context: RequestContext, request: Any) -> Any:
+        start = time.perf_counter()
+        response = await handler(context, request)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        name = kafka_request_name(api_key, request) if api_key == _FETCH else plain_name
+        metrics.request_time_ms.labels(name, context.listener_name).observe(elapsed_ms)
+        try:
+            if api_key == _PRODUCE:
+                metrics.count_produce(request)
+            elif api_key == _FETCH:
+                metrics.count_fetch(request, response)
+        except Exception:  # metrics never fail a request
+            pass
+        return response
+
+    return timed
+
+
+class RaftMetricsListener:
+    """Wraps the driver's `Listener`: observes the commit latency of each
+    committed batch while this node leads (now minus the batch's max
+    timestamp, which the leader set at append), then delegates."""
+
+    def __init__(self, inner: Listener, metrics: NodeMetrics,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._inner = inner
+        self._metrics = metrics
+        self._wall_ms = wall_ms
+        self.is_leader: Callable[[], bool] = lambda: False
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        if not batch.is_control and self.is_leader():
+            try:
+                appended_ms = parse_header(batch.data).max_timestamp
+            except Exception:
+                appended_ms = -1
+            if appended_ms > 0:
+                self._metrics.commit_latency_ms.observe(max(0, self._wall_ms() - appended_ms))
+        self._inner.handle_commit(batch)
+
+    def handle_load_snapshot(self, snapshot: SnapshotLoad) -> None:
+        self._inner.handle_load_snapshot(snapshot)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self._inner.handle_leader_change(leader)
+
+
+class NodeCollector(Collector):
+    """Every gauge, read from `NodeSources` at scrape time."""
+
+    def __init__(self, sources: NodeSources) -> None:
+        self.sources = sources
+        self._append_base: int | None = None
+
+    def start_counting_appends(self, log_end_offset: int) -> None:
+        """Count ``append_records`` from ``log_end_offset`` (the node calls it at start)."""
+        self._append_base = log_end_offset
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._broker()
+        yield from self._controller()
+        yield from self._raft()
+
+    # ---- broker -----------------------------------------------------------------
+
+    def _broker(self) -> Iterable[Any]:
+        replicas = self.sources.replicas
+        if replicas is None:
+            return
+        min_isr = self.sources.min_insync_replicas
+        leaders = under = under_min = 0
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on disk.",
+                                 labels=["topic", "partition"])
+        leo = GaugeMetricFamily("kafka_log_log_logendoffset", "The partition's log end offset.",
+                                labels=["topic", "partition"])
+        lso = GaugeMetricFamily("kafka_log_log_logstartoffset",
+                                "The partition's log start offset.", labels=["topic", "partition"])
+        hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
+                               "The partition's high watermark as this replica knows it.",
+                               labels=["topic", "partition"])
+        hosted = dict(replicas.partitions)
+        for (topic, index), entry in sorted(hosted.items()):
+            core = entry.partition
+            labels = [topic, str(index)]
+            size.add_metric(labels, core.log.size_in_bytes)
+            leo.add_metric(labels, core.log_end_offset)
+            lso.add_metric(labels, core.log.log_start_offset)
+            hw.add_metric(labels, core.high_watermark)
+            if core.is_leader:
+                leaders += 1
+                isr = len(core.isr)
+                under += isr < len(core.replicas)
+                under_min += isr < max(min_isr, getattr(core.config, "min_insync_replicas", 1))
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
+                                "Replicas hosted by this broker.", value=len(hosted))
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount",
+                                "Partitions this broker leads.", value=leaders)
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions this broker leads whose ISR is smaller than the replica set.",
+            value=under)
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "Partitions this broker leads whose ISR is below min.insync.replicas.",
+            value=under_min)
+        yield size
+        yield leo
+        yield lso
+        yield hw
+
+    # ---- controller -------------------------------------------------------------
+
+    def _controller(self) -> Iterable[Any]:
+        service = self.sources.controller
+        if service is None:
+            return
+        active = service.active_controller_id == self.sources.node_id
+        image: MetadataImage = service.controller.committed_image
+        fenced = sum(1 for b in image.brokers.values() if b.fenced)
+        offline = sum(1 for _, _, p in image.iter_partitions() if p.leader < 0)
+        partitions = sum(len(t.partitions) for t in image.topics.values())
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                "1 on the active controller, else 0.", value=int(active))
+        # Kafka reports the cluster-wide counts on the active controller only.
+        yield GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "Partitions without a leader (active controller only; 0 elsewhere).",
+            value=offline if active else 0)
+        yield GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_fencedbrokercount",
+            "Registered brokers that are fenced (active controller only).",
+            value=fenced if active else 0)
+        yield GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_activebrokercount",
+            "Registered brokers that are unfenced (active controller only).",
+            value=len(image.brokers) - fenced if active else 0)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_globaltopiccount",
+                                "Topics (active controller only).",
+                                value=len(image.topics) if active else 0)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_globalpartitioncount",
+                                "Partitions (active controller only).",
+                                value=partitions if active else 0)
+
+    # ---- raft -------------------------------------------------------------------
+
+    def _raft(self) -> Iterable[Any]:
+        driver = self.sources.driver
+        if driver is None:
+            return
+        core = driver.core
+        leader = core.quorum.leader_id()
+        end = core.log.end_offset()
+        if self._append_base is None:
+            self._append_base = end
+        yield GaugeMetricFamily("kafka_server_raftmetrics_current_leader",
+                                "The metadata quorum leader's id, -1 if unknown.",
+                                value=-1 if leader is None else leader)
+        yield GaugeMetricFamily("kafka_server_raftmetrics_current_epoch",
+                                "The metadata quorum's epoch.", value=core.epoch)
+        yield GaugeMetricFamily("kafka_server_raftmetrics_high_watermark",
+                                "The metadata log's high watermark.", value=core.high_watermark)
+        yield GaugeMetricFamily("kafka_server_raftmetrics_log_end_offset",
+                                "The metadata log's end offset.", value=end)
+        state = GaugeMetricFamily("kafka_server_raftmetrics_current_state",
+                                  "1 for this node's Raft role.", labels=["state"])
+        state.add_metric([core.role_name.lower()], 1)
+        yield state
+        # Records appended to the local metadata log since start (rate() = Kafka's
+        # append-records-rate; on a follower it counts replicated records).
+        yield CounterMetricFamily(
+            "kafka_server_raftmetrics_append_records",
+            "Records appended to the local metadata log since this process started.",
+            value=max(0, end - self._append_base))

@@ -1,0 +1,371 @@
+"""Exactly-once building blocks on a real 3-node cluster (issue 6 §4):
+`raftlog server start` processes (`LocalCluster`, RF 3, min.insync.replicas
+2), real clients, SIGKILL.
+
+- idempotence: confluent-kafka (enable.idempotence) produces while the
+  partition leaders are SIGKILLed: read back, no duplicate, no gap, in order;
+- groups: 3 consumers in separate processes (confluent-kafka x2, kafka-python)
+  share a 12-partition topic, one is SIGKILLed: no partition owned by two
+  members at once (assignment callbacks), every record processed, committed
+  offsets resume where they left off;
+- committed offsets survive the SIGKILL of the group coordinator's broker;
+- transactions: producer A (its own process) is fenced by producer B with
+  the same transactional.id; read_committed sees B's records only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTP
+
+from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+CLI = [sys.executable, "-m", "data_plane.cli"]
+GROUP_TOPIC = "eos-g12"
+GROUP_PARTITIONS = 12
+COMMIT_EVERY = 10
+_CTX = mp.get_context("spawn")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    layout = ClusterLayout.build(
+        base_port=None, timeouts=Timeouts.fast(),
+        properties={"min.insync.replicas": "2", "auto.create.topics.enable": "false"})
+    c = LocalCluster(tmp_path_factory.mktemp("eos"), layout)
+    c.up(timeout_s=40)
+    try:
+        yield c
+    finally:
+        c.stop(timeout_s=10)
+
+
+def _create(cluster: LocalCluster, name: str, partitions: int) -> None:
+    result = subprocess.run([*CLI, "topics", "create", "--topic", name, "--partitions",
+                             str(partitions), "--replication-factor", "3",
+                             "--bootstrap-server", cluster.bootstrap_servers],
+                            capture_output=True, text=True, timeout=40)
+    assert result.returncode == 0, result.stderr
+    cluster.wait_topic(name, partitions)
+
+
+def _leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "meta"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {p: m.leader for p, m in meta.partitions.items()}
+    finally:
+        consumer.close()
+
+
+def _restart(cluster: LocalCluster, node_id: int) -> None:
+    cluster.start(node_id)
+    cluster.wait_ready(timeout_s=40)
+
+
+def _read(bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted",
+          idle_s: float = 3.0) -> dict[int, list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    last = time.monotonic()
+    while time.monotonic() - last < idle_s:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        out[msg.partition()].append(msg.value())
+        last = time.monotonic()
+    consumer.close()
+    return out
+
+
+# ==== idempotence ===================================================================
+
+def test_idempotent_producer_survives_leader_kills(cluster: LocalCluster) -> None:
+    """KIP-98: resends to a new leader are recognised as duplicates: no
+    duplicate, no gap, in order per partition, across two leader SIGKILLs."""
+    _create(cluster, "idem", 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "enable.idempotence": True, "linger.ms": 2,
+                         "message.timeout.ms": 60_000})
+    per_partition = 1500
+    failed: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    killed: list[int] = []
+    started = time.monotonic()
+    for i in range(per_partition):
+        for p in range(3):
+            producer.produce("idem", value=b"%d:%06d" % (p, i), partition=p, on_delivery=report)
+        producer.poll(0)
+        if i in (300, 900):
+            victim = _leaders(cluster, "idem")[len(killed) % 3]
+            cluster.kill(victim)
+            killed.append(victim)
+        if i == 600:
+            _restart(cluster, killed[0])
+        time.sleep(0.002)
+    assert producer.flush(90) == 0
+    _restart(cluster, killed[1])
+    read = _read(cluster.bootstrap_servers, "idem", 3)
+    total = sum(len(v) for v in read.values())
+    print(f"\nidempotence: SIGKILLed leaders {killed}; produced {3 * per_partition}, "
+          f"delivery errors {len(failed)}, read back {total} in "
+          f"{time.monotonic() - started:.1f} s")
+    assert failed == []
+    for p, values in read.items():
+        assert values == [b"%d:%06d" % (p, i) for i in range(per_partition)], (
+            f"partition {p}: {len(values)} records, {len(set(values))} distinct")
+
+
+# ==== consumer groups ===============================================================
+
+def _confluent_member(name: str, bootstrap: str, group: str, events: Any, stop: Any) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+
+    def on_assign(c: Any, parts: list[CTP]) -> None:
+        events.put((time.time(), name, "assign", [p.partition for p in parts]))
+
+    def on_revoke(c: Any, parts: list[CTP]) -> None:
+        with contextlib.suppress(KafkaException):  # nothing consumed since the last commit
+            c.commit(asynchronous=False)
+        events.put((time.time(), name, "revoke", [p.partition for p in parts]))
+
+    consumer.subscribe([GROUP_TOPIC], on_assign=on_assign, on_revoke=on_revoke,
+                       on_lost=on_revoke)
+    uncommitted = 0
+    while not stop.is_set():
+        msg = consumer.poll(0.1)
+        if msg is None or msg.error():
+            continue
+        events.put((time.time(), name, "record", (msg.partition(), msg.offset())))
+        uncommitted += 1
+        if uncommitted >= COMMIT_EVERY:
+            consumer.commit(asynchronous=False)
+            uncommitted = 0
+    with contextlib.suppress(KafkaException):
+        consumer.commit(asynchronous=False)
+    consumer.close()
+
+
+def _kafka_python_member(name: str, bootstrap: str, group: str, events: Any, stop: Any) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             session_timeout_ms=6000, heartbeat_interval_ms=500)
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            if revoked:
+                consumer.commit()
+            events.put((time.time(), name, "revoke", [tp.partition for tp in revoked]))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            events.put((time.time(), name, "assign", [tp.partition for tp in assigned]))
+
+    consumer.subscribe([GROUP_TOPIC], listener=Listener())
+    while not stop.is_set():
+        for tp, msgs in consumer.poll(timeout_ms=100, max_records=COMMIT_EVERY).items():
+            for msg in msgs:
+                events.put((time.time(), name, "record", (tp.partition, msg.offset)))
+            consumer.commit({tp: OffsetAndMetadata(msgs[-1].offset + 1, None, -1)})
+    consumer.commit()
+    consumer.close()
+
+
+def _check_ownership(events: list[tuple[float, str, str, Any]], killed: str,
+                     killed_at: float) -> int:
+    """Replay the callbacks in time order: a partition is never assigned to a
+    member while another owns it. The SIGKILLed member owns nothing after the
+    kill (it cannot process). Returns the number of assignments."""
+    owner: dict[int, str] = {}
+    assignments = 0
+    cleared = False
+    for t, name, kind, value in sorted(events, key=lambda e: e[0]):
+        if not cleared and t >= killed_at:
+            owner = {p: o for p, o in owner.items() if o != killed}
+            cleared = True
+        if kind == "assign":
+            assignments += 1
+            for p in value:
+                assert owner.get(p, name) == name, (
+                    f"partition {p} assigned to {name} while {owner[p]} owns it")
+                owner[p] = name
+        elif kind == "revoke":
+            for p in value:
+                if owner.get(p) == name:
+                    del owner[p]
+    return assignments
+
+
+def test_three_consumers_share_partitions_and_survive_a_killed_member(
+        cluster: LocalCluster) -> None:
+    _create(cluster, GROUP_TOPIC, GROUP_PARTITIONS)
+    bootstrap = cluster.bootstrap_servers
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    total = 1200
+    for i in range(total):
+        producer.produce(GROUP_TOPIC, value=b"%d" % i, partition=i % GROUP_PARTITIONS)
+    assert producer.flush(30) == 0
+    group = "eos-group"
+    events: Any = _CTX.Queue()
+    stop = _CTX.Event()
+    targets = {"confluent-1": _confluent_member, "confluent-2": _confluent_member,
+               "kafka-python": _kafka_python_member}
+    procs = {name: _CTX.Process(target=fn, args=(name, bootstrap, group, events, stop))
+             for name, fn in targets.items()}
+    for proc in procs.values():
+        proc.start()
+    collected: list[tuple[float, str, str, Any]] = []
+
+    def drain(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                collected.append(events.get(timeout=0.1))
+            except Exception:
+                continue
+
+    def processed() -> set[tuple[int, int]]:
+        return {e[3] for e in collected if e[2] == "record"}
+
+    drain(1.0)
+    deadline = time.monotonic() + 40
+    while len(processed()) < total // 4 and time.monotonic() < deadline:
+        drain(0.5)
+    victim = "confluent-2"
+    victim_pid = procs[victim].pid
+    assert victim_pid is not None
+    os.kill(victim_pid, signal.SIGKILL)
+    killed_at = time.time()
+    deadline = time.monotonic() + 60
+    while len(processed()) < total and time.monotonic() < deadline:
+        drain(0.5)
+    stop.set()
+    drain(2.0)
+    for proc in procs.values():
+        proc.join(20)
+    assignments = _check_ownership(collected, victim, killed_at)
+    records = [e[3] for e in collected if e[2] == "record"]
+    by_member = {n: sum(1 for e in collected if e[2] == "record" and e[1] == n) for n in procs}
+    print(f"\ngroups: {total} records, {len(processed())} distinct processed "
+          f"({len(records) - len(processed())} reprocessed after the kill), "
+          f"{assignments} assignments, per member {by_member}")
+    assert len(processed()) == total
+
+    # Offsets resume: a fresh member of the group starts at the end, reading nothing.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    committed = consumer.committed([CTP(GROUP_TOPIC, p) for p in range(GROUP_PARTITIONS)],
+                                   timeout=20)
+    consumer.close()
+    assert sum(tp.offset for tp in committed) == total, [tp.offset for tp in committed]
+
+
+def test_committed_offsets_survive_the_coordinator_kill(cluster: LocalCluster) -> None:
+    _create(cluster, "offs", 3)
+    group = "survivor"
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                         "enable.auto.commit": False})
+    wanted = [CTP("offs", 0, 11), CTP("offs", 1, 22), CTP("offs", 2, 33)]
+    consumer.commit(offsets=wanted, asynchronous=False)
+    consumer.close()
+    coordinator = _leaders(cluster, OFFSETS_TOPIC)[partition_for_group(group)]
+    cluster.kill(coordinator)
+    try:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                             "enable.auto.commit": False})
+        got = consumer.committed([CTP("offs", p) for p in range(3)], timeout=30)
+        consumer.close()
+        new_coordinator = _leaders(cluster, OFFSETS_TOPIC)[partition_for_group(group)]
+        print(f"\noffsets: coordinator broker {coordinator} SIGKILLed, new coordinator "
+              f"{new_coordinator}, committed {[tp.offset for tp in got]}")
+        assert [tp.offset for tp in got] == [11, 22, 33]
+        assert new_coordinator != coordinator
+    finally:
+        _restart(cluster, coordinator)
+
+
+# ==== transactions ==================================================================
+
+def _producer_a(bootstrap: str, log: Any, go: Any) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-zombie",
+                         "linger.ms": 5})
+    producer.init_transactions(60)
+    log.put("A: init_transactions ok")
+    producer.begin_transaction()
+    for i in range(50):
+        producer.produce("eos-txn", value=b"A-%d" % i, partition=i % 2)
+    producer.flush(30)
+    log.put("A: begin_transaction, produced 50 records (open)")
+    go.set()
+    time.sleep(4)  # meanwhile B initialises the same transactional.id
+    try:
+        producer.commit_transaction(30)
+        log.put("A: commit_transaction succeeded (UNEXPECTED)")
+    except KafkaException as e:
+        err = e.args[0]
+        log.put(f"A: commit_transaction failed: {err.name()} fatal={err.fatal()} "
+                f"({err.str()})")
+
+
+def test_transactional_zombie_is_fenced_across_processes(cluster: LocalCluster) -> None:
+    _create(cluster, "eos-txn", 2)
+    bootstrap = cluster.bootstrap_servers
+    log: Any = _CTX.Queue()
+    go = _CTX.Event()
+    a = _CTX.Process(target=_producer_a, args=(bootstrap, log, go))
+    a.start()
+    transcript: list[str] = []
+    assert go.wait(60), "producer A never started its transaction"
+    b = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-zombie",
+                  "linger.ms": 5})
+    b.init_transactions(60)
+    transcript.append("B: init_transactions ok (same transactional.id: epoch bumped, A fenced)")
+    b.begin_transaction()
+    for i in range(30):
+        b.produce("eos-txn", value=b"B-%d" % i, partition=i % 2)
+    b.commit_transaction(30)
+    transcript.append("B: committed 30 records")
+    a.join(60)
+    lines: list[str] = []
+    while not log.empty():
+        lines.append(log.get())
+    read = _read(bootstrap, "eos-txn", 2, "read_committed")
+    values = [v for vs in read.values() for v in vs]
+    uncommitted = [v for vs in _read(bootstrap, "eos-txn", 2).values() for v in vs]
+    a_lines = [line for line in lines if line.startswith("A:")]
+    full = a_lines[:2] + transcript + a_lines[2:]
+    full.append(f"read_committed: {sum(v.startswith(b'B-') for v in values)} from B, "
+                f"{sum(v.startswith(b'A-') for v in values)} from A; read_uncommitted: "
+                f"{len(uncommitted)} records")
+    print("\n" + "\n".join(full))
+    assert any("commit_transaction failed" in line and "FENCED" in line.upper()
+               for line in a_lines), a_lines
+    assert sorted(values) == sorted(b"B-%d" % i for i in range(30))
+    assert len(uncommitted) == 80
+
+
+
