@@ -5,7 +5,7 @@
     python3 dev.py test    set everything up, then run the test suite
 
 Set-up makes a virtual environment in .venv and installs the project with
-its dev, bench and chaos extras into it. It reinstalls only when pyproject.toml changes (a
+its dev, bench, chaos and spark extras into it. It reinstalls only when pyproject.toml changes (a
 hash is kept in .venv/.dev-stamp). Any further arguments go to the command:
 `python3 dev.py test -k records`, `python3 dev.py up --base-port 19092 --detach`.
 """
@@ -53,7 +53,7 @@ def setup() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == want:
         return
     _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench,chaos]")
+    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench,chaos,spark]")
     STAMP.write_text(want)
 
 
