@@ -306,8 +306,10 @@ class BrokerLifecycle:
         self._state = state
 
     def _on_publish(self, image: MetadataImage) -> None:
-        if self._fenced and self._broker_epoch >= 0 and self._caught_up(image):
-            self._wakeup.set()
+        if self._caught_up(image):
+            self._publisher.open_gate()  # see MetadataPublisher.open_gate
+            if self._fenced:
+                self._wakeup.set()
 
     def _caught_up(self, image: MetadataImage) -> bool:
         # KIP-631: the broker has caught up once it replayed its own RegisterBroker record.
@@ -374,6 +376,8 @@ class BrokerLifecycle:
         self.registrations += 1
         self._transition_to(BrokerState.RECOVERY)
         self._registered.set()
+        if self._caught_up(self._publisher.image):  # replayed before the answer came
+            self._publisher.open_gate()
         log.info(
             "broker %d registered with broker epoch %d (incarnation %s)",
             config.broker_id,

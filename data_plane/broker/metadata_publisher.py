@@ -54,6 +54,10 @@ class MetadataPublisher:
         self._on_publish: list[Callable[[MetadataImage], None]] = []
         self.leader = LeaderAndEpoch(None, -1)
         self.publishes = 0
+        # The data side hears nothing until the gate opens (`open_gate`):
+        # the last image handed to the subscribers, None before the first.
+        self._gate_open = False
+        self._delivered: MetadataImage | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -64,8 +68,35 @@ class MetadataPublisher:
         return self.leader.leader_id
 
     def subscribe(self, listener: ImageListener) -> None:
-        """Add a data-side subscriber; it first hears of the next publish."""
+        """Add a data-side subscriber; it first hears of the next delivery."""
         self._subscribers.append(listener)
+
+    @property
+    def gate_open(self) -> bool:
+        return self._gate_open
+
+    def open_gate(self) -> None:
+        """Start handing images to the data side, beginning with the current one.
+
+        The broker lifecycle opens the gate once this broker has registered
+        and replayed the metadata log past its own registration record
+        (Kafka installs its metadata publishers only after that initial
+        catch-up). Until then the image may still show this broker's
+        *previous* incarnation as a partition leader or ISR member: a broker
+        that restarted after losing unflushed data must not act on that, or
+        followers would truncate to its shorter log. Registration succeeds
+        only once the controller has fenced the previous incarnation, which
+        moves leadership off it and takes it out of every ISR (KIP-841), so
+        the first image delivered no longer names it.
+        """
+        if self._gate_open:
+            return
+        self._gate_open = True
+        if self._image is EMPTY_IMAGE:
+            return  # nothing replayed yet: the first publish is the first delivery
+        log.info("metadata publishing to the data side starts at offset %d",
+                 self._image.provenance.last_offset)
+        self._deliver(self._image)
 
     def on_publish(self, hook: Callable[[MetadataImage], None]) -> None:
         """An internal hook (the lifecycle), run before the subscribers."""
@@ -89,10 +120,17 @@ class MetadataPublisher:
         self.publishes += 1
         for hook in self._on_publish:
             hook(image)
-        first = previous if self.publishes > 1 else None
+        self._deliver(image)
+
+    def _deliver(self, image: MetadataImage) -> None:
+        """Hand ``image`` to the subscribers if the gate is open and they have
+        not seen it (with the image they saw last, None the first time)."""
+        if not self._gate_open or self._delivered is image:
+            return
+        previous, self._delivered = self._delivered, image
         for subscriber in self._subscribers:
             try:
-                subscriber(image, first)
+                subscriber(image, previous)
             except Exception:
                 log.exception("metadata subscriber %r failed", subscriber)
                 raise

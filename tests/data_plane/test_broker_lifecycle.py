@@ -459,6 +459,7 @@ async def test_forward_returns_the_controllers_response_and_checks_the_api_key()
 
 def test_publisher_calls_subscribers_in_order_with_the_previous_image() -> None:
     publisher = MetadataPublisher()
+    publisher.open_gate()  # the lifecycle's job; tested above
     seen: list[tuple[str, int, int | None]] = []
     for name in ("a", "b"):
         publisher.subscribe(
@@ -476,6 +477,7 @@ def test_publisher_calls_subscribers_in_order_with_the_previous_image() -> None:
 
 def test_a_failing_subscriber_fails_the_publish() -> None:
     publisher = MetadataPublisher()
+    publisher.open_gate()
 
     def broken(image: MetadataImage, prev: MetadataImage | None) -> None:
         raise RuntimeError("data side bug")
@@ -522,6 +524,7 @@ class RecordingControllerListener:
 def test_combined_listener_replays_once_and_publishes_the_controllers_image() -> None:
     controller = RecordingControllerListener()
     publisher = MetadataPublisher()
+    publisher.open_gate()
     published: list[MetadataImage] = []
     publisher.subscribe(lambda image, prev: published.append(image))
     listener = CombinedMetadataListener(controller, lambda: controller.loader.image, publisher)
@@ -592,3 +595,53 @@ async def test_channel_gives_up_at_the_deadline() -> None:
                            hint=None, log=[])
     with pytest.raises(ControllerUnavailableError):
         await channel.send(create_topics_request(), timeout_ms=50)
+
+
+@async_test
+async def test_the_data_side_hears_nothing_until_registered_and_caught_up() -> None:
+    """A restarted broker must not act on the leadership or ISR membership its
+    previous incarnation held: the image it replays first can still name it,
+    and its log may have lost unflushed data (found by the chaos suite: a
+    node restarted with an empty log led a partition and the followers
+    truncated to it). Images reach the data side only once the broker has
+    registered and replayed its own registration record, as Kafka installs
+    its metadata publishers after that initial catch-up."""
+    channel = FakeChannel({
+        reg_req.BrokerRegistrationRequest: registered(40),
+        hb_req.BrokerHeartbeatRequest: unfence_when_caught_up,
+    })
+    publisher = MetadataPublisher()
+    lifecycle = BrokerLifecycle(lifecycle_config(), channel, publisher)
+    seen: list[tuple[int, int | None]] = []
+    lifecycle.subscribe(lambda image, previous: seen.append((
+        image.provenance.last_offset,
+        None if previous is None else previous.provenance.last_offset)))
+
+    publisher.publish(image_at(30))  # replayed before registering: not delivered
+    lifecycle.start()
+    await lifecycle.wait_registered()
+    assert seen == [] and not publisher.gate_open
+    publisher.publish(image_at(39))  # registered, but the record at 40 not replayed yet
+    assert seen == []
+    publisher.publish(image_at(45))
+    assert seen == [(45, None)], "the first delivery is the caught-up image, with no previous"
+    publisher.publish(image_at(50))
+    assert seen == [(45, None), (50, 45)]
+    await lifecycle.stop()
+
+
+@async_test
+async def test_a_caught_up_image_replayed_before_the_registration_answer_opens_the_gate() -> None:
+    channel = FakeChannel({
+        reg_req.BrokerRegistrationRequest: registered(40),
+        hb_req.BrokerHeartbeatRequest: unfence_when_caught_up,
+    })
+    publisher = MetadataPublisher()
+    lifecycle = BrokerLifecycle(lifecycle_config(), channel, publisher)
+    seen: list[int] = []
+    lifecycle.subscribe(lambda image, previous: seen.append(image.provenance.last_offset))
+    publisher.publish(image_at(41))  # the observer replayed past 40 before the answer
+    lifecycle.start()
+    await lifecycle.wait_registered()
+    assert seen == [41]
+    await lifecycle.stop()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -29,8 +30,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient
 
+from data_plane.groups.describe import parse_assignment
 from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
+from data_plane.groups.records import GroupMetadataKey, decode_group_metadata_value, decode_key
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -89,7 +93,7 @@ def _read(bootstrap: str, topic: str, partitions: int, isolation: str = "read_un
         msg = consumer.poll(0.2)
         if msg is None or msg.error():
             continue
-        out[msg.partition()].append(msg.value())
+        out[msg.partition() or 0].append(msg.value() or b"")
         last = time.monotonic()
     consumer.close()
     return out
@@ -140,9 +144,10 @@ def test_idempotent_producer_survives_leader_kills(cluster: LocalCluster) -> Non
 # ==== consumer groups ===============================================================
 
 def _confluent_member(name: str, bootstrap: str, group: str, events: Any, stop: Any) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                         "max.poll.interval.ms": 20_000})
 
     def on_assign(c: Any, parts: list[CTP]) -> None:
         events.put((time.time(), name, "assign", [p.partition for p in parts]))
@@ -170,16 +175,22 @@ def _confluent_member(name: str, bootstrap: str, group: str, events: Any, stop: 
 
 
 def _kafka_python_member(name: str, bootstrap: str, group: str, events: Any, stop: Any) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+    from kafka import (  # type: ignore[import-untyped]
+        ConsumerRebalanceListener,
+        KafkaConsumer,
+        OffsetAndMetadata,
+    )
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=name,
                              enable_auto_commit=False, auto_offset_reset="earliest",
-                             session_timeout_ms=6000, heartbeat_interval_ms=500)
+                             session_timeout_ms=6000, heartbeat_interval_ms=500,
+                             max_poll_interval_ms=20_000)
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        # kafka-python 3 runs these on its IO thread: a blocking call such as
+        # consumer.commit() there raises (and the rebalance fails). Nothing
+        # needs committing: every polled batch is committed before the next poll.
         def on_partitions_revoked(self, revoked: Any) -> None:
-            if revoked:
-                consumer.commit()
             events.put((time.time(), name, "revoke", [tp.partition for tp in revoked]))
 
         def on_partitions_assigned(self, assigned: Any) -> None:
@@ -191,15 +202,17 @@ def _kafka_python_member(name: str, bootstrap: str, group: str, events: Any, sto
             for msg in msgs:
                 events.put((time.time(), name, "record", (tp.partition, msg.offset)))
             consumer.commit({tp: OffsetAndMetadata(msgs[-1].offset + 1, None, -1)})
-    consumer.commit()
     consumer.close()
 
 
 def _check_ownership(events: list[tuple[float, str, str, Any]], killed: str,
                      killed_at: float) -> int:
-    """Replay the callbacks in time order: a partition is never assigned to a
-    member while another owns it. The SIGKILLed member owns nothing after the
-    kill (it cannot process). Returns the number of assignments."""
+    """Replay the callbacks in time order (one host clock): a partition is
+    never assigned to a member while another owns it. Eager protocol: a
+    survivor revokes everything before it rejoins, so its revoke precedes any
+    new assignment. The SIGKILLed member runs no callback: it owns nothing
+    after its session expires, which is before the next generation, so its
+    ownership ends at the kill. Returns the number of assignments."""
     owner: dict[int, str] = {}
     assignments = 0
     cleared = False
@@ -220,15 +233,53 @@ def _check_ownership(events: list[tuple[float, str, str, Any]], killed: str,
     return assignments
 
 
-def test_three_consumers_share_partitions_and_survive_a_killed_member(
-        cluster: LocalCluster) -> None:
-    _create(cluster, GROUP_TOPIC, GROUP_PARTITIONS)
-    bootstrap = cluster.bootstrap_servers
+def _generations(bootstrap: str, group: str) -> dict[int, dict[str, list[int]]]:
+    """The coordinator's own record of each generation: the GroupMetadata
+    values of ``group`` in its ``__consumer_offsets`` partition, as
+    generation -> member id -> assigned partitions of GROUP_TOPIC."""
+    partition = partition_for_group(group)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    _, high = consumer.get_watermark_offsets(CTP(OFFSETS_TOPIC, partition), timeout=10)
+    consumer.assign([CTP(OFFSETS_TOPIC, partition, 0)])
+    out: dict[int, dict[str, list[int]]] = {}
+    deadline = time.monotonic() + 20
+    position = 0
+    while position < high and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        position = (msg.offset() or 0) + 1
+        raw_key, value = msg.key(), msg.value()
+        key = decode_key(raw_key) if raw_key else None
+        if not isinstance(key, GroupMetadataKey) or key.group_id != group or value is None:
+            continue
+        meta = decode_group_metadata_value(value)
+        out[meta.generation] = {
+            m.member_id: sorted(tp.partition for tp in parse_assignment(m.assignment) or []
+                                if tp.topic == GROUP_TOPIC)
+            for m in meta.members}
+    consumer.close()
+    assert position >= high, f"read {position} of {high} offsets records"
+    return out
+
+
+def _produce_group_records(bootstrap: str, start: int, end: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    total = 1200
-    for i in range(total):
+    for i in range(start, end):
         producer.produce(GROUP_TOPIC, value=b"%d" % i, partition=i % GROUP_PARTITIONS)
     assert producer.flush(30) == 0
+
+
+def test_three_consumers_share_partitions_and_survive_a_killed_member(
+        cluster: LocalCluster) -> None:
+    """Half the records are produced, the 3 members share them, one member
+    is SIGKILLed, then the other half is produced: the survivors only get
+    them if the coordinator expires the dead member's session and rebalances."""
+    _create(cluster, GROUP_TOPIC, GROUP_PARTITIONS)
+    bootstrap = cluster.bootstrap_servers
+    half, total = 600, 1200
+    _produce_group_records(bootstrap, 0, half)
     group = "eos-group"
     events: Any = _CTX.Queue()
     stop = _CTX.Event()
@@ -245,43 +296,88 @@ def test_three_consumers_share_partitions_and_survive_a_killed_member(
         while time.monotonic() < end:
             try:
                 collected.append(events.get(timeout=0.1))
-            except Exception:
+            except queue.Empty:
                 continue
 
     def processed() -> set[tuple[int, int]]:
         return {e[3] for e in collected if e[2] == "record"}
 
-    drain(1.0)
-    deadline = time.monotonic() + 40
-    while len(processed()) < total // 4 and time.monotonic() < deadline:
+    def owners() -> set[str]:
+        return {e[1] for e in collected if e[2] == "assign" and e[3]}
+
+    deadline = time.monotonic() + 60
+    while (len(processed()) < half or len(owners()) < 3) and time.monotonic() < deadline:
         drain(0.5)
+    assert len(owners()) == 3, f"members with partitions: {owners()}"
     victim = "confluent-2"
     victim_pid = procs[victim].pid
     assert victim_pid is not None
     os.kill(victim_pid, signal.SIGKILL)
     killed_at = time.time()
-    deadline = time.monotonic() + 60
+    _produce_group_records(bootstrap, half, total)
+    deadline = time.monotonic() + 45
     while len(processed()) < total and time.monotonic() < deadline:
         drain(0.5)
+    reassigned_after_s = min((e[0] - killed_at for e in collected
+                              if e[2] == "assign" and e[0] > killed_at), default=None)
     stop.set()
     drain(2.0)
-    for proc in procs.values():
+    for name, proc in procs.items():
         proc.join(20)
+        assert name == victim or proc.exitcode == 0, f"{name} exited with {proc.exitcode}"
     assignments = _check_ownership(collected, victim, killed_at)
     records = [e[3] for e in collected if e[2] == "record"]
     by_member = {n: sum(1 for e in collected if e[2] == "record" and e[1] == n) for n in procs}
-    print(f"\ngroups: {total} records, {len(processed())} distinct processed "
-          f"({len(records) - len(processed())} reprocessed after the kill), "
-          f"{assignments} assignments, per member {by_member}")
+    generations = _generations(bootstrap, group)
+    print(f"\ngroups: {total} records ({half} before the SIGKILL of {victim}, {half} after), "
+          f"{len(processed())} distinct processed, {len(records) - len(processed())} "
+          f"reprocessed, {assignments} assignment callbacks, first assignment "
+          f"{reassigned_after_s:.1f} s after the kill, per member {by_member}")
+    for generation, members in sorted(generations.items()):
+        print(f"  generation {generation}: "
+              + ", ".join(f"{m.rsplit('-', 5)[0]}:{ps}" for m, ps in members.items()))
     assert len(processed()) == total
+    for generation, members in generations.items():  # no partition owned twice
+        owned = [p for ps in members.values() for p in ps]
+        assert len(owned) == len(set(owned)), (generation, members)
+        assert not members or sorted(owned) == list(range(GROUP_PARTITIONS)), (
+            generation, members)
+    # The survivors' generation after the kill has two members.
+    assert any(len(m) == 2 for g, m in generations.items()), generations
 
-    # Offsets resume: a fresh member of the group starts at the end, reading nothing.
+    # Offsets resume where they left off: all 1200 committed, and a new member
+    # of the group reads exactly the records produced afterwards.
+    more = 60
+    _produce_group_records(bootstrap, total, total + more)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     committed = consumer.committed([CTP(GROUP_TOPIC, p) for p in range(GROUP_PARTITIONS)],
                                    timeout=20)
-    consumer.close()
     assert sum(tp.offset for tp in committed) == total, [tp.offset for tp in committed]
+    consumer.subscribe([GROUP_TOPIC])
+    resumed: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(resumed) < more and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            resumed.append(int(msg.value() or b"-1"))
+    end = time.monotonic() + 1.5  # nothing below the committed offsets follows
+    while time.monotonic() < end:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            resumed.append(int(msg.value() or b"-1"))
+    consumer.close()
+    print(f"  resumed: a new member read {len(resumed)} records, "
+          f"values {min(resumed, default=None)}..{max(resumed, default=None)}")
+    assert sorted(resumed) == list(range(total, total + more))
+
+
+def _coordinator(bootstrap: str, group: str) -> int:
+    """The group's coordinator broker, as FindCoordinator answers (librdkafka
+    looks it up for DescribeGroups and reports it)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group], request_timeout=20)
+    return int(described[group].result(timeout=20).coordinator.id)
 
 
 def test_committed_offsets_survive_the_coordinator_kill(cluster: LocalCluster) -> None:
@@ -292,16 +388,17 @@ def test_committed_offsets_survive_the_coordinator_kill(cluster: LocalCluster) -
     wanted = [CTP("offs", 0, 11), CTP("offs", 1, 22), CTP("offs", 2, 33)]
     consumer.commit(offsets=wanted, asynchronous=False)
     consumer.close()
-    coordinator = _leaders(cluster, OFFSETS_TOPIC)[partition_for_group(group)]
+    coordinator = _coordinator(cluster.bootstrap_servers, group)
+    assert coordinator == _leaders(cluster, OFFSETS_TOPIC)[partition_for_group(group)]
     cluster.kill(coordinator)
     try:
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
                              "enable.auto.commit": False})
         got = consumer.committed([CTP("offs", p) for p in range(3)], timeout=30)
         consumer.close()
-        new_coordinator = _leaders(cluster, OFFSETS_TOPIC)[partition_for_group(group)]
-        print(f"\noffsets: coordinator broker {coordinator} SIGKILLed, new coordinator "
-              f"{new_coordinator}, committed {[tp.offset for tp in got]}")
+        new_coordinator = _coordinator(cluster.bootstrap_servers, group)
+        print(f"\noffsets: coordinator broker {coordinator} (FindCoordinator) SIGKILLed, "
+              f"new coordinator {new_coordinator}, committed {[tp.offset for tp in got]}")
         assert [tp.offset for tp in got] == [11, 22, 33]
         assert new_coordinator != coordinator
     finally:
@@ -368,4 +465,50 @@ def test_transactional_zombie_is_fenced_across_processes(cluster: LocalCluster) 
     assert len(uncommitted) == 80
 
 
+# ==== groups CLI ====================================================================
 
+def test_groups_cli_lists_and_describes_with_lag(cluster: LocalCluster) -> None:
+    """``raftlog groups list`` / ``describe`` (kafka-consumer-groups.sh) against
+    the cluster: a live member owns 3 partitions of 10 records each and has
+    committed 4, 7 and 10, so LAG is 6, 3 and 0."""
+    _create(cluster, "lagged", 3)
+    bootstrap = cluster.bootstrap_servers
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(30):
+        producer.produce("lagged", value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    group = "lag-group"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "client.id": "lag-client", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["lagged"])
+    try:
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert len(consumer.assignment()) == 3
+        consumer.commit(offsets=[CTP("lagged", 0, 4), CTP("lagged", 1, 7),
+                                 CTP("lagged", 2, 10)], asynchronous=False)
+        member_id = consumer.memberid()
+        listed = subprocess.run([*CLI, "groups", "list", "--bootstrap-server", bootstrap],
+                                capture_output=True, text=True, timeout=60)
+        described = subprocess.run([*CLI, "groups", "describe", group,
+                                    "--bootstrap-server", bootstrap],
+                                   capture_output=True, text=True, timeout=60)
+    finally:
+        consumer.close()
+    print(f"\n$ raftlog groups list\n{listed.stdout}$ raftlog groups describe {group}\n"
+          f"{described.stdout}")
+    assert listed.returncode == 0, listed.stderr
+    assert group in listed.stdout.split()
+    assert described.returncode == 0, described.stderr
+    lines = [line.split() for line in described.stdout.splitlines() if line.strip()]
+    assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                        "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    rows = {int(r[2]): r for r in lines[1:] if r[1] == "lagged"}
+    assert sorted(rows) == [0, 1, 2], described.stdout
+    for partition, (current, lag) in {0: (4, 6), 1: (7, 3), 2: (10, 0)}.items():
+        row = rows[partition]
+        assert row[0] == group
+        assert (int(row[3]), int(row[4]), int(row[5])) == (current, 10, lag), row
+        assert row[6] == member_id and row[8] == "lag-client", row
