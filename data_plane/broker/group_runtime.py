@@ -272,7 +272,19 @@ class GroupCoordinatorRuntime:
             for partition, slot in list(self._slots.items()):
                 due = slot.shard.next_deadline_ms()
                 if due is not None and due <= now:
-                    self._dispatch(partition, slot, slot.shard.tick(now))
+                    try:
+                        self._dispatch(partition, slot, slot.shard.tick(now))
+                    except Exception:
+                        # A coordinator bug must neither end this task (session
+                        # expiry would stop for every group here) nor spin on a
+                        # deadline that stays due: drop the shard's state and
+                        # rebuild it from its partition, as Kafka's coordinator
+                        # unloads and reloads on an error.
+                        log.exception("offsets partition %d: tick failed; reloading its groups",
+                                      partition)
+                        self._unload(partition)
+                        self.on_metadata()
+                        continue
                     due = slot.shard.next_deadline_ms()
                 if due is not None:
                     deadline = min(deadline, due)

@@ -269,3 +269,62 @@ def test_committed_offsets_survive_the_coordinator_moving(cluster: ClusterThread
     consumer.commit(offsets=[CTP(TOPIC, 0, 99)], asynchronous=False)
     consumer.close()
     assert _committed(c.bootstrap_servers, "gm")[0] == 99
+
+
+def test_a_failing_tick_reloads_the_shard_and_the_coordinator_keeps_working(
+    cluster: ClusterThread, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A coordinator bug in tick must not end the timer task (session expiry
+    would stop for every group on the broker): the shard is reloaded from its
+    offsets partition and the group keeps its committed offsets."""
+    from data_plane.groups.shard import GroupCoordinatorShard
+
+    _create(cluster, TOPIC, PARTITIONS)
+    _produce(cluster.cluster.bootstrap_servers, 0, 24)
+    consumer = Consumer({"bootstrap.servers": cluster.cluster.bootstrap_servers,
+                         "group.id": "tick-bug", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([TOPIC])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 24 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen += 1
+        assert seen == 24
+        consumer.commit(asynchronous=False)
+
+        real_tick = GroupCoordinatorShard.tick
+        failures = {"left": 1}
+
+        def tick_once_broken(self: GroupCoordinatorShard, now_ms: int) -> Any:
+            if failures["left"]:
+                failures["left"] -= 1
+                raise RuntimeError("injected coordinator bug")
+            return real_tick(self, now_ms)
+
+        monkeypatch.setattr(GroupCoordinatorShard, "tick", tick_once_broken)
+        # A new group's initial rebalance delay is a deadline the timer ticks on.
+        second = Consumer({"bootstrap.servers": cluster.cluster.bootstrap_servers,
+                           "group.id": "tick-bug-2", "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False})
+        try:
+            with caplog.at_level(logging.ERROR, logger="data_plane.broker.group_runtime"):
+                second.subscribe([TOPIC])
+                got = 0
+                deadline = time.monotonic() + 60
+                while got < 24 and time.monotonic() < deadline:
+                    msg = second.poll(0.5)
+                    if msg is not None and msg.error() is None:
+                        got += 1
+            assert failures["left"] == 0, "the timer never ticked the shard"
+            assert "tick failed; reloading its groups" in caplog.text
+            assert got == 24, "the group formed after the reload"
+        finally:
+            second.close()
+        # The first group's offsets, committed before the failure, are intact.
+        committed = consumer.committed([CTP(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
+        assert sum(tp.offset for tp in committed) == 24
+    finally:
+        consumer.close()
