@@ -1,5 +1,6 @@
 """``raftlog chaos run | soak``: the chaos suite's command line.
 
+``scenario NAME`` plays one named known-anomaly scenario (`chaos.scenarios`).
 ``run`` plays one seeded run and exits 0 (valid), 1 (anomalies found) or 2
 (unknown); ``soak`` repeats runs with new seeds (seed, seed+1, ...) and sums
 up (exit: the worst run's code). Reached from ``data_plane.cli`` through a
@@ -15,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from chaos.generator import FAULT_KINDS
+from chaos.generator import ALL_KINDS
 from chaos.runner import RunOptions, exit_code, faults_arg, run, summarize
 
 
@@ -36,9 +37,9 @@ def _progress_bar() -> object:
 
 def _options(a: argparse.Namespace, seed: int, out: str) -> RunOptions:
     faults = faults_arg(a.nemesis)
-    unknown = set(faults) - set(FAULT_KINDS)
+    unknown = set(faults) - set(ALL_KINDS)
     if unknown:
-        raise SystemExit(f"unknown nemesis {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
+        raise SystemExit(f"unknown nemesis {sorted(unknown)}; known: {', '.join(ALL_KINDS)}")
     return RunOptions(seed=seed, nodes=a.nodes, faults=faults, time_limit_s=a.time_limit,
                       rate_hz=a.rate, quiet_s=a.quiet, interval_s=a.interval,
                       duration_s=a.duration, idempotent=not a.no_idempotence, mode=a.mode,
@@ -48,7 +49,7 @@ def _options(a: argparse.Namespace, seed: int, out: str) -> RunOptions:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--nemesis", default="kill,partition",
-                   help=f"comma-separated faults: {','.join(FAULT_KINDS)}")
+                   help=f"comma-separated faults: {','.join(ALL_KINDS)}")
     p.add_argument("--time-limit", type=float, default=60.0, help="main phase, seconds")
     p.add_argument("--rate", type=float, default=100.0, help="client ops per second")
     p.add_argument("--quiet", type=float, default=10.0, help="quiet period after the heal")
@@ -69,11 +70,23 @@ def build_parser() -> argparse.ArgumentParser:
     _common(s)
     s.add_argument("--runs", type=int, default=30)
     s.add_argument("--seed", type=int, default=1, help="first seed")
+    from chaos.scenarios import SCENARIOS
+
+    sc = sub.add_parser("scenario", help="a named known-anomaly scenario (kraft.md section 4)")
+    sc.add_argument("name", choices=sorted(SCENARIOS))
+    sc.add_argument("--out", default="chaos-scenario")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
+    if a.action == "scenario":
+        from chaos.scenarios import run_scenario
+        from chaos.scenarios import summarize as summarize_scenario
+
+        result = asyncio.run(run_scenario(a.name, a.out))
+        print("\n".join(summarize_scenario(result)))
+        return exit_code(result.valid)
     if a.action == "run":
         opts = _options(a, a.seed, a.out)
         print(f"raftlog chaos run: seed {a.seed}, nemesis {a.nemesis}", file=sys.stderr)

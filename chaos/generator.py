@@ -35,6 +35,15 @@ from chaos.history import JSON, NEMESIS, Process
 
 FAULT_KINDS: tuple[str, ...] = ("kill", "pause", "partition", "clock", "lost-writes", "disk-full")
 
+# Purpose-built schedules: deterministic in what matters, for proofs that the
+# suite can fail. ``isolate-then-kill-leader``: cut the leader of partition 0
+# off from every other node (replica and controller traffic; clients still
+# reach it), let it take writes alone for half the fault window, SIGKILL it,
+# then heal and restart it. A correct cluster acknowledges none of those
+# writes (acks=all cannot reach minISR); an unsafe one loses them.
+SCHEDULES: tuple[str, ...] = ("isolate-then-kill-leader",)
+ALL_KINDS: tuple[str, ...] = FAULT_KINDS + SCHEDULES
+
 # Node choices resolved at invoke time by the nemesis.
 NODE_TARGETS: tuple[str, ...] = ("one", "leader", "controller", "minority")
 GRUDGES: tuple[str, ...] = (
@@ -84,9 +93,9 @@ class NemesisConfig:
     start_s: float = 2.0
 
     def __post_init__(self) -> None:
-        unknown = set(self.faults) - set(FAULT_KINDS)
+        unknown = set(self.faults) - set(ALL_KINDS)
         if unknown:
-            raise ValueError(f"unknown faults {sorted(unknown)}; known: {FAULT_KINDS}")
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {ALL_KINDS}")
         if self.duration_s <= 0 or self.interval_s < self.duration_s:
             raise ValueError("need 0 < duration_s <= interval_s (faults do not overlap)")
 
@@ -133,6 +142,8 @@ def fault_value(kind: str, rng: random.Random) -> JSON:
         return {"grudge": rng.choice(GRUDGES)}
     if kind == "clock":
         return {"target": rng.choice(NODE_TARGETS), "offset_s": rng.choice(CLOCK_OFFSETS_S)}
+    if kind == "isolate-then-kill-leader":
+        return {"target": "leader"}
     return {"target": rng.choice(NODE_TARGETS)}
 
 
@@ -146,6 +157,8 @@ def nemesis_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
     while t + n.duration_s < cfg.time_limit_s:
         kind = rng.choice(n.faults)
         yield PlannedOp(_s_to_ns(t), NEMESIS, f"start-{kind}", fault_value(kind, rng))
+        if kind == "isolate-then-kill-leader":
+            yield PlannedOp(_s_to_ns(t + n.duration_s / 2), NEMESIS, "kill-isolated-leader", None)
         yield PlannedOp(_s_to_ns(t + n.duration_s), NEMESIS, f"stop-{kind}", None)
         t += n.interval_s
 

@@ -52,6 +52,7 @@ from chaos.history import JSON, NEMESIS, HistoryRecorder, OpType, end_offsets_of
 from chaos.nemesis.core import (
     ClusterState,
     Compose,
+    IsolateThenKillLeader,
     PartitionNemesis,
     ProcessNemesis,
     resolve_targets,
@@ -200,7 +201,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         rng = random.Random(f"targets:{opts.seed}")
         assert db.net is not None
         nemesis = Compose([PartitionNemesis(db.net, rng), ProcessNemesis(db, rng),
-                           ClockNemesis(clock_files, rng)])
+                           ClockNemesis(clock_files, rng),
+                           IsolateThenKillLeader(db, db.net, rng)])
         await nemesis.setup()
         workers = [_Worker(i, db.bootstrap_servers(), opts) for i in range(opts.processes)]
         t0 = time.monotonic_ns()

@@ -156,6 +156,58 @@ class ProcessNemesis:
             await self.db.start_node(n)
 
 
+class IsolateThenKillLeader:
+    """The ``isolate-then-kill-leader`` schedule (generator.SCHEDULES).
+
+    ``start-isolate-then-kill-leader`` cuts the current leader of partition 0
+    off from every other node (controller and replica links; clients are never
+    partitioned), so whatever it appends stays on it alone;
+    ``kill-isolated-leader`` SIGKILLs *that* node (not whoever leads now);
+    ``stop-isolate-then-kill-leader`` heals the network and restarts it. The
+    node is remembered across ops, so the kill hits the node that took the
+    unreplicated writes even after the controller has moved leadership.
+    """
+
+    fs = frozenset({"start-isolate-then-kill-leader", "kill-isolated-leader",
+                    "stop-isolate-then-kill-leader"})
+
+    def __init__(self, db: DB, net: NetBackend, rng: random.Random) -> None:
+        self.db = db
+        self.net = net
+        self.rng = rng
+        self.isolated: Node | None = None
+        self.down: set[Node] = set()
+
+    async def setup(self) -> None:
+        return None
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        if f == "start-isolate-then-kill-leader":
+            who = resolve_targets("leader", state, self.rng)[0]
+            await self.net.cut(g.links(g.isolate(who, list(state.nodes))))
+            self.isolated = who
+            return {"isolated": who, "was_leader": state.leader == who}
+        if f == "kill-isolated-leader":
+            if self.isolated is None:
+                return {"nodes": []}
+            await self.db.kill_node(self.isolated)
+            self.down.add(self.isolated)
+            return {"nodes": [self.isolated]}
+        await self.net.heal()
+        healed = sorted(self.down)
+        for n in healed:
+            await self.db.start_node(n)
+        self.down.clear()
+        self.isolated = None
+        return {"healed": True, "restarted": healed}
+
+    async def teardown(self) -> None:
+        await self.net.heal()
+        for n in sorted(self.down):
+            await self.db.start_node(n)
+        self.down.clear()
+
+
 class Compose:
     """Dispatch ops to the nemesis that handles their ``f`` (Jepsen ``compose``)."""
 

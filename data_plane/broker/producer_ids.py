@@ -50,10 +50,11 @@ class ProducerIdManager:
         self._block_len = 0
         self._prefetched: tuple[int, int] | None = None
         self._fetch: asyncio.Task[tuple[int, int]] | None = None
+        self._installed: asyncio.Task[tuple[int, int]] | None = None  # fetch of the block in use
 
     async def generate(self) -> int:
         """A fresh producer id. Raises `ProducerIdsUnavailableError`."""
-        if self._next >= self._end:
+        while self._next >= self._end:
             await self._install_next_block()
         pid = self._next
         self._next += 1
@@ -77,7 +78,7 @@ class ProducerIdManager:
             fetch = self._fetch
             try:
                 # Shielded: a client going away must not cancel a shared fetch.
-                self._prefetched = await asyncio.shield(fetch)
+                block = await asyncio.shield(fetch)
             except ProducerIdsUnavailableError:
                 raise
             except Exception as e:  # transport failure: retriable for the client
@@ -86,6 +87,12 @@ class ProducerIdManager:
             finally:
                 if self._fetch is fetch:
                     self._fetch = None
+            if fetch is self._installed:
+                # Concurrent callers wait on one fetch: the first to wake installs
+                # its block; installing it again would hand out its ids twice.
+                return
+            self._installed = fetch
+            self._prefetched = block
         start, length = self._prefetched
         self._prefetched = None
         self._next, self._end, self._block_len = start, start + length, length

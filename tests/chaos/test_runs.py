@@ -36,14 +36,35 @@ def test_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
 
 
 def test_unsafe_ack_before_hw_is_caught(tmp_path: Path) -> None:
-    opts = RunOptions(seed=3, faults=("kill",), time_limit_s=30, rate_hz=60, quiet_s=6,
-                      interval_s=6, duration_s=3, mode="proxy", out=str(tmp_path / "run"),
-                      env=UNSAFE)
+    """Deterministic in what matters: the ``isolate-then-kill-leader``
+    schedule cuts the leader of the (only) partition off from its followers,
+    lets it acknowledge writes alone, kills it and elects a follower that
+    never had them. Three such episodes per run; each loses every write the
+    isolated leader acknowledged, so one run suffices (no lucky kills)."""
+    opts = RunOptions(seed=3, faults=("isolate-then-kill-leader",), time_limit_s=26,
+                      rate_hz=60, quiet_s=6, interval_s=8, duration_s=5, partitions=1,
+                      mode="proxy", out=str(tmp_path / "run"), env=UNSAFE)
     outcome = asyncio.run(run(opts))
     lost = outcome.result.children["lost-writes"]
+    history = (tmp_path / "run" / "history.jsonl").read_text()
     print(outcome.counts, {k: len(v) for k, v in lost.anomalies.items()})
+    assert history.count('"kill-isolated-leader"') >= 4  # invoke + completion, >= 2 episodes
     assert outcome.valid is False
     assert lost.valid is False and lost.anomaly_count() > 0
+    assert set(lost.anomalies) <= {"lost-write", "lost-at-end"}
+
+
+def test_isolate_then_kill_leader_is_valid_on_the_safe_cluster(tmp_path: Path) -> None:
+    """The control: the same schedule against the default (safe) cluster
+    loses nothing: the isolated leader cannot reach minISR, so it
+    acknowledges nothing alone."""
+    opts = RunOptions(seed=3, faults=("isolate-then-kill-leader",), time_limit_s=18,
+                      rate_hz=60, quiet_s=6, interval_s=8, duration_s=5, partitions=1,
+                      mode="proxy", out=str(tmp_path / "run"))
+    outcome = asyncio.run(run(opts))
+    print(outcome.counts, outcome.valid)
+    assert outcome.counts["ok"] > 50
+    assert outcome.valid is True, outcome.result.to_json()
 
 
 def test_unsafe_mode_is_refused_without_confirmation(tmp_path: Path) -> None:
