@@ -32,6 +32,11 @@ def _services() -> dict[str, dict[str, Any]]:
     return services
 
 
+def _nodes() -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in _services().items()
+            if "RAFTLOG_NODE_ID" in s.get("environment", {})}
+
+
 def test_docker_compose_config_is_valid() -> None:
     exe = shutil.which("docker-compose")
     if exe is None:
@@ -41,8 +46,7 @@ def test_docker_compose_config_is_valid() -> None:
 
 
 def test_three_combined_nodes_with_ids_1_to_3_and_one_volume_each() -> None:
-    services = _services()
-    nodes = {name: s for name, s in services.items() if "RAFTLOG_NODE_ID" in s["environment"]}
+    nodes = _nodes()
     assert sorted(s["environment"]["RAFTLOG_NODE_ID"] for s in nodes.values()) == ["1", "2", "3"]
     volumes = [v for s in nodes.values() for v in s["volumes"]]
     assert len(set(volumes)) == 3
@@ -54,13 +58,13 @@ def test_three_combined_nodes_with_ids_1_to_3_and_one_volume_each() -> None:
 def test_every_raftlog_variable_is_a_setting_the_node_knows() -> None:
     known = {node_config.env_name(name) for name in node_config.KNOWN_SETTINGS}
     for name, service in _services().items():
-        for var in service["environment"]:
+        for var in service.get("environment", {}):
             if var.startswith(node_config.ENV_PREFIX):
                 assert var in known, f"{name}: {var} maps to no server.properties setting"
 
 
 def test_each_node_environment_is_a_valid_configuration(tmp_path: Path) -> None:
-    for name, service in _services().items():
+    for name, service in _nodes().items():
         env = {k: str(v) for k, v in service["environment"].items()}
         env["RAFTLOG_LOG_DIRS"] = str(tmp_path / name)  # the container path, relocated
         parsed = node_config.parse_config({}, env)
@@ -87,3 +91,19 @@ def test_dockerfile_uses_the_entrypoint_and_python_311_slim() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert dockerfile.startswith("#") and "FROM python:3.11-slim" in dockerfile
     assert "docker/entrypoint.sh" in dockerfile and 'ENTRYPOINT ["raftlog-entrypoint"]' in dockerfile
+
+
+def test_the_optional_spark_job_runs_the_example_against_the_nodes() -> None:
+    spark = _services()["spark-job"]
+    assert spark["profiles"] == ["spark"], "off unless asked for (--profile spark)"
+    assert (ROOT / spark["build"]["dockerfile"]).exists()
+    script, *args = spark["command"]
+    example = ROOT / script
+    assert example.exists()
+    source = example.read_text()
+    flags = [a for a in args if a.startswith("--")]
+    assert flags and all(f'"{flag}"' in source for flag in flags), "flags the example accepts"
+    servers = args[args.index("--bootstrap-servers") + 1].split(",")
+    assert {s.split(":")[0] for s in servers} == set(_nodes())
+    dockerfile = (ROOT / spark["build"]["dockerfile"]).read_text()
+    assert "openjdk-17-jre-headless" in dockerfile and '".[spark]"' in dockerfile
