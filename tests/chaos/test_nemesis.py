@@ -349,3 +349,13 @@ def test_nemeses_resolve_targets_and_heal() -> None:
         assert db.calls == [("kill", "n2"), ("start", "n2"), ("pause", "n3"), ("resume", "n3")]
 
     asyncio.run(main())
+
+
+def test_auto_mode_is_the_proxy_mode_until_netns_runs_a_cluster() -> None:
+    """The netns mode's cluster does not start yet (no route from the runner
+    into the namespaces), so `--mode auto` must never pick it."""
+    from chaos.db import pick_mode
+
+    mode, why = pick_mode("auto")
+    assert mode == "proxy" and "netns mode is not finished" in why
+    assert pick_mode("proxy") == ("proxy", "requested")
