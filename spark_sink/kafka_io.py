@@ -18,6 +18,8 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from raftlog.records.partitioner import partition_for_key
+
 # Spark's Kafka source schema (key, value, topic, partition, offset, timestamp,
 # timestampType, headers) as Arrow types.
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -46,37 +48,10 @@ class SinkError(Exception):
 # --- Kafka's default partitioner ---------------------------------------------------------
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (Java), as a signed 32-bit int."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def default_partition(key: bytes, num_partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a non-null key:
     ``toPositive(murmur2(key)) % numPartitions``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+    return partition_for_key(key, num_partitions)
 
 
 # --- configuration ----------------------------------------------------------------------

@@ -64,6 +64,7 @@ from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
 from raftlog.records import BatchBuilder, decode_records, iter_batches
+from raftlog.records.partitioner import partition_for_key
 from raftlog.runtime import wire
 
 __all__ = (
@@ -81,7 +82,6 @@ __all__ = (
     "QuorumView",
     "RestError",
     "error_for_kafka_code",
-    "murmur2",
 )
 
 _TIMEOUT_MS = 30_000
@@ -264,38 +264,11 @@ class ClusterBackend(Protocol):
 # ---- the default partitioner ----------------------------------------------------------
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (signed 32-bit result), the default partitioner's hash."""
-    length = len(data)
-    seed, m, r = 0x9747B28C, 0x5BD1E995, 24
-    h = (seed ^ length) & 0xFFFFFFFF
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    tail = length % 4
-    base = length - tail
-    if tail == 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def default_partition(key: bytes | None, partitions: int, counter: Iterable[int]) -> int:
     """Kafka's choice: ``toPositive(murmur2(key)) % n``, else the next round-robin slot."""
     if key is None:
         return next(iter(counter)) % partitions
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    return partition_for_key(key, partitions)
 
 
 # ---- the real node ------------------------------------------------------------------

@@ -13,10 +13,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from data_plane.http.app import build_app
-from data_plane.http.backend import GroupDescription, GroupMember, murmur2
+from data_plane.http.backend import GroupDescription, GroupMember
 from data_plane.http.metrics import NodeMetrics, NodeSources
 from data_plane.http.openapi import openapi_document
 from data_plane.http.testing import FakeBackend
+from raftlog.records.partitioner import partition_for_key
 
 CID = "fake-cluster"
 V3 = f"/v3/clusters/{CID}"
@@ -159,20 +160,10 @@ def test_produce_without_partition_uses_kafkas_default_partitioner() -> None:
         await backend.create_topic("t", 7, 1, {})
         response = await client.post(f"{V3}/topics/t/records", json={
             "key": {"type": "STRING", "data": "customer-42"}, "value": {"data": 1}})
-        expected = (murmur2(b"customer-42") & 0x7FFFFFFF) % 7
+        expected = partition_for_key(b"customer-42", 7)
         assert (await response.json())["partition_id"] == expected
 
     run(body)
-
-
-def test_murmur2_matches_kafka() -> None:
-    # Values from Kafka's UtilsTest.testMurmur2.
-    assert murmur2(b"21") == -973932308
-    assert murmur2(b"foobar") == -790332482
-    assert murmur2(b"a-little-bit-long-string") == -985981536
-    assert murmur2(b"a-little-bit-longer-string") == -1486304829
-    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
-    assert murmur2(b"abc") == 479470107
 
 
 def test_consume_reads_only_up_to_the_high_watermark() -> None:

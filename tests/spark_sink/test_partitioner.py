@@ -1,29 +1,15 @@
-"""Kafka's default partitioner: murmur2 against Java's test vectors
-(``UtilsTest.testMurmur2``), and librdkafka's ``murmur2_random`` partitioner
-(what the sink's producers use) against it on a real cluster."""
+"""The sink's partitioning against librdkafka's ``murmur2_random``
+partitioner (what the sink's producers use) on a real cluster. murmur2
+itself is checked against Java's vectors in
+tests/raftlog/test_records_partitioner.py."""
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka import Producer
 from spark_helpers import create_topic
 
 from data_plane.local_cluster import LocalCluster
-from spark_sink.kafka_io import default_partition, murmur2
-
-JAVA_VECTORS = [
-    (b"21", -973932308),
-    (b"foobar", -790332482),
-    (b"a-little-bit-long-string", -985981536),
-    (b"a-little-bit-longer-string", -1486304829),
-    (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
-    (b"abc", 479470107),
-]
-
-
-@pytest.mark.parametrize(("data", "expected"), JAVA_VECTORS)
-def test_murmur2_matches_java(data: bytes, expected: int) -> None:
-    assert murmur2(data) == expected
+from spark_sink.kafka_io import default_partition
 
 
 def test_librdkafka_murmur2_random_is_kafkas_default_partitioner(cluster: LocalCluster) -> None:
@@ -36,7 +22,7 @@ def test_librdkafka_murmur2_random_is_kafkas_default_partitioner(cluster: LocalC
         assert err is None, err
         landed[msg.key()] = msg.partition()  # type: ignore[attr-defined]
 
-    keys = [f"user-{i}".encode() for i in range(200)] + [k for k, _ in JAVA_VECTORS]
+    keys = [f"user-{i}".encode() for i in range(200)] + [b"21", b"foobar", b"a-little-bit-long-string", b"abc"]
     for key in keys:
         producer.produce(topic, b"v", key, on_delivery=delivered)
     assert producer.flush(20) == 0
