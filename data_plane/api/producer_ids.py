@@ -11,6 +11,7 @@ epoch.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from data_plane.api.build import build, response_class
@@ -20,6 +21,8 @@ from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("handle_init_producer_id",)
+
+log = logging.getLogger(__name__)
 
 
 async def handle_init_producer_id(api: BrokerApiContext, ctx: RequestContext,
@@ -31,6 +34,8 @@ async def handle_init_producer_id(api: BrokerApiContext, ctx: RequestContext,
     except ProducerIdsUnavailableError:
         # Kafka's answer while no block is ready; clients retry it.
         return _answer(request, ErrorCode.coordinator_load_in_progress)
+    log.info("InitProducerId: producer id %d epoch 0 to client %r (%s)", pid, ctx.client_id,
+             ctx.peer)
     return _answer(request, ErrorCode.none, pid, 0)
 
 
@@ -49,6 +54,9 @@ async def _init_transactional(api: BrokerApiContext, ctx: RequestContext,
     except ProducerIdsUnavailableError:
         return _answer(request, ErrorCode.coordinator_load_in_progress)
     error = response.error
+    log.info("InitProducerId: transactional id %r: %s, producer id %d epoch %d to client %r "
+             "(%s)", str(request.transactional_id), ErrorCode(error).name, response.producer_id,
+             response.producer_epoch, ctx.client_id, ctx.peer)
     if error == ErrorCode.producer_fenced and ctx.api_version < 4:
         error = ErrorCode.invalid_producer_epoch
     return _answer(request, error, response.producer_id, response.producer_epoch)
