@@ -79,7 +79,15 @@ class DB(Protocol):
     async def teardown(self) -> None:
         """Stop every process and release namespaces/proxies; keep data dirs."""
 
-    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None) -> None: ...
+    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None,
+                         *, lose_unsynced: bool = False) -> None:
+        """Start a stopped node; with ``lose_unsynced`` first drop the bytes it
+        never fsynced, as a power cut would (only for nodes running lossy)."""
+        ...
+
+    async def fully_replicated(self, topic: str) -> bool:
+        """Whether every partition of ``topic`` has its whole replica set in its ISR."""
+        ...
 
     async def stop_node(self, node: Node) -> None:
         """Graceful stop (SIGTERM, wait)."""
@@ -365,15 +373,20 @@ class ChaosDB:
 
     # --- processes -----------------------------------------------------------------
 
-    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None) -> None:
+    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None,
+                         *, lose_unsynced: bool = False) -> None:
         c = self._c()
         i = node_id(node)
         if c.is_alive(i):
             return
         if extra_env is not None:
             c.envs[i] = dict(extra_env)
+        # Every node of a lost-writes run keeps its .synced marks, but only a
+        # lost-writes fault loses page cache: a plain SIGKILL keeps it, as on
+        # a real machine. (Dropping on every restart turned each kill into a
+        # power cut, and three in a row beat any single-fault promise.)
         lossy = c.envs.get(i, {}).get("RAFTLOG_CHAOS_LOSE_UNSYNCED") == "1"
-        if lossy:
+        if lose_unsynced and lossy:
             drop_unsynced(c.data_dir(i))
         c.start(i)
 
@@ -411,6 +424,21 @@ class ChaosDB:
         if self.ns_net is not None:
             return ",".join(f"{self.ns_net.address(n)}:9092" for n in self._nodes)
         return self._c().bootstrap_servers
+
+    async def fully_replicated(self, topic: str) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 0,
+                             "socket.timeout.ms": 2000})
+        try:
+            md = await asyncio.to_thread(admin.list_topics, topic, timeout=2)
+        except Exception:
+            return False
+        t = md.topics.get(topic)
+        if t is None or not t.partitions:
+            return False
+        return all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas)
+                   for p in t.partitions.values())
 
     async def leader(self, topic: str, partition: int) -> Node | None:
         from confluent_kafka.admin import AdminClient

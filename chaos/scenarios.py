@@ -339,8 +339,8 @@ async def _kill(h: Harness, n: Node) -> JSON:
     return {"nodes": [n]}
 
 
-async def _start(h: Harness, n: Node) -> JSON:
-    await h.db.start_node(n)
+async def _start(h: Harness, n: Node, *, lose_unsynced: bool = False) -> JSON:
+    await h.db.start_node(n, lose_unsynced=lose_unsynced)
     return {"nodes": [n]}
 
 
@@ -478,7 +478,8 @@ async def last_replica_standing(h: Harness) -> tuple[Result, str]:
     await h.step("start-lost-writes", lambda: _kill(h, leader))  # power cut on restart
     await asyncio.sleep(2)
     await h.step("stop-partition", h.heal)
-    await h.step("stop-lost-writes", lambda: _start(h, leader))  # drops unsynced bytes
+    await h.step("stop-lost-writes",
+                 lambda: _start(h, leader, lose_unsynced=True))  # drops unsynced bytes
     h.notes.append(f"leader {leader}; ISR -> {{leader,{f1}}}: {shrunk1}; -> {{leader}}: "
                    f"{shrunk2}; leader power-cut and restarted as the last ISR member")
     await asyncio.sleep(4)

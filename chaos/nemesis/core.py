@@ -10,6 +10,7 @@ heal and is idempotent.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,17 +109,27 @@ class ProcessNemesis:
     """kill, pause and lost-writes (kill with loss of unsynced data) via a `DB`.
 
     ``start-kill`` SIGKILLs the targets; ``stop-kill`` restarts every node
-    this nemesis killed. ``start-pause``/``stop-pause`` send SIGSTOP/SIGCONT.
-    ``start-lost-writes`` SIGKILLs nodes that run with the lossy-storage flag;
-    its heal restarts them like ``stop-kill``.
+    this nemesis killed (their page cache survives, as it does a real
+    SIGKILL). ``start-pause``/``stop-pause`` send SIGSTOP/SIGCONT.
+    ``start-lost-writes`` is a power cut: it SIGKILLs the targets and its heal
+    restarts them without the bytes they never fsynced. It strikes only once
+    the workload topic is fully replicated again (waiting up to
+    ``lossy_wait_s``, else it records that it skipped): the durability
+    promise is one fault at a time, and a power cut of a replica while
+    another is still catching up is the double fault of KIP-966's "last
+    replica standing", which the ``last-replica-standing`` scenario covers.
     """
 
     fs = frozenset(f"{p}-{k}" for p in ("start", "stop") for k in ("kill", "pause", "lost-writes"))
 
-    def __init__(self, db: DB, rng: random.Random) -> None:
+    def __init__(self, db: DB, rng: random.Random, *, topic: str = "chaos",
+                 lossy_wait_s: float = 20.0) -> None:
         self.db = db
         self.rng = rng
+        self.topic = topic
+        self.lossy_wait_s = lossy_wait_s
         self.down: set[Node] = set()
+        self.lossy_down: set[Node] = set()
         self.paused: set[Node] = set()
 
     async def setup(self) -> None:
@@ -127,6 +138,9 @@ class ProcessNemesis:
     async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
         action, _, kind = f.partition("-")
         if action == "start":
+            if kind == "lost-writes" and not await self._wait_fully_replicated():
+                return {"nodes": [], "skipped": f"{self.topic} not fully replicated "
+                                               f"within {self.lossy_wait_s:.0f} s"}
             targets = resolve_targets(value["target"], state, self.rng)
             for n in targets:
                 if kind == "pause":
@@ -134,26 +148,37 @@ class ProcessNemesis:
                     self.paused.add(n)
                 else:
                     await self.db.kill_node(n)
-                    self.down.add(n)
+                    (self.lossy_down if kind == "lost-writes" else self.down).add(n)
             return {"nodes": targets}
-        healed: Sequence[Node]
         if kind == "pause":
             healed = sorted(self.paused)
             for n in healed:
                 await self.db.resume_node(n)
             self.paused.clear()
-        else:
-            healed = sorted(self.down)
-            for n in healed:
-                await self.db.start_node(n)
-            self.down.clear()
-        return {"nodes": list(healed)}
+            return {"nodes": healed}
+        lossy = kind == "lost-writes"
+        pool = self.lossy_down if lossy else self.down
+        healed = sorted(pool)
+        for n in healed:
+            await self.db.start_node(n, lose_unsynced=lossy)
+        pool.clear()
+        return {"nodes": healed}
+
+    async def _wait_fully_replicated(self) -> bool:
+        deadline = asyncio.get_running_loop().time() + self.lossy_wait_s
+        while not await self.db.fully_replicated(self.topic):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.5)
+        return True
 
     async def teardown(self) -> None:
         for n in sorted(self.paused):
             await self.db.resume_node(n)
         for n in sorted(self.down):
             await self.db.start_node(n)
+        for n in sorted(self.lossy_down):
+            await self.db.start_node(n, lose_unsynced=True)
 
 
 class IsolateThenKillLeader:

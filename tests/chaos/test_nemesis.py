@@ -313,14 +313,19 @@ class RecordingNet:
 
 
 class FakeDB:
-    def __init__(self) -> None:
+    def __init__(self, replicated: list[bool] | None = None) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.replicated = replicated if replicated is not None else [True]
 
     async def kill_node(self, n: str) -> None:
         self.calls.append(("kill", n))
 
-    async def start_node(self, n: str, extra_env: Mapping[str, str] | None = None) -> None:
-        self.calls.append(("start", n))
+    async def start_node(self, n: str, extra_env: Mapping[str, str] | None = None,
+                         *, lose_unsynced: bool = False) -> None:
+        self.calls.append(("start-losing-unsynced" if lose_unsynced else "start", n))
+
+    async def fully_replicated(self, topic: str) -> bool:
+        return self.replicated.pop(0) if len(self.replicated) > 1 else self.replicated[0]
 
     async def pause_node(self, n: str) -> None:
         self.calls.append(("pause", n))
@@ -347,6 +352,32 @@ def test_nemeses_resolve_targets_and_heal() -> None:
         await proc.invoke("start-pause", {"target": "controller"}, state)
         await proc.teardown()  # teardown heals what is still broken
         assert db.calls == [("kill", "n2"), ("start", "n2"), ("pause", "n3"), ("resume", "n3")]
+
+    asyncio.run(main())
+
+
+def test_only_a_lost_writes_fault_loses_unsynced_data_and_only_when_fully_replicated() -> None:
+    """A plain SIGKILL keeps the page cache; a lost-writes fault is a power
+    cut, and it waits for full replication so it stays a single fault (found
+    by the soak, seed 3006: kills that all lost page cache, one after
+    another, left the last ISR member empty, KIP-966's double fault)."""
+    async def main() -> None:
+        state = ClusterState(("n1", "n2", "n3"), leader="n1", controller="n3")
+        db = FakeDB(replicated=[False, False, True])
+        proc = ProcessNemesis(db, random.Random(0), lossy_wait_s=5)  # type: ignore[arg-type]
+        await proc.invoke("start-kill", {"target": "leader"}, state)
+        await proc.invoke("stop-kill", None, state)
+        assert await proc.invoke("start-lost-writes", {"target": "leader"}, state) == {
+            "nodes": ["n1"]}  # after two polls saw under-replication
+        await proc.invoke("stop-lost-writes", None, state)
+        assert db.calls == [("kill", "n1"), ("start", "n1"),
+                            ("kill", "n1"), ("start-losing-unsynced", "n1")]
+
+        never = FakeDB(replicated=[False])
+        proc = ProcessNemesis(never, random.Random(0), lossy_wait_s=0.6)  # type: ignore[arg-type]
+        out = await proc.invoke("start-lost-writes", {"target": "leader"}, state)
+        assert out["nodes"] == [] and "not fully replicated" in out["skipped"]
+        assert never.calls == []
 
     asyncio.run(main())
 
