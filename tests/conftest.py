@@ -1,8 +1,10 @@
 """Suite-wide options.
 
 `--soak` runs tests marked `soak` (thousands of simulation seeds, long chaos
-runs); without it they are skipped with the reason shown, so the default
-suite stays inside its 15-minute budget.
+runs) and `--long` runs tests marked `long` (minutes-long real-process
+scenarios); without them those are skipped with the reason shown, so the
+default suite stays inside its 15-minute budget. A short version of each
+stays in the default run.
 """
 
 from __future__ import annotations
@@ -13,9 +15,16 @@ import pytest
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", default=False,
                      help="also run the long soak tests (marker: soak)")
+    parser.addoption("--long", action="store_true", default=False,
+                     help="also run the minutes-long scenario tests (marker: long)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--long"):
+        skip_long = pytest.mark.skip(reason="long scenario test: run with `python3 dev.py test --long`")
+        for item in items:
+            if "long" in item.keywords:
+                item.add_marker(skip_long)
     if config.getoption("--soak"):
         # A soak runs as long as its seed count says; the suite-wide
         # pytest-timeout (pyproject) is for the default run.

@@ -54,6 +54,7 @@ def test_unsafe_ack_before_hw_is_caught(tmp_path: Path) -> None:
     assert set(lost.anomalies) <= {"lost-write", "lost-at-end"}
 
 
+@pytest.mark.long
 def test_isolate_then_kill_leader_is_valid_on_the_safe_cluster(tmp_path: Path) -> None:
     """The control: the same schedule against the default (safe) cluster
     loses nothing: the isolated leader cannot reach minISR, so it

@@ -10,7 +10,9 @@ import pytest
 
 from chaos.scenarios import run_scenario
 
-pytestmark = pytest.mark.slow
+# About five minutes together: behind --long (the default suite keeps the
+# chaos smoke run and the unsafe-mode run, tests/chaos/test_runs.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def _run(name: str, tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -35,7 +35,10 @@ from test_spark_sink import write_inputs
 
 from data_plane.local_cluster import LocalCluster
 
-pytestmark = [pytest.mark.slow,
+# Driver crash, task retry and the failing round trip: about three minutes,
+# behind --long; tests/spark_sink/test_spark_sink.py keeps a fast end-to-end
+# test in the default suite.
+pytestmark = [pytest.mark.slow, pytest.mark.long,
               pytest.mark.skipif(SPARK_MISSING is not None, reason=SPARK_MISSING or "")]
 
 JOB = Path(__file__).resolve().parent / "crash_job.py"
