@@ -177,9 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
-    from chaos.cli import main as chaos_main  # lazy: the node never loads chaos/
+    """Run the chaos suite's CLI, found as the ``chaos`` plugin of the
+    ``raftlog.commands`` entry-point group (pyproject.toml). data_plane sits
+    below chaos/ in the layering (ARCHITECTURE.md), so it never imports it:
+    the suite registers itself, as pytest plugins do."""
+    from importlib.metadata import entry_points
 
-    return chaos_main(args.chaos_args)
+    found = [ep for ep in entry_points(group="raftlog.commands") if ep.name == "chaos"]
+    if not found:
+        raise CliError("the chaos suite is not installed (no 'chaos' entry in raftlog.commands)")
+    chaos_main = found[0].load()
+    return int(chaos_main(args.chaos_args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
