@@ -35,6 +35,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from data_plane.broker.led_partitions import reconcile_led_partitions
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.waits import wait_event
@@ -122,20 +123,8 @@ class GroupCoordinatorRuntime:
         """Load shards for newly led offsets partitions, unload lost ones."""
         if self._closed:
             return
-        for partition in range(self.num_partitions):
-            hosted = self.replicas.get((OFFSETS_TOPIC, partition))
-            leading = hosted is not None and hosted.partition.is_leader
-            slot = self._slots.get(partition)
-            if not leading:
-                if slot is not None:
-                    self._unload(partition)
-                continue
-            assert hosted is not None
-            if slot is not None and slot.leader_epoch == hosted.partition.leader_epoch:
-                continue
-            if slot is not None:
-                self._unload(partition)
-            self._load(partition)
+        reconcile_led_partitions(self.replicas, OFFSETS_TOPIC, self.num_partitions, self._slots,
+                                 self._load, self._unload)
         self._wake.set()
 
     def _load(self, partition: int) -> None:

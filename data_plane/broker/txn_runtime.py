@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_plane.broker.group_runtime import _log_batches
+from data_plane.broker.led_partitions import reconcile_led_partitions
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.producer_ids import ProducerIdManager
 from data_plane.broker.replica_manager import ReplicaManager
@@ -156,20 +157,8 @@ class TxnCoordinatorRuntime:
         """Load coordinators for newly led partitions, drop lost ones."""
         if self._closed:
             return
-        for partition in range(self.num_partitions):
-            hosted = self.replicas.get((TRANSACTION_STATE_TOPIC, partition))
-            leading = hosted is not None and hosted.partition.is_leader
-            slot = self._slots.get(partition)
-            if not leading:
-                if slot is not None:
-                    self._unload(partition)
-                continue
-            assert hosted is not None
-            if slot is not None and slot.leader_epoch == hosted.partition.leader_epoch:
-                continue
-            if slot is not None:
-                self._unload(partition)
-            self._load(partition)
+        reconcile_led_partitions(self.replicas, TRANSACTION_STATE_TOPIC, self.num_partitions, self._slots,
+                                 self._load, self._unload)
 
     def _load(self, partition: int) -> None:
         hosted = self.replicas.get((TRANSACTION_STATE_TOPIC, partition))
