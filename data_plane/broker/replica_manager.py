@@ -193,11 +193,20 @@ class ReplicaManager:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        # Stop leading first, then settle what still waits: a pending acks=all
+        # produce is answered NOT_LEADER_OR_FOLLOWER (its records may not be
+        # committed; the client retries with the same sequence), never
+        # success. Waking a waiter whose operation is not complete used to
+        # acknowledge un-replicated records on a controlled shutdown.
+        for hosted in self.partitions.values():
+            hosted.partition.stop()
+        now = self.now_ms()
+        for key in list(self.partitions):
+            self._wake_purgatories(key, now)
         for future in self._waiters.values():
             if not future.done():
                 future.set_result(None)
         for hosted in self.partitions.values():
-            hosted.partition.stop()
             hosted.partition.log.close()
         self.partitions.clear()
 
@@ -354,7 +363,10 @@ class ReplicaManager:
         op = DelayedProduce(waits, deadline_ms=now + max(0, timeout_ms), lookup=self._replica_view)
         if not self.produce_purgatory.try_complete_else_watch(op, now):
             await self._wait_for(op)
-        for key, error in op.outcome.items():
+        for key in waits:
+            # No outcome = the wait ended without an answer (shutdown): the
+            # records may or may not commit, so the answer is indefinite.
+            error = op.outcome.get(key, ErrorCode.request_timed_out)
             outcomes[key] = ProduceOutcome(error, results[key])
         return outcomes
 

@@ -398,6 +398,7 @@ class Partition:
                 log_start_offset=self.log.log_start_offset,
                 leader_epoch=leader_epoch,
             )
+        log.debug("%s: produce rejected with %s: %s", self.key, verdict.error.name, verdict.message)
         return AppendResult(verdict.error, error_message=verdict.message)
 
     def _validate_coordinator_epochs(self, headers: list[BatchHeader]) -> AppendVerdict:
