@@ -21,7 +21,14 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from data_plane.broker.waits import wait_event
@@ -78,17 +85,27 @@ def test_sigterm_after_failover_exits_quickly_with_code_0(tmp_path: object) -> N
     cluster = LocalCluster(str(tmp_path), layout)
     cluster.up(40)
     stop = threading.Event()
+    fatal: list[str] = []
+    acked: list[tuple[int, int, bytes]] = []
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.create_topics([NewTopic("t", 3, 3)])["t"].result(15)
         cluster.wait_topic("t", 3)
 
+        def on_error(err: KafkaError) -> None:
+            if err.fatal():
+                fatal.append(str(err))
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                acked.append((msg.partition(), msg.offset(), msg.value()))
+
         def produce() -> None:
             p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                          "enable.idempotence": True, "log_level": 0})
+                          "enable.idempotence": True, "log_level": 0, "error_cb": on_error})
             i = 0
-            while not stop.is_set():
-                p.produce("t", str(i).encode(), partition=i % 3)
+            while not stop.is_set() and not fatal:
+                p.produce("t", str(i).encode(), partition=i % 3, on_delivery=on_delivery)
                 p.poll(0.005)
                 i += 1
             p.flush(5)
@@ -123,7 +140,41 @@ def test_sigterm_after_failover_exits_quickly_with_code_0(tmp_path: object) -> N
         stop.set()
     for t in threads:
         t.join(10)
-    started = time.monotonic()
-    ended = cluster.stop(timeout_s=8)
+    try:
+        # The graceful restarts above must not cost the idempotent producer
+        # its session (librdkafka's fatal OUT_OF_ORDER_SEQUENCE_NUMBER) nor
+        # any acknowledged record (see test_replica_manager_shutdown.py).
+        assert fatal == []
+        assert len(acked) > 100
+        stored = _read_all(cluster.bootstrap_servers, "t", 3)
+        lost = [a for a in acked if stored.get((a[0], a[1])) != a[2]]
+        assert lost == [], f"{len(lost)} of {len(acked)} acknowledged records lost: {lost[:5]}"
+    finally:
+        started = time.monotonic()
+        ended = cluster.stop(timeout_s=8)
     assert set(ended.values()) == {"stopped"}, ended
     assert time.monotonic() - started < 8
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[tuple[int, int], bytes | None]:
+    """Every record of ``topic`` by (partition, offset), read to the end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 0})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out: dict[tuple[int, int], bytes | None] = {}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                continue
+            out[(msg.partition(), msg.offset())] = msg.value()
+    finally:
+        c.close()
+    assert len(at_end) == partitions, f"read did not reach the end of {topic}"
+    return out
