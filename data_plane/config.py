@@ -93,6 +93,11 @@ class NodeConfig:
     # of the node's REST API, /metrics and dashboard (`data_plane.http`).
     # None (the default) serves no HTTP.
     http_listener: ListenerAddress | None = None
+    # The broker data-plane settings of `BROKER_SETTINGS` that the file set
+    # (Kafka's names, validated integers kept as text): replication, log
+    # defaults for topics, coordinators. Unset ones take Kafka's defaults
+    # (`data_plane.broker.log_configs.BROKER_CONFIG_DEFAULTS`).
+    broker_settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_controller(self) -> bool:
@@ -228,6 +233,36 @@ _SIMPLE: Final[Mapping[str, tuple[str, _Parser]]] = {
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int(0)),
 }
 
+# Broker settings passed through to the data plane (replica manager, fetchers,
+# log defaults, coordinators): name -> smallest accepted value.
+BROKER_SETTINGS: Final[Mapping[str, int]] = {
+    "replica.lag.time.max.ms": 1,
+    "replica.fetch.max.bytes": 1,
+    "replica.fetch.backoff.ms": 0,
+    "replica.fetch.wait.max.ms": 0,
+    "replica.fetch.min.bytes": 1,
+    "log.retention.check.interval.ms": 1,
+    "log.flush.scheduler.interval.ms": 1,
+    "log.retention.ms": -1,
+    "log.retention.minutes": -1,
+    "log.retention.hours": -1,
+    "log.retention.bytes": -1,
+    "log.segment.bytes": 14,
+    "log.roll.ms": 1,
+    "log.roll.hours": 1,
+    "log.index.interval.bytes": 0,
+    "log.index.size.max.bytes": 4,
+    "message.max.bytes": 0,
+    "log.flush.interval.messages": 1,
+    "log.flush.interval.ms": 0,
+    "producer.id.expiration.ms": 1,
+    "offsets.topic.num.partitions": 1,
+    "group.initial.rebalance.delay.ms": 0,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.max.timeout.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+}
+
 _STRUCTURED: Final = frozenset(
     {
         "node.id",
@@ -244,7 +279,7 @@ _STRUCTURED: Final = frozenset(
     }
 )
 
-KNOWN_SETTINGS: Final = frozenset(_SIMPLE) | _STRUCTURED
+KNOWN_SETTINGS: Final = frozenset(_SIMPLE) | _STRUCTURED | frozenset(BROKER_SETTINGS)
 
 
 def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> NodeConfig:
@@ -297,6 +332,10 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         metadata_log_dir=metadata_log_dir,
         broker_rack=props.get("broker.rack", "").strip() or None,
         http_listener=_http_listener(props.get("http.listener", "").strip()),
+        broker_settings=tuple(
+            (setting, str(_int(minimum)(setting, props[setting])))
+            for setting, minimum in BROKER_SETTINGS.items() if setting in props
+        ),
         **simple,  # type: ignore[arg-type]
     )
     _check_roles(config)

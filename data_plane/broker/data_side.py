@@ -15,7 +15,8 @@ __all__ = ("attach_data_side",)
 async def attach_data_side(services: BrokerServices) -> None:
     """Start the data side on ``services`` (a `data_plane.broker.services.DataSide`)."""
     config = services.config
-    static = {"min.insync.replicas": str(config.min_insync_replicas),
+    static = {**dict(config.broker_settings),
+              "min.insync.replicas": str(config.min_insync_replicas),
               "unclean.leader.election.enable":
                   "true" if config.unclean_leader_election_enable else "false"}
     broker_listeners = [

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from data_plane.broker.log_configs import broker_config, effective_topic_config, replication_config
 from data_plane.config import ConfigError, env_name, load_config, parse_config, parse_properties
+from metadata_quorum.image import EMPTY_IMAGE
 
 BASE = {
     "node.id": "1",
@@ -173,3 +175,26 @@ def test_load_config_reads_a_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(str(tmp_path / "missing.properties"), {})
     assert info.value.setting == "config"
+
+
+def test_broker_data_plane_settings_pass_through_with_kafka_names() -> None:
+    config = parse_config({**BASE, "process.roles": "broker,controller",
+                           "listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093",
+                           "replica.lag.time.max.ms": "1500", "log.retention.hours": "1",
+                           "group.initial.rebalance.delay.ms": "0"}, {})
+    assert dict(config.broker_settings) == {"replica.lag.time.max.ms": "1500",
+                                            "log.retention.hours": "1",
+                                            "group.initial.rebalance.delay.ms": "0"}
+    merged = broker_config(dict(config.broker_settings), EMPTY_IMAGE, 1)
+    assert merged["replica.lag.time.max.ms"] == "1500"
+    assert merged["log.retention.ms"] == "3600000"
+    assert replication_config(merged, effective_topic_config(merged, {})).replica_lag_time_max_ms \
+        == 1500
+    # An environment override wins, and a bad value is named.
+    env = parse_config({**BASE, "replica.fetch.wait.max.ms": "500"},
+                       {"RAFTLOG_REPLICA_FETCH_WAIT_MAX_MS": "50"})
+    assert dict(env.broker_settings) == {"replica.fetch.wait.max.ms": "50"}
+    with pytest.raises(ConfigError, match=r"replica\.lag\.time\.max\.ms"):
+        parse_config({**BASE, "replica.lag.time.max.ms": "0"}, {})
+    with pytest.raises(ConfigError, match=r"log\.retention\.ms"):
+        parse_config({**BASE, "log.retention.ms": "soon"}, {})
