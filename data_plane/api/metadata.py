@@ -1,12 +1,29 @@
 """Metadata (v0-12) and DescribeCluster (v0-1): the brokers, topics,
 partitions, leaders (with leader epochs, KIP-320) and topic ids of the
-published image. ``auto.create.topics.enable`` is false here (Kafka's default
-is true; a request for an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION)."""
+published image.
+
+Auto topic creation, as Kafka: a topic asked for by name that does not exist
+is created when the broker's ``auto.create.topics.enable`` is true (Kafka's
+default) and the request allows it (``allow_auto_topic_creation``, v4+;
+always before v4). The broker forwards a CreateTopics with
+``num.partitions`` / ``default.replication.factor`` (-1: the controller's
+defaults) and answers LEADER_NOT_AVAILABLE for it (the client retries until
+the topic is in this broker's image); a refused creation (bad name, too few
+brokers) answers the controller's error instead. Otherwise an unknown topic
+is UNKNOWN_TOPIC_OR_PARTITION.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import logging
 import uuid
-from typing import Any
+from typing import Any, Final
+
+from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, UNREQUESTED_OPERATIONS, BrokerApiContext
@@ -16,7 +33,12 @@ from raftlog.net.errors import ErrorCode
 
 __all__ = ("handle_describe_cluster", "handle_metadata")
 
+log = logging.getLogger(__name__)
+
 _ZERO_UUID = uuid.UUID(int=0)
+_CREATE_TOPICS_KEY: Final = 19
+# How long a Metadata request waits for the controller to create a topic.
+_AUTO_CREATE_TIMEOUT_MS: Final = 5_000
 
 
 async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
@@ -35,8 +57,12 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
             elif topic_id is not None and topic_id != _ZERO_UUID:
                 topic = image.topics.get(topic_id)
             if topic is None:
-                error = (ErrorCode.unknown_topic_id if not name and topic_id not in (None, _ZERO_UUID)
-                         else ErrorCode.unknown_topic_or_partition)
+                if name and _may_auto_create(api, ctx, request):
+                    error = await _auto_create(api, str(name))
+                else:
+                    error = (ErrorCode.unknown_topic_id
+                             if not name and topic_id not in (None, _ZERO_UUID)
+                             else ErrorCode.unknown_topic_or_partition)
                 topics.append({"error_code": error, "name": name or "", "topic_id": topic_id or
                                _ZERO_UUID, "partitions": []})
             else:
@@ -52,6 +78,36 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
         "topics": topics,
         "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
     })
+
+
+def _may_auto_create(api: BrokerApiContext, ctx: RequestContext, request: Any) -> bool:
+    if api.replicas.broker_config.get("auto.create.topics.enable", "true") != "true":
+        return False
+    return ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+
+
+async def _auto_create(api: BrokerApiContext, name: str) -> ErrorCode:
+    """Ask the controller to create ``name`` with the cluster defaults; the
+    error the Metadata response shows for it."""
+    request = ct7.CreateTopicsRequest(
+        topics=(ct7.CreatableTopic(
+            name=TopicName(name), num_partitions=i32(-1), replication_factor=i16(-1),
+            assignments=(), configs=()),),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=_AUTO_CREATE_TIMEOUT_MS)),
+        validate_only=False,
+    )
+    try:
+        response = await asyncio.wait_for(
+            api.metadata.forward(_CREATE_TOPICS_KEY, request), _AUTO_CREATE_TIMEOUT_MS / 1000)
+    except Exception as e:  # no controller reachable now: the client retries
+        log.info("auto-creating topic %r: %r", name, e)
+        return ErrorCode.leader_not_available
+    results = getattr(response, "topics", ())
+    error = ErrorCode(results[0].error_code) if results else ErrorCode.none
+    if error in (ErrorCode.none, ErrorCode.topic_already_exists):
+        log.info("auto-created topic %r", name)
+        return ErrorCode.leader_not_available
+    return error
 
 
 def _topic(api: BrokerApiContext, topic: TopicImage) -> dict[str, object]:

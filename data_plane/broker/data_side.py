@@ -17,6 +17,7 @@ async def attach_data_side(services: BrokerServices) -> None:
     config = services.config
     static = {**dict(config.broker_settings),
               "min.insync.replicas": str(config.min_insync_replicas),
+              "auto.create.topics.enable": "true" if config.auto_create_topics_enable else "false",
               "unclean.leader.election.enable":
                   "true" if config.unclean_leader_election_enable else "false"}
     broker_listeners = [

@@ -74,7 +74,7 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "log.flush.scheduler.interval.ms": _LONG_MAX,
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "socket.request.max.bytes": "104857600",
-    "auto.create.topics.enable": "false",
+    "auto.create.topics.enable": "true",
     "num.partitions": "1",
     "default.replication.factor": "1",
     **{broker: TOPIC_CONFIG_DEFAULTS[topic] for broker, topic in _BROKER_SYNONYMS.items()},
