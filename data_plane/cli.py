@@ -192,7 +192,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["chaos"]:
+        # Everything after `chaos` is the chaos CLI's, options included
+        # (argparse's REMAINDER would refuse a leading `-h`).
+        args = argparse.Namespace(func=cmd_chaos, chaos_args=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))

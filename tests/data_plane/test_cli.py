@@ -77,3 +77,14 @@ def test_chaos_subcommand_is_found_as_a_plugin_without_data_plane_importing_chao
         main(["chaos", "run", "--help"])
     assert exc.value.code == 0
     assert "--nemesis" in capsys.readouterr().out
+
+
+def test_chaos_help_lists_its_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    """`raftlog chaos -h` is the chaos CLI's help (argparse's REMAINDER used
+    to reject a leading option)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["chaos", "-h"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: raftlog chaos" in out
+    assert "soak" in out and "scenario" in out
