@@ -44,11 +44,13 @@ from kio.schema.describe_cluster.v0 import request as dc_req
 from kio.schema.describe_cluster.v0 import response as dc_resp
 from kio.schema.describe_cluster.v2 import request as dc_req_v2
 from kio.schema.describe_cluster.v2 import response as dc_resp_v2
+from kio.schema.describe_configs.v4 import request as dcfg_req
+from kio.schema.describe_configs.v4 import response as dcfg_resp
 from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import TopicName
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
@@ -433,13 +435,16 @@ async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
     return 0
 
 
-def format_topic(topic: md_resp.MetadataResponseTopic) -> list[str]:
-    """kafka-topics.sh ``--describe`` lines for one topic."""
+def format_topic(topic: md_resp.MetadataResponseTopic,
+                 configs: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """kafka-topics.sh ``--describe`` lines for one topic; ``configs`` are
+    the topic's own settings (``name=value``, comma-separated, as Kafka)."""
     partitions = sorted(topic.partitions, key=lambda p: int(p.partition_index))
     rf = len(partitions[0].replica_nodes) if partitions else 0
     lines = [
         f"Topic: {topic.name}\tTopicId: {_topic_id_text(topic.topic_id)}\t"
-        f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\tConfigs: "
+        f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
+        f"Configs: {','.join(f'{k}={v}' for k, v in configs)}"
     ]
     for p in partitions:
         lines.append(
@@ -460,8 +465,31 @@ async def _topics_describe(admin: _Admin, args: argparse.Namespace) -> int:
     for topic in sorted(response.topics, key=lambda t: str(t.name)):
         if topic.error_code != ErrorCode.none:
             raise CliError(f"topic {topic.name}: {_error_name(topic.error_code)}")
-        print("\n".join(format_topic(topic)))
+        print("\n".join(format_topic(topic, await _topic_overrides(admin, str(topic.name)))))
     return 0
+
+
+# DescribeConfigs resource type and config source (Kafka's ConfigResource.Type
+# TOPIC, DescribeConfigsResponse.ConfigSource DYNAMIC_TOPIC_CONFIG).
+_TOPIC_RESOURCE = 2
+_DYNAMIC_TOPIC_CONFIG = 1
+
+
+async def _topic_overrides(admin: _Admin, name: str) -> list[tuple[str, str]]:
+    """The configs set on the topic itself (what kafka-topics.sh lists)."""
+    request = dcfg_req.DescribeConfigsRequest(
+        resources=(dcfg_req.DescribeConfigsResource(
+            resource_type=i8(_TOPIC_RESOURCE), resource_name=name, configuration_keys=None),),
+        include_synonyms=False, include_documentation=False,
+    )
+    response: dcfg_resp.DescribeConfigsResponse = await admin.first(request, 4, lambda r: None)
+    out: list[tuple[str, str]] = []
+    for result in response.results:
+        if result.error_code != ErrorCode.none:
+            raise CliError(f"topic {name} configs: {_error_name(result.error_code)}")
+        out.extend((str(c.name), "" if c.value is None else str(c.value))
+                   for c in result.configs if int(c.config_source) == _DYNAMIC_TOPIC_CONFIG)
+    return sorted(out)
 
 
 # --- registration ------------------------------------------------------------------

@@ -41,6 +41,8 @@ from kio.schema.delete_topics.v6 import response as dt_resp
 from kio.schema.describe_cluster.v0 import response as dc_resp
 from kio.schema.describe_cluster.v1 import response as dc_resp_v1
 from kio.schema.describe_cluster.v2 import response as dc_resp_v2
+from kio.schema.describe_configs.v4 import request as dcfg_req
+from kio.schema.describe_configs.v4 import response as dcfg_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, ProducerId, TopicName
@@ -85,6 +87,7 @@ DESCRIBE_CLUSTER_KEY: Final = 60
 BROKER_REGISTRATION_KEY: Final = 62
 BROKER_HEARTBEAT_KEY: Final = 63
 ALLOCATE_PRODUCER_IDS_KEY: Final = 67
+DESCRIBE_CONFIGS_KEY: Final = 32
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -95,10 +98,14 @@ CONTROLLER_API_VERSIONS: Final = {
     BROKER_REGISTRATION_KEY: (1, 1),
     BROKER_HEARTBEAT_KEY: (0, 0),
     ALLOCATE_PRODUCER_IDS_KEY: (0, 0),
+    DESCRIBE_CONFIGS_KEY: (4, 4),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
 _NO_THROTTLE: Final = i32Timedelta.parse(datetime.timedelta(0))
+# DescribeConfigs: ConfigResource.Type TOPIC, ConfigSource DYNAMIC_TOPIC_CONFIG.
+_TOPIC_RESOURCE: Final = 2
+_DYNAMIC_TOPIC_CONFIG: Final = 1
 
 
 async def _write(service: ControllerService, request: Any) -> tuple[Any, ErrorCode]:
@@ -343,6 +350,35 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
             topics=tuple(_metadata_topic(name, topic) for name, topic in wanted),
         )
 
+    async def describe_configs(_: RequestContext, body: dcfg_req.DescribeConfigsRequest) -> Any:
+        # Topics only, with the settings the metadata log holds for them
+        # (source DYNAMIC_TOPIC_CONFIG); the effective values, broker
+        # defaults included, are a broker's answer (data_plane.api.admin).
+        image = service.controller.committed_image
+        results = []
+        for resource in body.resources:
+            name = str(resource.resource_name)
+            error = ErrorCode.none
+            configs: tuple[dcfg_resp.DescribeConfigsResourceResult, ...] = ()
+            if int(resource.resource_type) != _TOPIC_RESOURCE:
+                error = ErrorCode.invalid_request
+            elif image.topic_by_name(name) is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                keys = resource.configuration_keys
+                configs = tuple(
+                    dcfg_resp.DescribeConfigsResourceResult(
+                        name=k, value=v, read_only=False, config_source=i8(_DYNAMIC_TOPIC_CONFIG),
+                        is_sensitive=False, synonyms=(), config_type=i8(0), documentation=None)
+                    for k, v in sorted(image.topic_config(name).items())
+                    if keys is None or k in keys
+                )
+            results.append(dcfg_resp.DescribeConfigsResult(
+                error_code=error, error_message=None if error is ErrorCode.none else error.name,
+                resource_type=resource.resource_type, resource_name=name, configs=configs))
+        return dcfg_resp.DescribeConfigsResponse(throttle_time=_NO_THROTTLE,
+                                                 results=tuple(results))
+
     table: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
         CREATE_TOPICS_KEY: create_topics,
         DELETE_TOPICS_KEY: delete_topics,
@@ -352,6 +388,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         BROKER_REGISTRATION_KEY: broker_registration,
         BROKER_HEARTBEAT_KEY: broker_heartbeat,
         ALLOCATE_PRODUCER_IDS_KEY: allocate_producer_ids,
+        DESCRIBE_CONFIGS_KEY: describe_configs,
     }
     return dict(table)
 

@@ -139,9 +139,16 @@ def test_brokers_register_get_fenced_on_kill_and_come_back_with_a_new_epoch(
         asyncio.run(api_versions(port))
 
     cli("topics", "create", "--topic", "orders", "--partitions", "6",
-        "--replication-factor", "3", "--bootstrap-controller", b)
+        "--replication-factor", "3", "--config", "retention.ms=86400000",
+        "--config", "min.insync.replicas=2", "--bootstrap-controller", b)
     before = partitions(b, "orders")
     assert len(before) == 6
+    # The topic's own configs, as kafka-topics.sh lists them, from a
+    # controller and from a broker.
+    kafka = ",".join(f"127.0.0.1:{n.kafka_port}" for n in cluster.layout.brokers)
+    for option, where in (("--bootstrap-controller", b), ("--bootstrap-server", kafka)):
+        head = cli("topics", "describe", "--topic", "orders", option, where).stdout.splitlines()[0]
+        assert head.endswith("Configs: min.insync.replicas=2,retention.ms=86400000"), head
     assert all(len(p["Isr"].split(",")) == 3 for p in before)
 
     # SIGKILL a broker that is not the active controller (a combined follower).
