@@ -40,23 +40,46 @@ def _options(a: argparse.Namespace, seed: int, out: str) -> RunOptions:
     unknown = set(faults) - set(ALL_KINDS)
     if unknown:
         raise SystemExit(f"unknown nemesis {sorted(unknown)}; known: {', '.join(ALL_KINDS)}")
-    return RunOptions(seed=seed, nodes=a.nodes, faults=faults, time_limit_s=a.time_limit,
-                      rate_hz=a.rate, quiet_s=a.quiet, interval_s=a.interval,
-                      duration_s=a.duration, idempotent=not a.no_idempotence, mode=a.mode,
-                      out=out)
+    return RunOptions(
+        seed=seed,
+        nodes=a.nodes,
+        faults=faults,
+        time_limit_s=a.time_limit,
+        rate_hz=a.rate,
+        quiet_s=a.quiet,
+        interval_s=a.interval,
+        duration_s=a.duration,
+        idempotent=not a.no_idempotence,
+        mode=a.mode,
+        workload=a.workload,
+        out=out,
+    )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--nemesis", default="kill,partition",
-                   help=f"comma-separated faults: {','.join(ALL_KINDS)}")
+    p.add_argument(
+        "--nemesis", default="kill,partition", help=f"comma-separated faults: {','.join(ALL_KINDS)}"
+    )
     p.add_argument("--time-limit", type=float, default=60.0, help="main phase, seconds")
     p.add_argument("--rate", type=float, default=100.0, help="client ops per second")
     p.add_argument("--quiet", type=float, default=10.0, help="quiet period after the heal")
     p.add_argument("--interval", type=float, default=10.0, help="a fault starts every N s")
     p.add_argument("--duration", type=float, default=5.0, help="each fault lasts N s")
     p.add_argument("--no-idempotence", action="store_true")
-    p.add_argument("--mode", choices=("auto", "proxy", "netns"), default="auto")
+    p.add_argument(
+        "--workload",
+        choices=("send", "txn"),
+        default="send",
+        help="send: one record per op; txn: transactional producers writing "
+        "1-4 records per transaction, a quarter of them aborted on purpose",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("auto", "proxy", "netns"),
+        default="auto",
+        help="auto: netns when root and namespaces work, else proxy (says which)",
+    )
     p.add_argument("--out", default="chaos-out")
 
 
@@ -89,7 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code(result.valid)
     if a.action == "run":
         opts = _options(a, a.seed, a.out)
-        print(f"raftlog chaos run: seed {a.seed}, nemesis {a.nemesis}", file=sys.stderr)
+        print(
+            f"raftlog chaos run: seed {a.seed}, nemesis {a.nemesis}, workload {a.workload}",
+            file=sys.stderr,
+        )
         outcome = asyncio.run(run(opts, _progress_bar()))  # type: ignore[arg-type]
         sys.stderr.write("\n")
         print("\n".join(summarize(outcome)))
@@ -100,11 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed = a.seed + i
         opts = replace(_options(a, seed, f"{a.out}/run-{seed}"))
         outcome = asyncio.run(run(opts))
+        if i == 0:
+            print(f"mode: {outcome.mode} ({outcome.mode_reason})", flush=True)
         code = exit_code(outcome.valid)
         worst = max(worst, code)
         tally[str(outcome.valid)] = tally.get(str(outcome.valid), 0) + 1
-        print(f"run {i + 1}/{a.runs} seed {seed}: valid={outcome.valid} ops={outcome.ops} "
-              f"anomalies={outcome.result.anomaly_count()} {outcome.counts}", flush=True)
-    print(f"soak: {a.runs} runs, verdicts {tally}; reproduce one: raftlog chaos run --seed N "
-          f"--nemesis {a.nemesis} --time-limit {a.time_limit:g} --rate {a.rate:g}")
+        print(
+            f"run {i + 1}/{a.runs} seed {seed}: valid={outcome.valid} ops={outcome.ops} "
+            f"anomalies={outcome.result.anomaly_count()} {outcome.counts}",
+            flush=True,
+        )
+    print(
+        f"soak: {a.runs} runs, verdicts {tally}; reproduce one: raftlog chaos run --seed N "
+        f"--nemesis {a.nemesis} --time-limit {a.time_limit:g} --rate {a.rate:g} "
+        f"--workload {a.workload} --mode {a.mode}"
+    )
     return worst

@@ -14,8 +14,9 @@ returns ``(type, value)`` for the completion; the runner writes the
   checked), for variety.
 - `ConfluentPoller`: an assign-based consumer on every partition from offset
   0, polling in batches and recording ``[offset, value]`` per partition.
-- `final_read`: a fresh consumer reads one partition from 0 to its end
-  (ListOffsets latest = the high watermark, then reads up to it).
+- `final_read`: a fresh read_committed consumer reads one partition from 0
+  to its end (ListOffsets latest: the high watermark, or the last stable
+  offset under transactions, then reads up to it).
 
 Values are the generator's unique ints, written as decimal strings.
 """
@@ -48,19 +49,34 @@ def _err_name(err: object) -> str:
 class ConfluentProducer:
     """One producer of one client process (acks=all)."""
 
-    def __init__(self, bootstrap: str, topic: str, *, idempotent: bool,
-                 timeout_s: float = 6.0, transactional_id: str | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        idempotent: bool,
+        timeout_s: float = 6.0,
+        transactional_id: str | None = None,
+    ) -> None:
         self.topic = topic
         self.timeout_s = timeout_s
         conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
-            "linger.ms": 0, "message.timeout.ms": int(timeout_s * 1000) - 500,
-            "request.timeout.ms": 2500, "socket.timeout.ms": 3000,
-            "reconnect.backoff.max.ms": 500, "log_level": 0,
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": idempotent,
+            "linger.ms": 0,
+            "message.timeout.ms": int(timeout_s * 1000) - 500,
+            "request.timeout.ms": 2500,
+            "socket.timeout.ms": 3000,
+            "reconnect.backoff.max.ms": 500,
+            "log_level": 0,
             "retry.backoff.ms": 100,
         }
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
+            # Short, so the coordinator aborts what a crashed client left open
+            # and the LSO (read_committed readers) moves on within a run.
+            conf["transaction.timeout.ms"] = 10000
         self.p = Producer(conf)
         self.transactional = transactional_id is not None
         if self.transactional:
@@ -68,8 +84,12 @@ class ConfluentProducer:
 
     def send(self, partition: int, value: int) -> Outcome:
         done: list[tuple[Any, Any]] = []
-        self.p.produce(self.topic, str(value).encode(), partition=partition,
-                       on_delivery=lambda err, msg: done.append((err, msg)))
+        self.p.produce(
+            self.topic,
+            str(value).encode(),
+            partition=partition,
+            on_delivery=lambda err, msg: done.append((err, msg)),
+        )
         self.p.flush(self.timeout_s)
         if not done:
             return OpType.INFO, {"partition": partition, "value": value, "error": "no report"}
@@ -80,14 +100,31 @@ class ConfluentProducer:
         return OpType.OK, {"partition": partition, "value": value, "offset": msg.offset()}
 
     def txn(self, sends: list[tuple[int, int]], abort: bool) -> Outcome:
-        """A transaction of sends; commit (or abort when ``abort``)."""
-        value: dict[str, JSON] = {"sends": [{"partition": p, "value": v} for p, v in sends],
-                                  "abort": abort}
+        """A transaction of sends; commit it, or abort it when ``abort``.
+
+        An abort first flushes, so the aborted records are in the log (a
+        read_committed reader that returns one is an aborted read), then
+        aborts: ``fail``, certainly invisible. A commit returns ``ok`` with
+        the offset of every record. An error that requires an abort, aborted
+        successfully, is ``fail``; anything else (a commit timing out, a
+        fenced or fatal producer) is ``info``: it may have committed.
+        """
+        value: dict[str, JSON] = {
+            "sends": [{"partition": p, "value": v} for p, v in sends],
+            "abort": abort,
+        }
+        reports: dict[int, int] = {}  # value -> offset
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is None:
+                reports[_int(msg.value()) or 0] = int(msg.offset())
+
         try:
             self.p.begin_transaction()
             for p, v in sends:
-                self.p.produce(self.topic, str(v).encode(), partition=p)
+                self.p.produce(self.topic, str(v).encode(), partition=p, on_delivery=on_delivery)
             if abort:
+                self.p.flush(self.timeout_s)
                 self.p.abort_transaction(self.timeout_s)
                 return OpType.FAIL, value  # aborted: certainly invisible
             self.p.commit_transaction(self.timeout_s)
@@ -97,14 +134,17 @@ class ConfluentProducer:
             if isinstance(err, KafkaError) and err.txn_requires_abort():
                 try:
                     self.p.abort_transaction(self.timeout_s)
+                    value["aborted_after_error"] = True
                     return OpType.FAIL, value
                 except KafkaException:
                     pass
             return OpType.INFO, value
+        value["sends"] = [{"partition": p, "value": v, "offset": reports.get(v)} for p, v in sends]
         return OpType.OK, value
 
     def close(self) -> None:
-        self.p.flush(0.5)
+        if not self.transactional:
+            self.p.flush(0.5)
 
 
 class KafkaPythonProducer:
@@ -115,9 +155,16 @@ class KafkaPythonProducer:
 
         self.topic = topic
         self.timeout_s = timeout_s
-        self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", retries=0,
-                               request_timeout_ms=3000, max_block_ms=3000, linger_ms=0,
-                               enable_idempotence=False, reconnect_backoff_max_ms=500)
+        self.p = KafkaProducer(
+            bootstrap_servers=bootstrap.split(","),
+            acks="all",
+            retries=0,
+            request_timeout_ms=3000,
+            max_block_ms=3000,
+            linger_ms=0,
+            enable_idempotence=False,
+            reconnect_backoff_max_ms=500,
+        )
 
     def send(self, partition: int, value: int) -> Outcome:
         from kafka.errors import KafkaError as KPError  # type: ignore[import-untyped]
@@ -143,13 +190,19 @@ class ConfluentPoller:
     """Assign-based consumer over all partitions from 0; one poll = one batch."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.c = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": f"chaos-poll-{id(self)}",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed", "log_level": 0,
-            "socket.timeout.ms": 3000, "reconnect.backoff.max.ms": 500,
-            "fetch.wait.max.ms": 200,
-        })
+        self.c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"chaos-poll-{id(self)}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "log_level": 0,
+                "socket.timeout.ms": 3000,
+                "reconnect.backoff.max.ms": 500,
+                "fetch.wait.max.ms": 200,
+            }
+        )
         self.c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
     def poll(self) -> Outcome:
@@ -177,12 +230,22 @@ def _int(raw: bytes | str | None) -> int | None:
         return None
 
 
-def final_read(bootstrap: str, topic: str, partition: int, *,
-               timeout_s: float = 30.0) -> Outcome:
+def final_read(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0) -> Outcome:
     """Read ``partition`` from 0 to its high watermark (ListOffsets latest)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-final-{partition}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "log_level": 0})
+    # Under read_committed the end is the last stable offset, and the last
+    # offsets may be transaction markers (or aborted records) that no message
+    # ever carries: reaching the end is known from the partition-EOF event,
+    # whose offset is the consumer's position.
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"chaos-final-{partition}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "log_level": 0,
+        }
+    )
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -197,15 +260,25 @@ def final_read(bootstrap: str, topic: str, partition: int, *,
         pos = 0
         while pos < high:
             if time.monotonic() > deadline:
-                return OpType.INFO, {"partitions": [partition], "error": "timeout",
-                                     "read_to": pos, "end": high}
+                return OpType.INFO, {
+                    "partitions": [partition],
+                    "error": "timeout",
+                    "read_to": pos,
+                    "end": high,
+                }
             for m in c.consume(num_messages=500, timeout=0.5):
-                if m.error() is not None:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pos = max(pos, int(m.offset() or 0))
                     continue
                 got.append([m.offset(), _int(m.value())])
                 pos = int(m.offset() or 0) + 1
-        return OpType.OK, {"partitions": [partition], "records": {str(partition): got},
-                           "end_offsets": {str(partition): high}}
+        return OpType.OK, {
+            "partitions": [partition],
+            "records": {str(partition): got},
+            "end_offsets": {str(partition): high},
+        }
     finally:
         c.close()
 
@@ -217,8 +290,9 @@ def transactions_available(bootstrap: str, timeout_s: float = 8.0) -> bool:
 
     def probe() -> None:
         try:
-            p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "chaos-probe",
-                          "log_level": 0})
+            p = Producer(
+                {"bootstrap.servers": bootstrap, "transactional.id": "chaos-probe", "log_level": 0}
+            )
             p.init_transactions(timeout_s)
             result.append(True)
         except Exception:
@@ -228,5 +302,3 @@ def transactions_available(bootstrap: str, timeout_s: float = 8.0) -> bool:
     t.start()
     t.join(timeout_s + 2)
     return bool(result and result[0])
-
-

@@ -33,8 +33,16 @@ peer-address map:
 **netns** (root). One network namespace per node behind a bridge
 (`chaos.nemesis.netns.NetnsNet`), one address per node, cuts by nftables in
 the receiving namespace; every node listens on the same ports at its own
-address and is ``exec``'d under ``ip netns exec``. The runner reaches the
-nodes through a host-side veth into the bridge.
+address, advertises that address, and is ``exec``'d under ``ip netns exec``
+(which execs: the PID the launcher records is the node's own, so kill,
+pause and restart signal the node, not a wrapper). The runner and its Kafka
+clients stay in the root namespace and reach the nodes through a host-side
+veth into the bridge; readiness is polled per node address
+(`chaos.launcher.NetnsCluster`).
+
+**Disks.** With ``disk_bytes`` every node's data dir is its own tmpfs of that
+size (root), so the disk-full fault fills one node's disk only; `release`
+unmounts them once the divergence check has read them.
 """
 
 from __future__ import annotations
@@ -42,19 +50,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from chaos.nemesis import netns
+from chaos.launcher import ChaosCluster, NetnsCluster
+from chaos.nemesis import netns, process
 from chaos.nemesis.grudges import Link, Node
 from chaos.nemesis.proxy import ProxyNet
 from data_plane.local_cluster import (
-    SERVER_CLI,
     ClusterLayout,
-    LocalCluster,
-    LocalClusterError,
     NodeLayout,
     Timeouts,
 )
@@ -79,8 +84,9 @@ class DB(Protocol):
     async def teardown(self) -> None:
         """Stop every process and release namespaces/proxies; keep data dirs."""
 
-    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None,
-                         *, lose_unsynced: bool = False) -> None:
+    async def start_node(
+        self, node: Node, extra_env: Mapping[str, str] | None = None, *, lose_unsynced: bool = False
+    ) -> None:
         """Start a stopped node; with ``lose_unsynced`` first drop the bytes it
         never fsynced, as a power cut would (only for nodes running lossy)."""
         ...
@@ -111,6 +117,13 @@ class DB(Protocol):
     def bootstrap_servers(self) -> str:
         """``host:port,...`` for Kafka clients, as seen from the runner."""
 
+    def fill_disk(self, node: Node) -> int:
+        """Fill ``node``'s data-dir file system (writes get ENOSPC); bytes used."""
+        ...
+
+    def free_disk(self, node: Node) -> None:
+        """Undo `fill_disk` (idempotent)."""
+
     async def leader(self, topic: str, partition: int) -> Node | None:
         """The partition leader per the cluster metadata (Kafka Metadata API)."""
 
@@ -119,25 +132,29 @@ class DB(Protocol):
 
 
 MODES = ("proxy", "netns")
+NETNS_KAFKA_PORT = 9092
+NETNS_CONTROLLER_PORT = 9093
 
 
 def pick_mode(requested: str = "auto") -> tuple[str, str]:
-    """(mode, why). ``auto`` is the loopback proxy mode for now.
-
-    The network-namespace mode sets up namespaces, addresses and nftables
-    grudges (those work on these machines, see ``tests/chaos/test_nemesis.py``)
-    but its cluster never becomes ready: the runner has no route into the
-    namespaces yet. Until a run passes in it, ``auto`` does not choose it;
-    ``--mode netns`` still tries it, for whoever finishes it.
-    """
+    """(mode, why). ``auto`` takes netns when the machine allows it (root,
+    and a scratch namespace with a bridge and an nft table really works:
+    `netns.availability`), else the loopback proxy mode, and says why.
+    ``netns`` raises RuntimeError naming what is missing."""
     if requested == "proxy":
-        return "proxy", "requested"
+        return "proxy", "requested: loopback per-link TCP proxies"
+    reason = netns.availability()
     if requested == "netns":
-        reason = netns.availability()
         if reason is not None:
             raise RuntimeError(f"netns mode unavailable: {reason}")
-        return "netns", "requested (unfinished: its cluster does not start yet)"
-    return "proxy", "loopback per-link TCP proxies (the netns mode is not finished)"
+        return "netns", "requested: a network namespace per node, nftables partitions"
+    if requested != "auto":
+        raise ValueError(f"mode must be auto or one of {MODES}")
+    if reason is None:
+        return "netns", (
+            "auto: root and network namespaces work here; a namespace per node, nftables partitions"
+        )
+    return "proxy", f"auto: netns unavailable ({reason}); loopback per-link TCP proxies"
 
 
 def node_name(node_id: int) -> Node:
@@ -146,33 +163,6 @@ def node_name(node_id: int) -> Node:
 
 def node_id(node: Node) -> int:
     return int(node.lstrip("n"))
-
-
-class _Cluster(LocalCluster):
-    """`LocalCluster` whose processes get extra env and a command prefix
-    (``ip netns exec <ns>``); everything else is the launcher's."""
-
-    def __init__(self, directory: Path, layout: ClusterLayout,
-                 prefixes: Mapping[int, list[str]]) -> None:
-        super().__init__(directory, layout)
-        self.prefixes = dict(prefixes)
-        self.envs: dict[int, dict[str, str]] = {}
-
-    def start(self, node_id: int) -> int:
-        if self.is_alive(node_id):
-            raise LocalClusterError(f"node {node_id} is already running")
-        self.node_dir(node_id).mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.envs.get(node_id, {})}
-        with open(self.log_path(node_id), "ab") as out:
-            proc = subprocess.Popen(
-                [*self.prefixes.get(node_id, []), *SERVER_CLI, str(self.config_path(node_id))],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                env=env,
-            )
-        self._procs[node_id] = proc
-        self.pids[node_id] = proc.pid
-        self._save()
-        return proc.pid
 
 
 class _BothNets:
@@ -226,6 +216,7 @@ class ChaosDB:
         timeouts: Timeouts | None = None,
         ready_timeout_s: float = 60.0,
         node_env: Mapping[Node, Mapping[str, str]] | None = None,
+        disk_bytes: int | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
@@ -246,14 +237,17 @@ class ChaosDB:
         self.ctrl_net: ProxyNet | None = None
         self.kafka_net: ProxyNet | None = None
         self.ns_net: netns.NetnsNet | None = None
-        self.cluster: _Cluster | None = None
+        self.cluster: ChaosCluster | None = None
+        # Per-node tmpfs data dirs of this size (root), for the disk-full fault.
+        self.disk_bytes = disk_bytes
+        self._mounts: list[Path] = []
         self.net: _BothNets | _NetnsBackend | None = None  # a core.NetBackend
 
     @property
     def nodes(self) -> Sequence[Node]:
         return self._nodes
 
-    def _c(self) -> _Cluster:
+    def _c(self) -> ChaosCluster:
         if self.cluster is None:
             raise RuntimeError("db not set up")
         return self.cluster
@@ -262,8 +256,13 @@ class ChaosDB:
 
     async def _proxy_layout(self) -> ClusterLayout:
         host = "127.0.0.1"
-        base = ClusterLayout.build(("broker,controller",) * self.n, base_port=None, host=host,
-                                   timeouts=self.timeouts, properties=self.properties)
+        base = ClusterLayout.build(
+            ("broker,controller",) * self.n,
+            base_port=None,
+            host=host,
+            timeouts=self.timeouts,
+            properties=self.properties,
+        )
         by_name = {node_name(n.node_id): n for n in base.nodes}
 
         def addr(port: int | None) -> tuple[str, int]:
@@ -292,8 +291,10 @@ class ChaosDB:
                 # x reaches a's R<x> listener through proxy x -> a.
                 h, p = (host, port) if nx == na else self.kafka_net.address(nx, na)
                 advertised.append(f"R{x.node_id}://{h}:{p}")
-            listeners += [f"PLAINTEXT://{host}:{a.kafka_port}",
-                          f"CONTROLLER://{host}:{a.controller_port}"]
+            listeners += [
+                f"PLAINTEXT://{host}:{a.kafka_port}",
+                f"CONTROLLER://{host}:{a.controller_port}",
+            ]
             advertised.append(f"PLAINTEXT://{host}:{a.kafka_port}")
             node_props[a.node_id] = {
                 "controller.quorum.voters": ",".join(voters),
@@ -303,66 +304,68 @@ class ChaosDB:
         self.net = _BothNets(self.ctrl_net, self.kafka_net)
         return ClusterLayout(base.nodes, host, self.timeouts, dict(self.properties), node_props)
 
-    async def _netns_layout(self) -> tuple[ClusterLayout, dict[int, list[str]]]:
+    async def _netns_layout(self) -> tuple[ClusterLayout, dict[int, list[str]], dict[int, str]]:
         net = netns.NetnsNet(list(self._nodes))
+        self.ns_net = net  # before setup: teardown must find a half-made net
         await net.setup()
-        self.ns_net = net
         self.net = _NetnsBackend(net)
-        kafka, ctrl = 9092, 9093
-        nodes = tuple(NodeLayout(i, "broker,controller", kafka, ctrl)
-                      for i in range(1, self.n + 1))
-        voters = ",".join(f"{i}@{net.address(node_name(i))}:{ctrl}" for i in range(1, self.n + 1))
-        props = {i: {
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{net.address(node_name(i))}:{kafka},"
-                         f"CONTROLLER://{net.address(node_name(i))}:{ctrl}",
-        } for i in range(1, self.n + 1)}
-        layout = ClusterLayout(nodes, "0.0.0.0", self.timeouts, dict(self.properties), props)
-        return layout, {i: net.exec_prefix(node_name(i)) for i in range(1, self.n + 1)}
+        kafka, ctrl = NETNS_KAFKA_PORT, NETNS_CONTROLLER_PORT
+        ids = range(1, self.n + 1)
+        hosts = {i: net.address(node_name(i)) for i in ids}
+        nodes = tuple(NodeLayout(i, "broker,controller", kafka, ctrl) for i in ids)
+        voters = ",".join(f"{i}@{hosts[i]}:{ctrl}" for i in ids)
+        # Listeners bind the namespace address, and that is what each node
+        # advertises (Kafka: advertised.listeners defaults to listeners).
+        props = {
+            i: {
+                "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://{hosts[i]}:{kafka},CONTROLLER://{hosts[i]}:{ctrl}",
+                "advertised.listeners": f"PLAINTEXT://{hosts[i]}:{kafka}",
+            }
+            for i in ids
+        }
+        layout = ClusterLayout(nodes, hosts[1], self.timeouts, dict(self.properties), props)
+        return layout, {i: net.exec_prefix(node_name(i)) for i in ids}, hosts
 
     async def setup(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        prefixes: dict[int, list[str]] = {}
-        if self.mode == "proxy":
-            layout = await self._proxy_layout()
-        else:
-            layout, prefixes = await self._netns_layout()
-        cluster = _Cluster(self.directory, layout, prefixes)
-        cluster.envs = {node_id(k): v for k, v in self.node_env.items()}
-        self.cluster = cluster
-        cluster.write_configs()
-        cluster.format()
-        for n in layout.nodes:
-            cluster.start(n.node_id)
-        await self.wait_ready()
+        try:
+            cluster: ChaosCluster
+            if self.mode == "proxy":
+                cluster = ChaosCluster(self.directory, await self._proxy_layout())
+            else:
+                layout, prefixes, hosts = await self._netns_layout()
+                cluster = NetnsCluster(self.directory, layout, prefixes, hosts)
+            cluster.envs = {node_id(k): v for k, v in self.node_env.items()}
+            self.cluster = cluster
+            if self.disk_bytes is not None:
+                for n in cluster.layout.nodes:
+                    d = cluster.data_dir(n.node_id)
+                    d.mkdir(parents=True, exist_ok=True)
+                    process.mount_tmpfs(d, self.disk_bytes)
+                    self._mounts.append(d)
+            cluster.write_configs()
+            cluster.format()
+            for n in cluster.layout.nodes:
+                cluster.start(n.node_id)
+            await self.wait_ready()
+        except BaseException:
+            await self.teardown()
+            await self.release()
+            raise
 
     async def wait_ready(self, timeout_s: float | None = None) -> None:
-        c = self._c()
-        if self.mode == "netns":
-            await self._wait_ready_netns(timeout_s or self.ready_timeout_s)
-            return
-        await c.wait_ready_async(timeout_s or self.ready_timeout_s)
+        """Poll until the quorum has a leader and every broker is unfenced and
+        answers Metadata (at its own address in netns mode)."""
+        await self._c().wait_ready_async(timeout_s or self.ready_timeout_s)
 
-    async def _wait_ready_netns(self, timeout_s: float) -> None:
-        # LocalCluster probes at layout.host; in netns mode each node has its own
-        # address, so ask through a Kafka client (Metadata lists every broker).
-        from confluent_kafka.admin import AdminClient
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 0})
-        while True:
-            try:
-                md = await asyncio.to_thread(admin.list_topics, timeout=2)
-                if len(md.brokers) == self.n:
-                    return
-            except Exception:
-                pass
-            if loop.time() > deadline:
-                raise LocalClusterError(f"netns cluster not ready after {timeout_s:.0f} s")
-            await asyncio.sleep(0.3)
+    async def wait_topic(self, topic: str, partitions: int, timeout_s: float = 20.0) -> None:
+        """Until every running broker's Metadata lists ``topic`` with leaders."""
+        await self._c().wait_topic_async(topic, partitions, timeout_s)
 
     async def teardown(self) -> None:
+        """Stop every node (by PID), then remove proxies or namespaces. Keeps
+        data dirs (and their tmpfs mounts, see `release`). Idempotent."""
         if self.cluster is not None:
             await asyncio.to_thread(self.cluster.stop, 10.0)
         for net in (self.ctrl_net, self.kafka_net):
@@ -371,10 +374,29 @@ class ChaosDB:
         if self.ns_net is not None:
             await self.ns_net.teardown()
 
+    async def release(self) -> None:
+        """Unmount the per-node tmpfs data dirs (after the divergence check
+        read them); their contents go. Idempotent."""
+        while self._mounts:
+            process.umount(self._mounts.pop())
+
+    # --- disk ------------------------------------------------------------------------
+
+    def fill_disk(self, node: Node) -> int:
+        """Fill ``node``'s data-dir tmpfs (ENOSPC from now on); the ballast size.
+        Raises RuntimeError unless the db was made with ``disk_bytes``."""
+        if self.disk_bytes is None:
+            raise RuntimeError("disk-full needs per-node tmpfs data dirs (ChaosDB disk_bytes)")
+        return process.fill_disk(self.data_dir(node), leave_bytes=0)
+
+    def free_disk(self, node: Node) -> None:
+        process.free_disk(self.data_dir(node))
+
     # --- processes -----------------------------------------------------------------
 
-    async def start_node(self, node: Node, extra_env: Mapping[str, str] | None = None,
-                         *, lose_unsynced: bool = False) -> None:
+    async def start_node(
+        self, node: Node, extra_env: Mapping[str, str] | None = None, *, lose_unsynced: bool = False
+    ) -> None:
         c = self._c()
         i = node_id(node)
         if c.is_alive(i):
@@ -421,15 +443,18 @@ class ChaosDB:
         return self.data_dir(node) / f"{topic}-{partition}"
 
     def bootstrap_servers(self) -> str:
-        if self.ns_net is not None:
-            return ",".join(f"{self.ns_net.address(n)}:9092" for n in self._nodes)
         return self._c().bootstrap_servers
 
     async def fully_replicated(self, topic: str) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 0,
-                             "socket.timeout.ms": 2000})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.bootstrap_servers(),
+                "log_level": 0,
+                "socket.timeout.ms": 2000,
+            }
+        )
         try:
             md = await asyncio.to_thread(admin.list_topics, topic, timeout=2)
         except Exception:
@@ -437,14 +462,20 @@ class ChaosDB:
         t = md.topics.get(topic)
         if t is None or not t.partitions:
             return False
-        return all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas)
-                   for p in t.partitions.values())
+        return all(
+            p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in t.partitions.values()
+        )
 
     async def leader(self, topic: str, partition: int) -> Node | None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 0,
-                             "socket.timeout.ms": 2000})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.bootstrap_servers(),
+                "log_level": 0,
+                "socket.timeout.ms": 2000,
+            }
+        )
         try:
             md = await asyncio.to_thread(admin.list_topics, topic, timeout=2)
         except Exception:
@@ -455,8 +486,6 @@ class ChaosDB:
         return node_name(t.partitions[partition].leader)
 
     async def controller(self) -> Node | None:
-        if self.mode == "netns":
-            return None  # probes need per-node addresses; targeters fall back to a random node
         status = await self._c().probe_async()
         return node_name(status.leader_id) if status.leader_id >= 0 else None
 

@@ -69,18 +69,30 @@ class PlannedOp:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
-    """Client ops: ``rate_hz`` total, ``send_fraction`` of them sends."""
+    """Client ops: ``rate_hz`` total, ``send_fraction`` of them sends.
+
+    With ``txn`` every send is instead a ``txn`` op (Jepsen's ``:txn``): 1 to
+    ``txn_max_sends`` sends of unique values to random partitions, in one
+    transaction, which the client commits, or, for ``abort_fraction`` of
+    them (``"abort": true`` in the plan), deliberately aborts after the
+    records reached the log.
+    """
 
     partitions: int = 3
     processes: int = 4
     rate_hz: float = 100.0
     send_fraction: float = 0.6
+    txn: bool = False
+    txn_max_sends: int = 4
+    abort_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if self.partitions < 1 or self.processes < 1:
             raise ValueError("need at least one partition and one process")
         if self.rate_hz <= 0 or not 0.0 <= self.send_fraction <= 1.0:
             raise ValueError("rate_hz > 0 and 0 <= send_fraction <= 1")
+        if self.txn_max_sends < 1 or not 0.0 <= self.abort_fraction <= 1.0:
+            raise ValueError("txn_max_sends >= 1 and 0 <= abort_fraction <= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +126,9 @@ def _s_to_ns(s: float) -> int:
 
 
 def workload_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
-    """Main-phase client ops; values are 0, 1, 2... in send order (unique)."""
+    """Main-phase client ops; values are 0, 1, 2... in send order (unique).
+    Without ``txn`` the draws are exactly those of plain sends: a seed's
+    plain-send plan does not depend on the transaction settings."""
     rng = random.Random(f"workload:{cfg.seed}")
     w = cfg.workload
     t = 0.0
@@ -124,7 +138,17 @@ def workload_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
         if t >= cfg.time_limit_s:
             return
         proc = rng.randrange(w.processes)
-        if rng.random() < w.send_fraction:
+        is_send = rng.random() < w.send_fraction
+        if is_send and w.txn:
+            n = rng.randint(1, w.txn_max_sends)
+            sends = [
+                {"partition": rng.randrange(w.partitions), "value": value + k} for k in range(n)
+            ]
+            value += n
+            yield PlannedOp(
+                _s_to_ns(t), proc, "txn", {"sends": sends, "abort": rng.random() < w.abort_fraction}
+            )
+        elif is_send:
             yield PlannedOp(
                 _s_to_ns(t),
                 proc,

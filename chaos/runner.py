@@ -49,9 +49,11 @@ from chaos.client import (
 from chaos.db import ChaosDB, pick_mode
 from chaos.generator import NemesisConfig, PlannedOp, RunConfig, WorkloadConfig, generate
 from chaos.history import JSON, NEMESIS, HistoryRecorder, OpType, end_offsets_of
+from chaos.nemesis import process
 from chaos.nemesis.core import (
     ClusterState,
     Compose,
+    DiskFullNemesis,
     IsolateThenKillLeader,
     PartitionNemesis,
     ProcessNemesis,
@@ -62,6 +64,10 @@ from chaos.report import write_report
 from data_plane.local_cluster import Timeouts
 
 TOPIC = "chaos"
+WORKLOADS = ("send", "txn")
+DISK_BYTES = 256 << 20
+"""Size of each node's tmpfs data dir in a disk-full run (RAM is used only as
+written; the fault fills it with a ballast file)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,8 @@ class RunOptions:
     partitions: int = 3
     processes: int = 4
     idempotent: bool = True
+    # "send" (one record per op) or "txn" (transactions, some aborted).
+    workload: str = "send"
     mode: str = "auto"
     out: str = "chaos-out"
     # Extra server.properties and node env (the unsafe test-only mode uses these).
@@ -147,13 +155,28 @@ class _Worker:
         self.process += 1000
 
     def do(self, op: PlannedOp) -> tuple[OpType, JSON]:
+        if op.f == "txn":
+            if self.producer is None:
+                # One transactional.id per worker slot: a crashed client's
+                # successor fences it (InitProducerId bumps the epoch) and its
+                # open transaction is aborted, as with a restarted Kafka app.
+                self.producer = ConfluentProducer(
+                    self.bootstrap,
+                    TOPIC,
+                    idempotent=True,
+                    transactional_id=f"chaos-txn-{self.opts.seed}-{self.index}",
+                )
+            assert isinstance(self.producer, ConfluentProducer)
+            sends = [(int(s["partition"]), int(s["value"])) for s in op.value["sends"]]
+            return self.producer.txn(sends, abort=bool(op.value["abort"]))
         if op.f == "send":
             if self.producer is None:
                 if self.index % 3 == 2:
                     self.producer = KafkaPythonProducer(self.bootstrap, TOPIC)
                 else:
-                    self.producer = ConfluentProducer(self.bootstrap, TOPIC,
-                                                      idempotent=self.opts.idempotent)
+                    self.producer = ConfluentProducer(
+                        self.bootstrap, TOPIC, idempotent=self.opts.idempotent
+                    )
             return self.producer.send(int(op.value["partition"]), int(op.value["value"]))
         if op.f == "poll":
             if self.poller is None:
@@ -164,11 +187,16 @@ class _Worker:
 
 async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = None) -> RunOutcome:
     out = Path(opts.out).resolve()
+    process.umount_under(out / "cluster")  # tmpfs data dirs a killed run left
     if (out / "cluster").exists():
         shutil.rmtree(out / "cluster")  # a run starts from empty disks
     out.mkdir(parents=True, exist_ok=True)
     (out / "history.jsonl").unlink(missing_ok=True)
+    if opts.workload not in WORKLOADS:
+        raise ValueError(f"workload must be one of {WORKLOADS}")
     mode, why = pick_mode(opts.mode)
+    if progress is not None:
+        progress(0.0, f"mode {mode}")
     env: dict[str, str] = dict(opts.env)
     if "lost-writes" in opts.faults:
         env.update(LOSSY_ENV)
@@ -180,15 +208,31 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         if "clock" in opts.faults:
             clock_files[n] = out / f"clock-{n}"
             node_env[n].update(faketime_env(clock_files[n]))
-    db = ChaosDB(out / "cluster", opts.nodes, mode=mode, properties=opts.properties,
-                 timeouts=Timeouts.fast(), node_env=node_env)
+    db = ChaosDB(
+        out / "cluster",
+        opts.nodes,
+        mode=mode,
+        properties=opts.properties,
+        timeouts=Timeouts.fast(),
+        node_env=node_env,
+        disk_bytes=DISK_BYTES if "disk-full" in opts.faults else None,
+    )
     cfg = RunConfig(
-        seed=opts.seed, time_limit_s=opts.time_limit_s, quiet_s=opts.quiet_s,
-        workload=WorkloadConfig(partitions=opts.partitions, processes=opts.processes,
-                                rate_hz=opts.rate_hz),
-        nemesis=NemesisConfig(faults=opts.faults, interval_s=opts.interval_s,
-                              duration_s=opts.duration_s,
-                              start_s=min(2.0, opts.time_limit_s / 4)),
+        seed=opts.seed,
+        time_limit_s=opts.time_limit_s,
+        quiet_s=opts.quiet_s,
+        workload=WorkloadConfig(
+            partitions=opts.partitions,
+            processes=opts.processes,
+            rate_hz=opts.rate_hz,
+            txn=opts.workload == "txn",
+        ),
+        nemesis=NemesisConfig(
+            faults=opts.faults,
+            interval_s=opts.interval_s,
+            duration_s=opts.duration_s,
+            start_s=min(2.0, opts.time_limit_s / 4),
+        ),
     )
     plan = generate(cfg)
     pool = ThreadPoolExecutor(max_workers=opts.processes + opts.partitions + 4)
@@ -200,9 +244,15 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         await _create_topic(db, opts.partitions, pool)
         rng = random.Random(f"targets:{opts.seed}")
         assert db.net is not None
-        nemesis = Compose([PartitionNemesis(db.net, rng), ProcessNemesis(db, rng),
-                           ClockNemesis(clock_files, rng),
-                           IsolateThenKillLeader(db, db.net, rng)])
+        nemesis = Compose(
+            [
+                PartitionNemesis(db.net, rng),
+                ProcessNemesis(db, rng),
+                ClockNemesis(clock_files, rng),
+                DiskFullNemesis(db, rng),
+                IsolateThenKillLeader(db, db.net, rng),
+            ]
+        )
         await nemesis.setup()
         workers = [_Worker(i, db.bootstrap_servers(), opts) for i in range(opts.processes)]
         t0 = time.monotonic_ns()
@@ -272,7 +322,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             p = int(op.value["partitions"][0])
             rec.record(now(), OpType.INVOKE, op.process, op.f, op.value)
             typ, value = await loop.run_in_executor(
-                pool, final_read, db.bootstrap_servers(), TOPIC, p)
+                pool, final_read, db.bootstrap_servers(), TOPIC, p
+            )
             finals_done.append(rec.record(now(), typ, op.process, op.f, value))
         history = rec.history()
         await db.teardown()
@@ -284,18 +335,40 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
                     d = db.partition_log_dir(n, TOPIC, p)
                     if d.is_dir():
                         logs[p][n] = read_log_below_hw(d, hw)
-        checkers: dict[str, Checker] = dict(kafka_checkers(idempotent=opts.idempotent))
+        await db.release()
+        checkers = client_checkers(opts)
+        strict = duplicates_strict(opts)
         checkers["replica-divergence"] = _Fixed(ReplicaDivergence(logs).check(history))
         overall = compose(checkers).check(history)
-        meta: dict[str, JSON] = {**asdict(opts), "mode": mode, "mode_reason": why,
-                                 "ops": len(history), "counts": counts,
-                                 "repro": _repro(opts)}
+        meta: dict[str, JSON] = {
+            **asdict(opts),
+            "mode": mode,
+            "mode_reason": why,
+            "duplicates_strict": strict,
+            "ops": len(history),
+            "counts": counts,
+            "repro": _repro(opts),
+        }
         write_report(history, overall, out, meta=meta)
         return RunOutcome(overall.valid, overall, out, len(history), mode, why, counts)
     finally:
         rec.close()
         await db.teardown()
+        await db.release()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def duplicates_strict(opts: RunOptions) -> bool:
+    """Whether a duplicate is an anomaly: with idempotence on, and always in
+    the txn workload (transactions imply idempotence, KIP-98)."""
+    return opts.idempotent or opts.workload == "txn"
+
+
+def client_checkers(opts: RunOptions) -> dict[str, Checker]:
+    """The history checkers of a run (replica divergence is added after the
+    nodes stop). The duplicates checker always runs; `duplicates_strict`
+    says whether a duplicate fails the run."""
+    return dict(kafka_checkers(idempotent=duplicates_strict(opts)))
 
 
 class _Fixed:
@@ -309,8 +382,12 @@ class _Fixed:
 
 
 def _repro(opts: RunOptions) -> str:
-    return (f"raftlog chaos run --nodes {opts.nodes} --nemesis {','.join(opts.faults)} "
-            f"--time-limit {opts.time_limit_s:g} --rate {opts.rate_hz:g} --seed {opts.seed}")
+    return (
+        f"raftlog chaos run --nodes {opts.nodes} --nemesis {','.join(opts.faults)} "
+        f"--time-limit {opts.time_limit_s:g} --rate {opts.rate_hz:g} --seed {opts.seed} "
+        f"--workload {opts.workload} --mode {opts.mode}"
+        + (" --no-idempotence" if not opts.idempotent else "")
+    )
 
 
 async def _create_topic(db: ChaosDB, partitions: int, pool: ThreadPoolExecutor) -> None:
@@ -323,18 +400,20 @@ async def _create_topic(db: ChaosDB, partitions: int, pool: ThreadPoolExecutor) 
         admin.create_topics([new_topic(TOPIC, partitions, min(3, db.n))])[TOPIC].result(20)
 
     await asyncio.get_running_loop().run_in_executor(pool, create)
-    if db.cluster is not None and db.mode == "proxy":
-        await db.cluster.wait_topic_async(TOPIC, partitions, 20)
-    else:
-        await asyncio.sleep(2)
+    await db.wait_topic(TOPIC, partitions, 20)
 
 
 def summarize(outcome: RunOutcome) -> list[str]:
-    lines = [f"mode: {outcome.mode} ({outcome.mode_reason})",
-             f"ops: {outcome.ops} ({outcome.counts})", f"valid: {outcome.valid}"]
+    lines = [
+        f"mode: {outcome.mode} ({outcome.mode_reason})",
+        f"ops: {outcome.ops} ({outcome.counts})",
+        f"valid: {outcome.valid}",
+    ]
     for name, r in outcome.result.children.items():
-        lines.append(f"  {name}: {r.valid}" + (f" ({r.anomaly_count()} anomalies)"
-                                                 if r.anomaly_count() else ""))
+        lines.append(
+            f"  {name}: {r.valid}"
+            + (f" ({r.anomaly_count()} anomalies)" if r.anomaly_count() else "")
+        )
     lines.append(f"report: {outcome.out / 'index.html'}")
     return lines
 

@@ -111,17 +111,28 @@ class Harness:
     """A 3-node proxy-mode cluster, a topic, a recorded background workload,
     nemesis steps recorded as ``info`` ops, and the final check."""
 
-    def __init__(self, out: Path, *, partitions: int = 1,
-                 properties: dict[str, str] | None = None,
-                 node_env: dict[Node, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        out: Path,
+        *,
+        partitions: int = 1,
+        properties: dict[str, str] | None = None,
+        node_env: dict[Node, dict[str, str]] | None = None,
+    ) -> None:
         self.out = out
         self.partitions = partitions
         if (out / "cluster").exists():
             shutil.rmtree(out / "cluster")
         out.mkdir(parents=True, exist_ok=True)
         (out / "history.jsonl").unlink(missing_ok=True)
-        self.db = ChaosDB(out / "cluster", 3, mode="proxy", properties=properties,
-                          timeouts=Timeouts.fast(), node_env=node_env)
+        self.db = ChaosDB(
+            out / "cluster",
+            3,
+            mode="proxy",
+            properties=properties,
+            timeouts=Timeouts.fast(),
+            node_env=node_env,
+        )
         self.pool = ThreadPoolExecutor(max_workers=12)
         self.rec = HistoryRecorder(out / "history.jsonl")
         self.t0 = time.monotonic_ns()
@@ -145,8 +156,11 @@ class Harness:
 
     # --- workload ------------------------------------------------------------------
 
-    def start_load(self, rate_hz: float, kinds: tuple[str, ...] = ("confluent", "kafka-python"),
-                   ) -> None:
+    def start_load(
+        self,
+        rate_hz: float,
+        kinds: tuple[str, ...] = ("confluent", "kafka-python"),
+    ) -> None:
         for kind in kinds:
             self._load.append(asyncio.create_task(self._producer_loop(kind, rate_hz)))
 
@@ -157,12 +171,15 @@ class Harness:
         while not self._stop.is_set():
             if client is None:
                 client = await self.call(
-                    (lambda: KafkaPythonProducer(boot, TOPIC)) if kind == "kafka-python"
-                    else (lambda: ConfluentProducer(boot, TOPIC, idempotent=True)))
+                    (lambda: KafkaPythonProducer(boot, TOPIC))
+                    if kind == "kafka-python"
+                    else (lambda: ConfluentProducer(boot, TOPIC, idempotent=True))
+                )
             value = next(self.values)
             part = value % self.partitions
-            self.rec.record(self.now(), OpType.INVOKE, proc, "send",
-                            {"partition": part, "value": value})
+            self.rec.record(
+                self.now(), OpType.INVOKE, proc, "send", {"partition": part, "value": value}
+            )
             try:
                 typ, res = await self.call(client.send, part, value)
             except Exception as exc:
@@ -207,8 +224,13 @@ class Harness:
     async def isr(self, partition: int = 0) -> list[Node] | None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.db.bootstrap_servers(), "log_level": 0,
-                             "socket.timeout.ms": 2000})
+        admin = AdminClient(
+            {
+                "bootstrap.servers": self.db.bootstrap_servers(),
+                "log_level": 0,
+                "socket.timeout.ms": 2000,
+            }
+        )
         try:
             md = await self.call(lambda: admin.list_topics(TOPIC, timeout=2))
         except Exception:
@@ -235,8 +257,10 @@ class Harness:
         else:
             assert self.db.net is not None
             await self.db.net.cut(links)
-        return {"drops": {k: sorted(v) for k, v in grudge.items() if v},
-                "replica_only": replica_only}
+        return {
+            "drops": {k: sorted(v) for k, v in grudge.items() if v},
+            "replica_only": replica_only,
+        }
 
     async def heal(self) -> JSON:
         assert self.db.net is not None
@@ -245,8 +269,9 @@ class Harness:
 
     # --- the end ---------------------------------------------------------------------
 
-    async def finish(self, extra: dict[str, Result] | None = None, *,
-                     quiet_s: float = 4.0) -> Result:
+    async def finish(
+        self, extra: dict[str, Result] | None = None, *, quiet_s: float = 4.0
+    ) -> Result:
         await self.stop_load()
         await self.heal()
         for n in self.db.nodes:
@@ -265,8 +290,11 @@ class Harness:
         logs: dict[int | str, dict[int | str, bytes]] = {}
         for fop in finals:
             for p, hw in end_offsets_of(fop).items():
-                logs[p] = {n: read_log_below_hw(d, hw) for n in self.db.nodes
-                           if (d := self.db.partition_log_dir(n, TOPIC, p)).is_dir()}
+                logs[p] = {
+                    n: read_log_below_hw(d, hw)
+                    for n in self.db.nodes
+                    if (d := self.db.partition_log_dir(n, TOPIC, p)).is_dir()
+                }
         checkers: dict[str, Checker] = dict(kafka_checkers(idempotent=True))
         checkers["replica-divergence"] = _Fixed(ReplicaDivergence(logs).check(history))
         for name, r in (extra or {}).items():
@@ -306,8 +334,7 @@ async def isr_shrink_leader_dies(h: Harness) -> tuple[Result, str]:
     leader = await h.leader()
     # Followers stop fetching (replica links only: the leader still reaches
     # the controller, so it can shrink the ISR to itself).
-    await h.step("start-partition", lambda: h.cut(g.isolate(leader, h.db.nodes),
-                                                  replica_only=True))
+    await h.step("start-partition", lambda: h.cut(g.isolate(leader, h.db.nodes), replica_only=True))
     shrunk = await h.wait_isr({leader}, 50)  # replica.lag.time.max.ms: 30 s
     h.notes.append(f"leader {leader}; ISR shrank to the leader alone: {shrunk}")
     t_refuse = h.now()
@@ -319,17 +346,39 @@ async def isr_shrink_leader_dies(h: Harness) -> tuple[Result, str]:
     await asyncio.sleep(4)
     result = await h.finish()
     history = h.rec.history()
-    refused = [op for op in _sends(history) if op.time_ns >= t_refuse
-               and op.type is OpType.FAIL and "NOT_ENOUGH_REPLICAS" in str(op.value)]
-    acked_alone = [op for op in _sends(history) if op.type is OpType.OK
-                   and t_refuse + 1_000_000_000 <= op.time_ns]
+    refused = [
+        op
+        for op in _sends(history)
+        if op.time_ns >= t_refuse
+        and op.type is OpType.FAIL
+        and "NOT_ENOUGH_REPLICAS" in str(op.value)
+    ]
+    acked_alone = [
+        op
+        for op in _sends(history)
+        if op.type is OpType.OK and t_refuse + 1_000_000_000 <= op.time_ns
+    ]
     h.notes.append(f"refused with NOT_ENOUGH_REPLICAS after the shrink: {len(refused)}")
     extra = make_result(
-        {"isr-did-not-shrink": [] if shrunk else [Anomaly(
-            "isr-did-not-shrink", "the ISR never shrank to the leader; scenario not exercised")],
-         "no-refusal": [] if refused else [Anomaly(
-             "no-refusal", "no write was refused with NOT_ENOUGH_REPLICAS while ISR={leader}")]},
-        stats={"refused": len(refused), "ok_after_shrink_window": len(acked_alone)})
+        {
+            "isr-did-not-shrink": []
+            if shrunk
+            else [
+                Anomaly(
+                    "isr-did-not-shrink",
+                    "the ISR never shrank to the leader; scenario not exercised",
+                )
+            ],
+            "no-refusal": []
+            if refused
+            else [
+                Anomaly(
+                    "no-refusal", "no write was refused with NOT_ENOUGH_REPLICAS while ISR={leader}"
+                )
+            ],
+        },
+        stats={"refused": len(refused), "ok_after_shrink_window": len(acked_alone)},
+    )
     result = compose({"run": _Fixed(result), "isr-shrink": _Fixed(extra)}).check(history)
     return result, "valid: writes refused while ISR = {leader}; no ok send lost"
 
@@ -364,18 +413,33 @@ async def _describe(h: Harness, n: Node) -> dict[str, Any]:
     assert h.db.cluster is not None
     port = next(x.controller_port for x in h.db.cluster.layout.nodes if x.node_id == node_id(n))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "data_plane.cli", "quorum", "describe", "--status",
-        "--bootstrap-controller", f"127.0.0.1:{port}", "--timeout-ms", "1500",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "data_plane.cli",
+        "quorum",
+        "describe",
+        "--status",
+        "--bootstrap-controller",
+        f"127.0.0.1:{port}",
+        "--timeout-ms",
+        "1500",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     fields = {}
     for line in out.decode().splitlines():
         k, _, v = line.partition(":")
         fields[k.strip()] = v.strip()
     serving = proc.returncode == 0 and fields.get("LeaderId") == str(node_id(n))
-    return {"node": n, "rc": proc.returncode, "serving": serving,
-            "epoch": int(fields.get("LeaderEpoch", -1)), "hw": int(fields.get("HighWatermark", -1)),
-            "error": err.decode().strip()[-160:] if proc.returncode else ""}
+    return {
+        "node": n,
+        "rc": proc.returncode,
+        "serving": serving,
+        "epoch": int(fields.get("LeaderEpoch", -1)),
+        "hw": int(fields.get("HighWatermark", -1)),
+        "error": err.decode().strip()[-160:] if proc.returncode else "",
+    }
 
 
 async def controller_isolated(h: Harness) -> tuple[Result, str]:
@@ -396,9 +460,12 @@ async def controller_isolated(h: Harness) -> tuple[Result, str]:
         await asyncio.sleep(0.3)
     await h.step("stop-partition", h.heal)
     (h.out / "quorum-samples.json").write_text(json.dumps(samples, indent=1))
-    bad: dict[str, list[Anomaly]] = {"two-leaders-same-epoch": [], "new-leader-not-elected": [],
-                                     "old-leader-never-resigned": [],
-                                     "isolated-leader-committed": []}
+    bad: dict[str, list[Anomaly]] = {
+        "two-leaders-same-epoch": [],
+        "new-leader-not-elected": [],
+        "old-leader-never-resigned": [],
+        "isolated-leader-committed": [],
+    }
     fetch_s = Timeouts.fast().fetch_ms / 1000
     old_hw0: int | None = None
     last_old_serving = -1.0
@@ -407,34 +474,54 @@ async def controller_isolated(h: Harness) -> tuple[Result, str]:
         serving = [s for s in smp["nodes"] if s["serving"]]
         epochs = [s["epoch"] for s in serving]
         if len(epochs) != len(set(epochs)):
-            bad["two-leaders-same-epoch"].append(Anomaly(
-                "two-leaders-same-epoch", f"at +{smp['t']} s", (), {"sample": smp}))
+            bad["two-leaders-same-epoch"].append(
+                Anomaly("two-leaders-same-epoch", f"at +{smp['t']} s", (), {"sample": smp})
+            )
         for s in serving:
             if s["node"] == old:
                 last_old_serving = smp["t"]
                 old_hw0 = s["hw"] if old_hw0 is None else old_hw0
                 if s["hw"] > old_hw0 and smp["t"] > 0.5:
-                    bad["isolated-leader-committed"].append(Anomaly(
-                        "isolated-leader-committed",
-                        f"isolated old leader's HW moved {old_hw0} -> {s['hw']}", (), {}))
+                    bad["isolated-leader-committed"].append(
+                        Anomaly(
+                            "isolated-leader-committed",
+                            f"isolated old leader's HW moved {old_hw0} -> {s['hw']}",
+                            (),
+                            {},
+                        )
+                    )
             else:
                 new_leaders.add(s["node"])
     if not new_leaders:
-        bad["new-leader-not-elected"].append(Anomaly(
-            "new-leader-not-elected", "the majority never elected a new controller"))
+        bad["new-leader-not-elected"].append(
+            Anomaly("new-leader-not-elected", "the majority never elected a new controller")
+        )
     # check-quorum: resign after ~1.5 fetch timeouts without a majority; allow 3.
     if last_old_serving > 3 * fetch_s:
-        bad["old-leader-never-resigned"].append(Anomaly(
-            "old-leader-never-resigned",
-            f"isolated controller {old} still served as leader at +{last_old_serving} s"))
-    h.notes.append(f"old controller {old}; new {sorted(new_leaders)}; old served as leader "
-                   f"until +{last_old_serving} s after the cut; {len(samples)} samples")
-    extra = make_result(bad, stats={"old": old, "new": sorted(new_leaders),
-                                    "old_last_serving_s": last_old_serving,
-                                    "samples": len(samples)})
+        bad["old-leader-never-resigned"].append(
+            Anomaly(
+                "old-leader-never-resigned",
+                f"isolated controller {old} still served as leader at +{last_old_serving} s",
+            )
+        )
+    h.notes.append(
+        f"old controller {old}; new {sorted(new_leaders)}; old served as leader "
+        f"until +{last_old_serving} s after the cut; {len(samples)} samples"
+    )
+    extra = make_result(
+        bad,
+        stats={
+            "old": old,
+            "new": sorted(new_leaders),
+            "old_last_serving_s": last_old_serving,
+            "samples": len(samples),
+        },
+    )
     await asyncio.sleep(3)
-    return (await h.finish({"controller-split-brain": extra}),
-            "valid: a new controller elected, the isolated one resigned, never two in one epoch")
+    return (
+        await h.finish({"controller-split-brain": extra}),
+        "valid: a new controller elected, the isolated one resigned, never two in one epoch",
+    )
 
 
 async def indefinite_across_failover(h: Harness) -> tuple[Result, str]:
@@ -451,13 +538,26 @@ async def indefinite_across_failover(h: Harness) -> tuple[Result, str]:
     final = _final_values(history)
     indefinite = [op for op in _sends(history) if op.type is OpType.INFO]
     nlf = [op for op in indefinite if "NOT_LEADER" in str(op.value).upper()]
-    stats = {"indefinite": len(indefinite), "not_leader_or_follower": len(nlf),
-             "not_leader_later_seen": sum(op.value["value"] in final for op in nlf),
-             "indefinite_later_seen": sum(op.value["value"] in final for op in indefinite)}
+    stats = {
+        "indefinite": len(indefinite),
+        "not_leader_or_follower": len(nlf),
+        "not_leader_later_seen": sum(op.value["value"] in final for op in nlf),
+        "indefinite_later_seen": sum(op.value["value"] in final for op in indefinite),
+    }
     h.notes.append(f"indefinite sends: {stats}")
-    extra = make_result({"no-indefinite": [] if indefinite else [Anomaly(
-        "no-indefinite", "no send was in flight across a failover; scenario not exercised")]},
-        stats=stats)
+    extra = make_result(
+        {
+            "no-indefinite": []
+            if indefinite
+            else [
+                Anomaly(
+                    "no-indefinite",
+                    "no send was in flight across a failover; scenario not exercised",
+                )
+            ]
+        },
+        stats=stats,
+    )
     result = compose({"run": _Fixed(result), "indefinite": _Fixed(extra)}).check(history)
     return result, "valid: indefinite sends may appear; no ok send lost"
 
@@ -478,17 +578,24 @@ async def last_replica_standing(h: Harness) -> tuple[Result, str]:
     await h.step("start-lost-writes", lambda: _kill(h, leader))  # power cut on restart
     await asyncio.sleep(2)
     await h.step("stop-partition", h.heal)
-    await h.step("stop-lost-writes",
-                 lambda: _start(h, leader, lose_unsynced=True))  # drops unsynced bytes
-    h.notes.append(f"leader {leader}; ISR -> {{leader,{f1}}}: {shrunk1}; -> {{leader}}: "
-                   f"{shrunk2}; leader power-cut and restarted as the last ISR member")
+    await h.step(
+        "stop-lost-writes", lambda: _start(h, leader, lose_unsynced=True)
+    )  # drops unsynced bytes
+    h.notes.append(
+        f"leader {leader}; ISR -> {{leader,{f1}}}: {shrunk1}; -> {{leader}}: "
+        f"{shrunk2}; leader power-cut and restarted as the last ISR member"
+    )
     await asyncio.sleep(4)
     result = await h.finish()
     lost = result.children["lost-writes"].anomaly_count()
-    h.notes.append(f"acknowledged writes lost: {lost} (possible: no KIP-966 ELR, no fsync "
-                   "per write; two coinciding faults)")
-    return result, ("informative: may be invalid (lost acked writes) - without KIP-966 "
-                    "this double fault is outside the guarantee")
+    h.notes.append(
+        f"acknowledged writes lost: {lost} (possible: no KIP-966 ELR, no fsync "
+        "per write; two coinciding faults)"
+    )
+    return result, (
+        "informative: may be invalid (lost acked writes) - without KIP-966 "
+        "this double fault is outside the guarantee"
+    )
 
 
 def _log_end(d: Path) -> int:
@@ -514,8 +621,9 @@ async def disk_wipe_rejoin(h: Harness) -> tuple[Result, str]:
     follower = next(n for n in h.db.nodes if n != leader)
 
     def hw() -> int:
-        c = Consumer({"bootstrap.servers": h.db.bootstrap_servers(), "group.id": "wipe",
-                      "log_level": 0})
+        c = Consumer(
+            {"bootstrap.servers": h.db.bootstrap_servers(), "group.id": "wipe", "log_level": 0}
+        )
         try:
             return int(c.get_watermark_offsets(CTP(TOPIC, 0), timeout=5)[1])
         finally:
@@ -547,34 +655,52 @@ async def disk_wipe_rejoin(h: Harness) -> tuple[Result, str]:
             end = _log_end(pdir)
             rejoined_at = round(time.monotonic() - t, 2)
             if end < hw0:
-                bad.append(Anomaly("rejoined-isr-behind-hw",
-                                   f"{follower} back in ISR {isr} with log end {end} < HW {hw0}",
-                                   (), {"log_end": end, "hw": hw0}))
+                bad.append(
+                    Anomaly(
+                        "rejoined-isr-behind-hw",
+                        f"{follower} back in ISR {isr} with log end {end} < HW {hw0}",
+                        (),
+                        {"log_end": end, "hw": hw0},
+                    )
+                )
             break
         await asyncio.sleep(0.1)
     if removed_at is None:
-        bad.append(Anomaly("wiped-replica-never-removed",
-                           f"{follower} restarted on an empty disk but stayed in the ISR 30 s"))
-    h.notes.append(f"wiped {follower} (leader {leader}); HW at wipe {hw0}; removed from the "
-                   f"ISR after {removed_at} s, back in it after {rejoined_at} s")
-    extra = make_result({"rejoined-isr-behind-hw": bad},
-                        stats={"hw_at_wipe": hw0, "removed_after_s": removed_at,
-                               "rejoined_after_s": rejoined_at},
-                        unknown_reason="" if rejoined_at is not None
-                        else "the wiped follower never rejoined the ISR within 30 s")
-    return (await h.finish({"isr-after-wipe": extra}),
-            "valid: the wiped follower rejoins the ISR only once caught up")
+        bad.append(
+            Anomaly(
+                "wiped-replica-never-removed",
+                f"{follower} restarted on an empty disk but stayed in the ISR 30 s",
+            )
+        )
+    h.notes.append(
+        f"wiped {follower} (leader {leader}); HW at wipe {hw0}; removed from the "
+        f"ISR after {removed_at} s, back in it after {rejoined_at} s"
+    )
+    extra = make_result(
+        {"rejoined-isr-behind-hw": bad},
+        stats={"hw_at_wipe": hw0, "removed_after_s": removed_at, "rejoined_after_s": rejoined_at},
+        unknown_reason=""
+        if rejoined_at is not None
+        else "the wiped follower never rejoined the ISR within 30 s",
+    )
+    return (
+        await h.finish({"isr-after-wipe": extra}),
+        "valid: the wiped follower rejoins the ISR only once caught up",
+    )
 
 
 async def zombie_producer(h: Harness) -> tuple[Result, str]:
     boot = h.db.bootstrap_servers()
     if not await h.call(transactions_available, boot):
         h.notes.append("transactions unavailable on this cluster")
-        return (make_result({}, unknown_reason="transactions unavailable"),
-                "unknown: no transactions")
+        return (
+            make_result({}, unknown_reason="transactions unavailable"),
+            "unknown: no transactions",
+        )
     h.start_load(5, kinds=("confluent",))
-    zombie = await h.call(lambda: ConfluentProducer(boot, TOPIC, idempotent=True,
-                                                    transactional_id="chaos-zombie"))
+    zombie = await h.call(
+        lambda: ConfluentProducer(boot, TOPIC, idempotent=True, transactional_id="chaos-zombie")
+    )
     zvals = [next(h.values) for _ in range(5)]
     zproc, nproc = next(h.procs), next(h.procs)
 
@@ -584,20 +710,33 @@ async def zombie_producer(h: Harness) -> tuple[Result, str]:
             zombie.p.produce(TOPIC, str(v).encode(), partition=0)
         zombie.p.flush(5)
 
-    h.rec.record(h.now(), OpType.INVOKE, zproc, "txn",
-                 {"sends": [{"partition": 0, "value": v} for v in zvals], "abort": False})
+    h.rec.record(
+        h.now(),
+        OpType.INVOKE,
+        zproc,
+        "txn",
+        {"sends": [{"partition": 0, "value": v} for v in zvals], "abort": False},
+    )
     await h.call(zombie_begin)
-    fresh = await h.call(lambda: ConfluentProducer(boot, TOPIC, idempotent=True,
-                                                   transactional_id="chaos-zombie"))
+    fresh = await h.call(
+        lambda: ConfluentProducer(boot, TOPIC, idempotent=True, transactional_id="chaos-zombie")
+    )
     nvals = [next(h.values) for _ in range(5)]
-    h.rec.record(h.now(), OpType.INVOKE, nproc, "txn",
-                 {"sends": [{"partition": 0, "value": v} for v in nvals], "abort": False})
+    h.rec.record(
+        h.now(),
+        OpType.INVOKE,
+        nproc,
+        "txn",
+        {"sends": [{"partition": 0, "value": v} for v in nvals], "abort": False},
+    )
     typ, val = await h.call(fresh.txn, [(0, v) for v in nvals], False)
     h.rec.record(h.now(), typ, nproc, "txn", val)
 
     def zombie_commit() -> tuple[OpType, JSON]:
-        value: dict[str, JSON] = {"sends": [{"partition": 0, "value": v} for v in zvals],
-                                  "abort": False}
+        value: dict[str, JSON] = {
+            "sends": [{"partition": 0, "value": v} for v in zvals],
+            "abort": False,
+        }
         try:
             zombie.p.commit_transaction(5)
         except Exception as exc:
@@ -607,21 +746,34 @@ async def zombie_producer(h: Harness) -> tuple[Result, str]:
 
     ztyp, zval = await h.call(zombie_commit)
     h.rec.record(h.now(), ztyp, zproc, "txn", zval)
-    h.notes.append(f"new instance commit: {typ.value}; zombie commit: {ztyp.value} "
-                   f"({zval.get('error', '') if isinstance(zval, dict) else ''})")
+    h.notes.append(
+        f"new instance commit: {typ.value}; zombie commit: {ztyp.value} "
+        f"({zval.get('error', '') if isinstance(zval, dict) else ''})"
+    )
     await asyncio.sleep(2)
     result = await h.finish()
     final = _final_values(h.rec.history())
     seen = [v for v in zvals if v in final]
-    extra = make_result({
-        "zombie-committed": [] if ztyp is not OpType.OK else [Anomaly(
-            "zombie-committed", "a fenced producer's commit succeeded")],
-        "zombie-records-visible": [] if not seen else [Anomaly(
-            "zombie-records-visible", f"read_committed saw the zombie's values {seen}")],
-        "new-instance-not-visible": [] if typ is not OpType.OK or all(
-            v in final for v in nvals) else [Anomaly(
-                "new-instance-not-visible", "the new instance's committed values are missing")],
-    }, stats={"zombie_commit": ztyp.value, "new_commit": typ.value})
+    extra = make_result(
+        {
+            "zombie-committed": []
+            if ztyp is not OpType.OK
+            else [Anomaly("zombie-committed", "a fenced producer's commit succeeded")],
+            "zombie-records-visible": []
+            if not seen
+            else [
+                Anomaly("zombie-records-visible", f"read_committed saw the zombie's values {seen}")
+            ],
+            "new-instance-not-visible": []
+            if typ is not OpType.OK or all(v in final for v in nvals)
+            else [
+                Anomaly(
+                    "new-instance-not-visible", "the new instance's committed values are missing"
+                )
+            ],
+        },
+        stats={"zombie_commit": ztyp.value, "new_commit": typ.value},
+    )
     result = compose({"run": _Fixed(result), "zombie": _Fixed(extra)}).check(h.rec.history())
     return result, "valid: the zombie is fenced, its records never visible"
 
@@ -629,13 +781,14 @@ async def zombie_producer(h: Harness) -> tuple[Result, str]:
 Scenario = Callable[[Harness], Awaitable[tuple[Result, str]]]
 
 SCENARIOS: dict[str, tuple[Scenario, dict[str, Any]]] = {
-    "isr-shrink-leader-dies": (isr_shrink_leader_dies,
-                               {}),
+    "isr-shrink-leader-dies": (isr_shrink_leader_dies, {}),
     "fast-leader-changes": (fast_leader_changes, {}),
     "controller-isolated": (controller_isolated, {}),
     "indefinite-across-failover": (indefinite_across_failover, {}),
-    "last-replica-standing": (last_replica_standing, {
-        "node_env": {f"n{i}": dict(LOSSY_ENV) for i in (1, 2, 3)}}),
+    "last-replica-standing": (
+        last_replica_standing,
+        {"node_env": {f"n{i}": dict(LOSSY_ENV) for i in (1, 2, 3)}},
+    ),
     "disk-wipe-rejoin": (disk_wipe_rejoin, {}),
     "zombie-producer": (zombie_producer, {}),
 }
@@ -652,9 +805,19 @@ async def run_scenario(name: str, out: str | Path) -> ScenarioOutcome:
     finally:
         await h.close()
     outcome = ScenarioOutcome(name, result, expected, h.notes, h.out)
-    (h.out / "scenario.json").write_text(json.dumps(
-        {"name": name, "valid": result.valid, "expected": expected, "notes": h.notes,
-         "result": result.to_json()}, indent=1, default=str))
+    (h.out / "scenario.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "valid": result.valid,
+                "expected": expected,
+                "notes": h.notes,
+                "result": result.to_json(),
+            },
+            indent=1,
+            default=str,
+        )
+    )
     return outcome
 
 
@@ -663,9 +826,11 @@ def summarize(o: ScenarioOutcome) -> list[str]:
     lines += [f"  note: {n}" for n in o.notes]
 
     def walk(name: str, r: Result, depth: int) -> None:
-        lines.append("  " * depth + f"{name}: {r.valid}"
-                     + (f" ({r.anomaly_count()} anomalies: {sorted(r.anomalies)})"
-                        if r.anomalies else ""))
+        lines.append(
+            "  " * depth
+            + f"{name}: {r.valid}"
+            + (f" ({r.anomaly_count()} anomalies: {sorted(r.anomalies)})" if r.anomalies else "")
+        )
         for k, c in r.children.items():
             walk(k, c, depth + 1)
 

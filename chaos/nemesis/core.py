@@ -122,8 +122,9 @@ class ProcessNemesis:
 
     fs = frozenset(f"{p}-{k}" for p in ("start", "stop") for k in ("kill", "pause", "lost-writes"))
 
-    def __init__(self, db: DB, rng: random.Random, *, topic: str = "chaos",
-                 lossy_wait_s: float = 20.0) -> None:
+    def __init__(
+        self, db: DB, rng: random.Random, *, topic: str = "chaos", lossy_wait_s: float = 20.0
+    ) -> None:
         self.db = db
         self.rng = rng
         self.topic = topic
@@ -139,8 +140,11 @@ class ProcessNemesis:
         action, _, kind = f.partition("-")
         if action == "start":
             if kind == "lost-writes" and not await self._wait_fully_replicated():
-                return {"nodes": [], "skipped": f"{self.topic} not fully replicated "
-                                               f"within {self.lossy_wait_s:.0f} s"}
+                return {
+                    "nodes": [],
+                    "skipped": f"{self.topic} not fully replicated "
+                    f"within {self.lossy_wait_s:.0f} s",
+                }
             targets = resolve_targets(value["target"], state, self.rng)
             for n in targets:
                 if kind == "pause":
@@ -181,6 +185,49 @@ class ProcessNemesis:
             await self.db.start_node(n, lose_unsynced=True)
 
 
+class DiskFullNemesis:
+    """``start-disk-full {"target"}`` fills the targets' data-dir file systems
+    (each node's data dir is its own size-limited tmpfs, so one node's disk
+    fills and nobody else's), and every write of theirs gets ENOSPC;
+    ``stop-disk-full`` frees the space and restarts any target that died of
+    it (Kafka stops a broker whose only log dir fails; a restart after the
+    disk is fixed is the operator's heal). Idempotent."""
+
+    fs = frozenset({"start-disk-full", "stop-disk-full"})
+
+    def __init__(self, db: DB, rng: random.Random) -> None:
+        self.db = db
+        self.rng = rng
+        self.full: set[Node] = set()
+
+    async def setup(self) -> None:
+        return None
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        if f == "start-disk-full":
+            targets = resolve_targets(value["target"], state, self.rng)
+            ballast = {}
+            for n in targets:
+                ballast[n] = await asyncio.to_thread(self.db.fill_disk, n)
+                self.full.add(n)
+            return {"nodes": targets, "ballast_bytes": ballast}
+        return await self._heal()
+
+    async def _heal(self) -> JSON:
+        healed = sorted(self.full)
+        restarted = []
+        for n in healed:
+            await asyncio.to_thread(self.db.free_disk, n)
+            if self.db.pid(n) is None:
+                await self.db.start_node(n)
+                restarted.append(n)
+        self.full.clear()
+        return {"nodes": healed, "restarted": restarted}
+
+    async def teardown(self) -> None:
+        await self._heal()
+
+
 class IsolateThenKillLeader:
     """The ``isolate-then-kill-leader`` schedule (generator.SCHEDULES).
 
@@ -193,8 +240,9 @@ class IsolateThenKillLeader:
     unreplicated writes even after the controller has moved leadership.
     """
 
-    fs = frozenset({"start-isolate-then-kill-leader", "kill-isolated-leader",
-                    "stop-isolate-then-kill-leader"})
+    fs = frozenset(
+        {"start-isolate-then-kill-leader", "kill-isolated-leader", "stop-isolate-then-kill-leader"}
+    )
 
     def __init__(self, db: DB, net: NetBackend, rng: random.Random) -> None:
         self.db = db

@@ -118,6 +118,30 @@ def umount(directory: str | os.PathLike[str]) -> None:
     subprocess.run(["umount", str(directory)], check=False, capture_output=True)
 
 
+def mounts_under(directory: str | os.PathLike[str]) -> list[str]:
+    """Mount points at or below ``directory`` (from /proc/self/mounts), deepest first."""
+    root = os.path.realpath(directory)
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 2:
+                continue
+            point = fields[1].replace("\\040", " ")
+            if point == root or point.startswith(root + os.sep):
+                found.append(point)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def umount_under(directory: str | os.PathLike[str]) -> list[str]:
+    """Unmount everything mounted at or below ``directory`` (a killed run's
+    tmpfs data dirs, before its directory is removed); what was unmounted."""
+    points = mounts_under(directory)
+    for p in points:
+        umount(p)
+    return points
+
+
 BALLAST = ".chaos-ballast"
 
 

@@ -281,3 +281,21 @@ def test_read_log_below_hw_reads_segments_in_order(tmp_path: Path) -> None:
     assert read_log_below_hw(tmp_path, 3) == b0 + b1
     assert read_log_below_hw(tmp_path, 2) == b0
     assert read_log_below_hw(tmp_path, 1) == b""  # batch 0..1 reaches the HW
+
+
+def test_txn_runs_check_duplicates_strictly_even_without_the_idempotence_flag() -> None:
+    from chaos.runner import RunOptions, client_checkers
+
+    dup = (
+        H()
+        .txn(0, [(0, 1, 0), (0, 2, 1)])
+        .poll(1, {0: [(0, 1), (1, 2), (2, 1)]})  # value 1 twice: a duplicate
+        .final(9, {0: [(0, 1), (1, 2), (2, 1)]})
+        .build()
+    )
+    txn = client_checkers(RunOptions(workload="txn", idempotent=False))
+    assert "duplicates" in txn and "aborted-reads" in txn
+    r = compose(txn).check(dup)
+    assert r.valid is False and r.children["duplicates"].valid is False
+    plain = client_checkers(RunOptions(workload="send", idempotent=False))
+    assert compose(plain).check(dup).children["duplicates"].valid is True  # reported, allowed

@@ -88,3 +88,27 @@ def test_bad_configs_are_refused() -> None:
         NemesisConfig(interval_s=1, duration_s=2)
     with pytest.raises(ValueError):
         WorkloadConfig(rate_hz=0)
+
+
+def test_txn_workload_unique_values_some_aborted_and_plain_plans_unchanged() -> None:
+    def with_txn(seed: int, txn: bool) -> RunConfig:
+        c = cfg(seed)
+        return RunConfig(
+            seed=seed,
+            time_limit_s=c.time_limit_s,
+            quiet_s=c.quiet_s,
+            workload=WorkloadConfig(partitions=3, processes=4, rate_hz=50, txn=txn),
+            nemesis=c.nemesis,
+        )
+
+    plan = generate(with_txn(5, True))
+    assert generate(with_txn(5, True)) == plan
+    txns = [op.value for op in plan if op.f == "txn"]
+    assert not [op for op in plan if op.f == "send"]
+    values = [s["value"] for t in txns for s in t["sends"]]
+    assert values == list(range(len(values)))  # unique across transactions
+    assert all(1 <= len(t["sends"]) <= 4 for t in txns)
+    aborted = sum(t["abort"] for t in txns)
+    assert 0.15 < aborted / len(txns) < 0.35  # abort_fraction 0.25
+    # Without txn the plan is exactly the plain-send plan.
+    assert generate(with_txn(5, False)) == generate(cfg(5))

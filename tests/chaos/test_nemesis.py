@@ -175,20 +175,29 @@ TCP_CLIENT = (
 
 
 def test_netns_nft_grudge_cuts_and_heals() -> None:
+    """Node-to-node links cut and heal by nft; the root namespace (the runner
+    and its clients) reaches every node through the host veth, also during
+    a cut; teardown leaves no namespace, no host link and no process."""
     reason = netns.availability()
     if reason is not None:
         print(f"SKIP netns: {reason}")
         pytest.skip(reason)
 
     async def main() -> None:
-        net = netns.NetnsNet(["a", "b"], prefix="cxt")
+        net = netns.NetnsNet(["a", "b"])
         await net.setup()
         server = subprocess.Popen([*net.exec_prefix("b"), sys.executable, "-c", TCP_SERVER])
         try:
 
-            def connect(src: str, dst: str) -> str:
+            def connect(src: str | None, dst: str) -> str:
                 out = subprocess.run(
-                    [*net.exec_prefix(src), sys.executable, "-c", TCP_CLIENT, net.address(dst)],
+                    [
+                        *(net.exec_prefix(src) if src else []),
+                        sys.executable,
+                        "-c",
+                        TCP_CLIENT,
+                        net.address(dst),
+                    ],
                     capture_output=True,
                     text=True,
                     timeout=10,
@@ -199,18 +208,31 @@ def test_netns_nft_grudge_cuts_and_heals() -> None:
             while connect("a", "b") != "ok":
                 assert time.monotonic() < deadline, "server in namespace b never came up"
                 time.sleep(0.05)
+            assert connect(None, "b") == "ok"  # root namespace -> node, via the host veth
             await net.cut(g.links(g.one_way("a", "b")))
+            assert "drop" in net.rules("b")
             assert connect("a", "b").startswith("cut")
+            assert connect(None, "b") == "ok"  # clients are never partitioned
             await net.heal()
             assert connect("a", "b") == "ok"
         finally:
-            server.kill()
-            server.wait()
             await net.teardown()
+            server.wait(timeout=5)  # teardown killed it: it was inside a namespace
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        assert "cxt-" not in listed
+        assert f"{net.prefix}-" not in listed
+        links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+        assert net.host_link not in links
 
     asyncio.run(main())
+
+
+def test_netns_prefixes_are_unique_and_fit_interface_names() -> None:
+    a, b = netns.default_prefix(), netns.default_prefix()
+    assert a != b and a.startswith(netns.NS_PREFIX)
+    net = netns.NetnsNet(["n1", "n2", "n3"])
+    assert len(net.host_link) <= 15
+    with pytest.raises(netns.NetnsError):
+        net.address("n1")  # no subnet before setup
 
 
 # --- process faults ---------------------------------------------------------------
@@ -316,12 +338,24 @@ class FakeDB:
     def __init__(self, replicated: list[bool] | None = None) -> None:
         self.calls: list[tuple[str, str]] = []
         self.replicated = replicated if replicated is not None else [True]
+        self.dead: set[str] = set()
+
+    def fill_disk(self, n: str) -> int:
+        self.calls.append(("fill", n))
+        return 123
+
+    def free_disk(self, n: str) -> None:
+        self.calls.append(("free", n))
+
+    def pid(self, n: str) -> int | None:
+        return None if n in self.dead else 1
 
     async def kill_node(self, n: str) -> None:
         self.calls.append(("kill", n))
 
-    async def start_node(self, n: str, extra_env: Mapping[str, str] | None = None,
-                         *, lose_unsynced: bool = False) -> None:
+    async def start_node(
+        self, n: str, extra_env: Mapping[str, str] | None = None, *, lose_unsynced: bool = False
+    ) -> None:
         self.calls.append(("start-losing-unsynced" if lose_unsynced else "start", n))
 
     async def fully_replicated(self, topic: str) -> bool:
@@ -361,6 +395,7 @@ def test_only_a_lost_writes_fault_loses_unsynced_data_and_only_when_fully_replic
     cut, and it waits for full replication so it stays a single fault (found
     by the soak, seed 3006: kills that all lost page cache, one after
     another, left the last ISR member empty, KIP-966's double fault)."""
+
     async def main() -> None:
         state = ClusterState(("n1", "n2", "n3"), leader="n1", controller="n3")
         db = FakeDB(replicated=[False, False, True])
@@ -368,10 +403,15 @@ def test_only_a_lost_writes_fault_loses_unsynced_data_and_only_when_fully_replic
         await proc.invoke("start-kill", {"target": "leader"}, state)
         await proc.invoke("stop-kill", None, state)
         assert await proc.invoke("start-lost-writes", {"target": "leader"}, state) == {
-            "nodes": ["n1"]}  # after two polls saw under-replication
+            "nodes": ["n1"]
+        }  # after two polls saw under-replication
         await proc.invoke("stop-lost-writes", None, state)
-        assert db.calls == [("kill", "n1"), ("start", "n1"),
-                            ("kill", "n1"), ("start-losing-unsynced", "n1")]
+        assert db.calls == [
+            ("kill", "n1"),
+            ("start", "n1"),
+            ("kill", "n1"),
+            ("start-losing-unsynced", "n1"),
+        ]
 
         never = FakeDB(replicated=[False])
         proc = ProcessNemesis(never, random.Random(0), lossy_wait_s=0.6)  # type: ignore[arg-type]
@@ -382,11 +422,57 @@ def test_only_a_lost_writes_fault_loses_unsynced_data_and_only_when_fully_replic
     asyncio.run(main())
 
 
-def test_auto_mode_is_the_proxy_mode_until_netns_runs_a_cluster() -> None:
-    """The netns mode's cluster does not start yet (no route from the runner
-    into the namespaces), so `--mode auto` must never pick it."""
+def test_auto_mode_picks_netns_when_the_machine_allows_it_and_says_so() -> None:
     from chaos.db import pick_mode
 
+    reason = netns.availability()
     mode, why = pick_mode("auto")
-    assert mode == "proxy" and "netns mode is not finished" in why
-    assert pick_mode("proxy") == ("proxy", "requested")
+    print(mode, why)
+    if reason is None:
+        assert mode == "netns" and "namespace" in why
+        assert pick_mode("netns")[0] == "netns"
+    else:
+        assert mode == "proxy" and reason in why
+        with pytest.raises(RuntimeError, match="netns mode unavailable"):
+            pick_mode("netns")
+    assert pick_mode("proxy")[0] == "proxy"
+    with pytest.raises(ValueError):
+        pick_mode("docker")
+
+
+def test_disk_full_fills_the_target_and_heal_frees_and_restarts_the_dead() -> None:
+    from chaos.nemesis.core import DiskFullNemesis
+
+    async def main() -> None:
+        state = ClusterState(("n1", "n2", "n3"), leader="n2", controller="n3")
+        db = FakeDB()
+        disk = DiskFullNemesis(db, random.Random(0))  # type: ignore[arg-type]
+        out = await disk.invoke("start-disk-full", {"target": "leader"}, state)
+        assert out == {"nodes": ["n2"], "ballast_bytes": {"n2": 123}}
+        db.dead.add("n2")  # it died of ENOSPC
+        assert await disk.invoke("stop-disk-full", None, state) == {
+            "nodes": ["n2"],
+            "restarted": ["n2"],
+        }
+        assert db.calls == [("fill", "n2"), ("free", "n2"), ("start", "n2")]
+        db.dead.clear()
+        await disk.invoke("start-disk-full", {"target": "controller"}, state)
+        await disk.teardown()  # heals; n3 survived, so no restart
+        assert db.calls[3:] == [("fill", "n3"), ("free", "n3")]
+        assert await disk.invoke("stop-disk-full", None, state) == {"nodes": [], "restarted": []}
+
+    asyncio.run(main())
+
+
+def test_umount_under_finds_a_leftover_tmpfs(tmp_path: Path) -> None:
+    mnt = tmp_path / "cluster" / "node-1" / "data"
+    mnt.mkdir(parents=True)
+    try:
+        process.mount_tmpfs(mnt, 1 << 20)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot mount tmpfs: {exc.stderr}")
+    try:
+        assert process.mounts_under(tmp_path / "cluster") == [str(mnt)]
+    finally:
+        assert process.umount_under(tmp_path / "cluster") == [str(mnt)]
+    assert process.mounts_under(tmp_path) == []
