@@ -29,7 +29,9 @@ import argparse
 import asyncio
 import base64
 import datetime
+import faulthandler
 import logging
+import signal
 import sys
 import time
 import uuid
@@ -86,6 +88,9 @@ def cmd_server_start(args: argparse.Namespace) -> int:
         format=f"%(asctime)s node{config.node_id} %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    # SIGUSR1 prints every thread's stack to the log (Kafka's jstack): how to
+    # see where a node that does not stop is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return asyncio.run(run_node(config))
     except StorageError as exc:

@@ -453,7 +453,11 @@ class LocalCluster:
         os.kill(pid, sig)
         code = self._wait_exit(node_id, timeout_s)
         if code is None and self.is_alive(node_id):
-            raise LocalClusterError(f"node {node_id} (pid {pid}) did not exit within {timeout_s} s")
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGUSR1)  # the node logs its threads' stacks
+                time.sleep(0.5)
+            raise LocalClusterError(f"node {node_id} (pid {pid}) did not exit within {timeout_s} s "
+                                    f"(stacks in {self.log_path(node_id)})")
         return code
 
     def pause(self, node_id: int) -> None:
