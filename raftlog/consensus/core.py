@@ -60,6 +60,11 @@ from raftlog.consensus.snapshot import SnapshotId
 from raftlog.records import iter_batches
 
 _FAR_FUTURE_MS = 1 << 62
+# Messages that promise nothing about this node's unflushed log or unwritten
+# election state (see `Ready.send_before_persist`): answers that carry the
+# leader's records, its high watermark (counted from flushed offsets only) or
+# an error with the already-durable epoch and leader.
+_PROMISE_FREE = (FetchResponse, FetchSnapshotResponse, DescribeQuorumResponse)
 
 
 class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
@@ -207,9 +212,12 @@ class KRaftCore(ElectionMixin, ReplicationMixin, CoreBase):
         end = self.log.end_offset()
         flush_to = end if end > self.log.flushed_offset() else None
         self._collect_committed()
+        messages = tuple(self._outbox)
+        early = election is None and flush_to is not None and all(
+            isinstance(m.body, _PROMISE_FREE) for m in messages)
         ready = Ready(election_state=election, flush_log_to=flush_to,
-                      messages=tuple(self._outbox), events=tuple(self._events),
-                      high_watermark=self._high_watermark)
+                      messages=messages, events=tuple(self._events),
+                      high_watermark=self._high_watermark, send_before_persist=early)
         self._outbox = []
         self._events = []
         return ready

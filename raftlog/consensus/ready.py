@@ -66,6 +66,18 @@ class Ready:
        may promise a vote or acknowledge records; etcd's msgsAfterAppend);
     3. apply ``events`` to the listener, in order (`deliver`);
     4. call ``core.advance(ready)``.
+
+    ``send_before_persist`` relaxes that order: when True, no message or
+    event depends on step 1, so a runtime may send and apply first and flush
+    while the messages travel. The core sets it only for a Ready without an
+    ``election_state`` whose messages are all responses that promise nothing
+    about this node's disk: a leader's Fetch answers carrying records it has
+    not flushed yet (Raft thesis 10.2.1: the leader writes to its disk in
+    parallel with replicating, since its high watermark counts only its own
+    *flushed* offset; etcd sends MsgApp before its own append is durable).
+    Its events are committed batches, which are durable already (they are
+    below the flushed offset). Follower Fetch requests, which acknowledge
+    records, and votes never qualify. A runtime may ignore the flag.
     """
 
     election_state: ElectionState | None
@@ -73,6 +85,7 @@ class Ready:
     messages: tuple[Envelope, ...]
     events: tuple[ListenerEvent, ...]
     high_watermark: int
+    send_before_persist: bool = False
 
     @property
     def must_sync(self) -> bool:

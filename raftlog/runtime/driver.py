@@ -30,10 +30,18 @@ Each `Ready` is handled strictly in order (STYLE.md section 1):
 1. persist: write+fsync the quorum state and fsync the log, in a worker
    thread (``asyncio.to_thread``) so the event loop keeps accepting
    requests, which queue up for the next round (that is the group commit:
-   every proposal that arrived during one fsync goes into the next one);
+   every proposal that arrived during one fsync goes into the next one).
+   With ``inline_follower_fsync`` a non-leader fsyncs on the loop instead,
+   saving the thread handoff: for a process whose loop does nothing else
+   (the standalone quorum node), not one that shares it with brokers;
 2. send: only after step 1 returned;
 3. apply: the user's listener, then proposal bookkeeping;
 4. ``core.advance(ready)``.
+
+Exception: a Ready the core marks ``send_before_persist`` (a leader's fetch
+answers and committed batches, nothing that promises durability) is sent
+and applied first and flushed after, so the leader's fsync overlaps the
+followers' (Raft thesis 10.2.1).
 
 The driver makes no protocol decisions: what to answer, when to vote, what
 is committed all come from the core. A broken invariant or a failed fsync
@@ -49,7 +57,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
 from raftlog.clock import Clock
@@ -132,12 +140,9 @@ class ProposalOutcomeUnknownError(RaftError):
     it, or the driver stopped first). Treat as indefinite (KAFKA-13574)."""
 
 
-@dataclass(order=True, slots=True)
-class _Pending:
-    last_offset: int
-    seq: int
-    epoch: int = field(compare=False)
-    future: asyncio.Future[int] = field(compare=False)
+# A proposal waiting for its commit: (last offset, seq, epoch, future), a heap
+# by last offset (tuples, not a dataclass: the comparisons run in C).
+_Pending = tuple[int, int, int, "asyncio.Future[int]"]
 
 
 @dataclass(slots=True)
@@ -186,6 +191,7 @@ class RaftDriver:
     task on the same event loop. ``stop`` ends it (optionally resigning
     first). ``now_ms`` fed to the core is monotonic, offset to read as epoch
     milliseconds at start (DescribeQuorum timestamps look like Kafka's).
+    ``inline_follower_fsync``: see the module doc (step 1).
     """
 
     def __init__(
@@ -198,6 +204,7 @@ class RaftDriver:
         clock: Clock,
         listener: Listener | None = None,
         request_timeout_ms: int | None = None,
+        inline_follower_fsync: bool = False,
     ) -> None:
         self.core = core
         self.node_id = core.node_id
@@ -207,6 +214,7 @@ class RaftDriver:
         self._clock = clock
         self._listener: Listener = listener if listener is not None else _NoListener()
         self._request_timeout_ms = request_timeout_ms or core.config.request_timeout_ms
+        self._inline_follower_fsync = inline_follower_fsync
         self._wall_base_ms = clock.wall_ms() - clock.monotonic_ms()
         self._inbox: deque[_Item] = deque()
         self._wakeup = asyncio.Event()
@@ -304,12 +312,20 @@ class RaftDriver:
         node does not lead; it names the leader it knows), `ProposalLostError`,
         `ProposalOutcomeUnknownError`, `DriverStoppedError`.
         """
+        return await self.submit(values)
+
+    def submit(self, values: Sequence[bytes]) -> asyncio.Future[int]:
+        """`propose` without a coroutine: queue ``values`` and return the future
+        `propose` would wait for (same result and errors). For callers that
+        keep many proposals in flight with ``add_done_callback``, like
+        pysyncobj's ``@replicated(callback=...)``. Raises `DriverStoppedError`
+        and ValueError at once."""
         if not values:
             raise ValueError("a proposal holds at least one value")
         self._check_running()
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._put(_Proposal(values, future))
-        return await future
+        return future
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """KIP-836 DescribeQuorum from the core (an error unless leading)."""
@@ -416,21 +432,41 @@ class RaftDriver:
         offset = last - len(values)
         for p in proposals:
             offset += len(p.values)
-            heapq.heappush(self._pending, _Pending(offset, next(self._seq), epoch, p.future))
+            heapq.heappush(self._pending, (offset, next(self._seq), epoch, p.future))
 
     async def _handle_ready(self, ready: Ready) -> None:
-        # 1. persist (worker thread; nothing is sent until it returns)
-        if ready.must_sync:
-            await asyncio.to_thread(self._persist, ready)
-        # 2. send
-        for envelope in ready.messages:
-            self._send(envelope)
-        # 3. apply
-        ready.deliver(self._listener)
-        self._apply(ready)
+        if ready.send_before_persist:
+            # The core vouches that nothing here depends on the flush (a
+            # leader's fetch answers, committed batches): send and apply
+            # first, so followers write to their disks while we write to ours.
+            self._send_and_apply(ready)
+            await self._persist_off_loop(ready)
+        else:
+            # 1. persist; nothing is sent until it returns
+            if ready.must_sync:
+                await self._persist_off_loop(ready)
+            # 2. send, 3. apply
+            self._send_and_apply(ready)
         # 4. advance
         self.core.advance(ready)
         self.readies_handled += 1
+
+    async def _persist_off_loop(self, ready: Ready) -> None:
+        if self._inline_follower_fsync and not self.core.is_leader:
+            # A follower of a dedicated loop has nothing to overlap with its
+            # fsync (its next fetch waits for it); a thread handoff costs two
+            # wake-ups on the critical path of every commit.
+            self._persist(ready)
+        else:
+            # A worker thread: the loop keeps reading and decoding proposals
+            # meanwhile (the fsync releases the GIL), which feeds group commit.
+            await asyncio.to_thread(self._persist, ready)
+
+    def _send_and_apply(self, ready: Ready) -> None:
+        for envelope in ready.messages:
+            self._send(envelope)
+        ready.deliver(self._listener)
+        self._apply(ready)
 
     def _persist(self, ready: Ready) -> None:
         if ready.election_state is not None:
@@ -473,35 +509,32 @@ class RaftDriver:
                 self.leader = event
 
     def _resolve_up_to(self, last_offset: int, base_offset: int, epoch: int) -> None:
-        while self._pending and self._pending[0].last_offset <= last_offset:
-            pending = heapq.heappop(self._pending)
-            if pending.future.done():
+        pending = self._pending
+        while pending and pending[0][0] <= last_offset:
+            offset, _, proposed_epoch, future = heapq.heappop(pending)
+            if future.done():
                 continue
-            if pending.last_offset < base_offset:
-                pending.future.set_exception(
-                    ProposalOutcomeUnknownError(f"offset {pending.last_offset} was skipped")
-                )
-            elif pending.epoch == epoch:
-                pending.future.set_result(pending.last_offset)
+            if offset < base_offset:
+                future.set_exception(ProposalOutcomeUnknownError(f"offset {offset} was skipped"))
+            elif proposed_epoch == epoch:
+                future.set_result(offset)
             else:
-                pending.future.set_exception(
-                    ProposalLostError(pending.last_offset, pending.epoch, epoch)
-                )
+                future.set_exception(ProposalLostError(offset, proposed_epoch, epoch))
 
     def _resolve_unknown_below(self, end_offset: int) -> None:
-        while self._pending and self._pending[0].last_offset < end_offset:
-            pending = heapq.heappop(self._pending)
-            if not pending.future.done():
-                pending.future.set_exception(
+        while self._pending and self._pending[0][0] < end_offset:
+            offset, _, _, future = heapq.heappop(self._pending)
+            if not future.done():
+                future.set_exception(
                     ProposalOutcomeUnknownError(
-                        f"a snapshot ending at {end_offset} replaced offset {pending.last_offset}"
+                        f"a snapshot ending at {end_offset} replaced offset {offset}"
                     )
                 )
 
     def _fail_everything(self, error: Exception) -> None:
-        for pending in self._pending:
-            if not pending.future.done():
-                pending.future.set_exception(error)
+        for _, _, _, future in self._pending:
+            if not future.done():
+                future.set_exception(error)
         self._pending.clear()
         while self._inbox:
             item = self._inbox.popleft()

@@ -14,6 +14,7 @@ from raftlog.consensus.messages import (
     DescribeQuorumResponse,
     DivergingEpoch,
     EndQuorumEpochRequest,
+    Envelope,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -385,3 +386,38 @@ def test_style8_high_watermark_inside_a_batch_does_not_spin_the_ready_loop() -> 
     assert ctx.core.applied_offset == 0 and not ctx.core.has_ready()
     ctx.answer_fetch(high_watermark=2)
     assert ctx.core.applied_offset == 2
+
+
+# -- Ready ordering: what may be sent before the flush ---------------------------
+
+
+def test_raft_thesis_10_2_1_leader_sends_unflushed_records_before_its_own_flush() -> None:
+    ctx = _leader(append_linger_ms=0)
+    ctx.follower_fetch(2, ctx.log.end_offset(), 1, max_wait_ms=500)
+    before = len(ctx.readies)
+    ctx.propose(b"x")
+    ready = ctx.readies[before]
+    assert ready.flush_log_to == ctx.log.end_offset()
+    assert [type(e.body) for e in ready.messages] == [FetchResponse]
+    # The leader's answer may overlap its own fsync: its HW counts only what
+    # it has flushed, so the records promise nothing about its disk.
+    assert ready.send_before_persist
+
+
+def test_kip595_follower_fetch_acknowledging_records_waits_for_the_flush() -> None:
+    ctx = RaftTestContext().with_leader(3, epoch=2)
+    ctx.answer_fetch(records=leader_batch(2, b"a", b"b"), high_watermark=0)
+    ready = ctx.readies[-1]
+    assert ready.flush_log_to == 2
+    assert any(isinstance(e.body, FetchRequest) for e in ready.messages)
+    assert not ready.send_before_persist  # the fetch offset acknowledges records 0..1
+
+
+def test_kip595_ready_with_an_election_state_never_sends_before_persisting() -> None:
+    ctx = _leader(append_linger_ms=0)
+    ctx.core.propose([b"y"], ctx.now_ms)  # appended, not flushed: no drain
+    higher = BeginQuorumEpochRequest(ctx.core.epoch + 1, 2)
+    ctx.core.step(Envelope(2, 1, higher, 7), ctx.now_ms)
+    ready = ctx.core.ready()
+    assert ready.election_state is not None and ready.flush_log_to is not None
+    assert not ready.send_before_persist  # the answer promises the new epoch is durable

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -56,10 +57,12 @@ class MemoryStore:
 
 class FailingLog(MemoryLog):
     fail = False
+    flush_delay_s = 0.0  # a slow disk: the fsync takes this long (in a worker thread)
 
     def flush(self) -> None:
         if self.fail:
             raise OSError(5, "fsync failed")
+        time.sleep(self.flush_delay_s)
         super().flush()
 
 
@@ -85,6 +88,10 @@ class LoopbackTransport:
         self.local_id = local_id
 
     async def send(self, destination: int, request: Request) -> Response:
+        if isinstance(request, FetchRequest):
+            # What the fetch acknowledges, beside what the sender has made durable.
+            flushed = self.cluster.logs[self.local_id].flushed_offset()
+            self.cluster.acks.append((self.local_id, request.fetch_offset, flushed))
         target = self.cluster.drivers.get(destination)
         if target is None or destination in self.cluster.down or not target.running:
             await asyncio.sleep(0.001)
@@ -104,6 +111,8 @@ class Cluster:
         self.logs: dict[int, FailingLog] = {}
         self.collectors: dict[int, Collector] = {}
         self.down: set[int] = set()
+        # (node, fetch offset, node's flushed offset when the fetch left)
+        self.acks: list[tuple[int, int, int]] = []
         self.config = QuorumConfig(
             voters=frozenset(VOTERS),
             election_timeout_ms=150,
@@ -247,6 +256,23 @@ def test_no_vote_or_ack_leaves_before_its_state_is_durable() -> None:
                 checked += 1
                 assert any(s.epoch >= item.leader_epoch for s in persisted[node])
         assert checked >= 1
+
+    run(_with_cluster(body))
+
+
+def test_kip595_a_fetch_leaves_only_once_the_records_it_acknowledges_are_flushed() -> None:
+    """The leader may send records before its own fsync (Ready.send_before_persist),
+    but a follower's fetch offset counts toward the HW, so it must be durable."""
+
+    async def body(c: Cluster) -> None:
+        await c.wait_leader()
+        for log in c.logs.values():
+            log.flush_delay_s = 0.002
+        await asyncio.gather(*(c.propose([b"%d" % i]) for i in range(200)))
+        moving = [(n, offset, flushed) for n, offset, flushed in c.acks if offset > 0]
+        assert moving
+        for node, offset, flushed in moving:
+            assert offset <= flushed, f"node {node} acknowledged {offset}, flushed {flushed}"
 
     run(_with_cluster(body))
 
