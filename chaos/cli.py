@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -103,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
+    # SIGTERM (a timeout, a CI cancel) unwinds like Ctrl-C, so every run's
+    # finally stops its nodes and removes its namespaces, proxies and mounts.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if a.action == "scenario":
         from chaos.scenarios import run_scenario
         from chaos.scenarios import summarize as summarize_scenario

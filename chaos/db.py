@@ -42,13 +42,16 @@ veth into the bridge; readiness is polled per node address
 
 **Disks.** With ``disk_bytes`` every node's data dir is its own tmpfs of that
 size (root), so the disk-full fault fills one node's disk only; `release`
-unmounts them once the divergence check has read them.
+copies them to ``<node dir>/data-final`` and unmounts them once the
+divergence check has read them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -375,10 +378,21 @@ class ChaosDB:
             await self.ns_net.teardown()
 
     async def release(self) -> None:
-        """Unmount the per-node tmpfs data dirs (after the divergence check
-        read them); their contents go. Idempotent."""
+        """Copy each per-node tmpfs data dir to ``<node dir>/data-final`` (the
+        evidence stays after the run) and unmount it. Idempotent."""
         while self._mounts:
-            process.umount(self._mounts.pop())
+            d = self._mounts.pop()
+            keep = d.parent / "data-final"
+            with contextlib.suppress(OSError):
+                shutil.rmtree(keep, ignore_errors=True)
+                await asyncio.to_thread(
+                    shutil.copytree,
+                    d,
+                    keep,
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(process.BALLAST),
+                )
+            process.umount(d)
 
     # --- disk ------------------------------------------------------------------------
 
