@@ -39,6 +39,8 @@ class LocalQuorum:
     """``voters`` voter processes (ids 1..n) plus observers (ids n+1..) in ``base_dir``.
 
     ``node_args`` are passed to every node (timeouts, linger, snapshots).
+    ``command`` starts one node; it takes the node's command-line arguments
+    (the default is ``python -m raftlog.runtime.node``; the benchmark wraps it).
     """
 
     def __init__(
@@ -49,8 +51,10 @@ class LocalQuorum:
         observers: int = 0,
         node_args: Sequence[str] = (),
         host: str = "127.0.0.1",
+        command: Sequence[str] = (sys.executable, "-m", "raftlog.runtime.node"),
     ) -> None:
         self.base_dir = base_dir
+        self.command = tuple(command)
         ports = free_ports(voters + observers, host)
         self.addresses = {i + 1: (host, ports[i]) for i in range(voters + observers)}
         self.voter_ids = tuple(range(1, voters + 1))
@@ -83,9 +87,7 @@ class LocalQuorum:
             raise RuntimeError(f"node {node_id} is already running")
         host, port = self.addresses[node_id]
         args = [
-            sys.executable,
-            "-m",
-            "raftlog.runtime.node",
+            *self.command,
             "--node-id",
             str(node_id),
             "--voters",

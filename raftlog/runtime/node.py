@@ -34,14 +34,13 @@ import os
 import random
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from raftlog.clock import SystemClock
 from raftlog.consensus.config import QuorumConfig, parse_voters
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, SnapshotLoad
 from raftlog.net import KafkaProtocolServer
-from raftlog.records import decode_records
 from raftlog.runtime import wire
 from raftlog.runtime.client_api import PRODUCE_KEY, PRODUCE_VERSIONS, produce_handler
 from raftlog.runtime.driver import RaftDriver
@@ -55,7 +54,7 @@ log = logging.getLogger("raftlog.node")
 
 
 class CounterStateMachine:
-    """Counts committed values and hashes them in order; snapshots that pair.
+    """Counts committed values and hashes their batches in order; snapshots that pair.
 
     ``on_snapshot_due(end_offset, epoch, data)`` is called after every
     ``snapshot_every`` committed records (0: never).
@@ -73,10 +72,13 @@ class CounterStateMachine:
         self.applied_offset = batch.last_offset + 1
         if batch.is_control:
             return
-        for record in decode_records(batch.data):
-            self.count += 1
-            self.digest.update(record.value or b"")
-        self._since_snapshot += batch.last_offset - batch.base_offset + 1
+        records = batch.last_offset - batch.base_offset + 1
+        self.count += records
+        # Replicas hold the leader's batches byte for byte, so hashing whole
+        # batches gives every replica the same digest, without decoding each
+        # record (as the simulator's state machine does).
+        self.digest.update(batch.data)
+        self._since_snapshot += records
         if self.snapshot_every and self._since_snapshot >= self.snapshot_every:
             self._since_snapshot = 0
             self.snapshot_due = (self.applied_offset, batch.epoch, self.encode())
@@ -118,8 +120,17 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def run_node(args: argparse.Namespace) -> int:
-    """Run until SIGTERM/SIGINT (0) or a driver failure (1)."""
+Workload = Callable[[RaftDriver], Awaitable[None]]
+"""Extra code run inside the node next to its driver (benchmarks: an
+in-process proposer, as pysyncobj's benchmark proposes in its leader)."""
+
+
+async def run_node(args: argparse.Namespace, *, workload: Workload | None = None) -> int:
+    """Run until SIGTERM/SIGINT (0) or a driver failure (1).
+
+    ``workload(driver)``, if given, runs as a task once the driver started;
+    it is cancelled at shutdown and its failure is logged, not fatal.
+    """
     voters = parse_voters(args.voters)
     addresses = {v.node_id: (v.host, v.port) for v in voters}
     if args.listen:
@@ -169,6 +180,7 @@ async def run_node(args: argparse.Namespace) -> int:
         transport=transport,
         clock=clock,
         listener=machine,
+        inline_follower_fsync=True,  # this loop serves the quorum only
     )
     handlers = raft_handlers(driver, cluster_id=args.cluster_id, endpoints=endpoints)
     handlers[PRODUCE_KEY] = produce_handler(driver, endpoints)
@@ -193,6 +205,7 @@ async def run_node(args: argparse.Namespace) -> int:
         stored,
     )
     snapshots = asyncio.create_task(_snapshot_loop(driver, machine, stop))
+    extra = asyncio.create_task(_run_workload(workload, driver))
     stopped = asyncio.create_task(stop.wait())
     finished = asyncio.ensure_future(driver.wait_stopped())
     await asyncio.wait({stopped, finished}, return_when=asyncio.FIRST_COMPLETED)
@@ -202,15 +215,27 @@ async def run_node(args: argparse.Namespace) -> int:
         status = 1
     log.info("node %d shutting down", args.node_id)
     snapshots.cancel()
+    extra.cancel()
     await driver.stop(resign=status == 0)
     server.close()
     await server.wait_closed()
     replicated_log.close()
     for task in (stopped, finished):
         task.cancel()
-    await asyncio.gather(stopped, finished, snapshots, return_exceptions=True)
+    await asyncio.gather(stopped, finished, snapshots, extra, return_exceptions=True)
     log.info("node %d stopped", args.node_id)
     return status
+
+
+async def _run_workload(workload: Workload | None, driver: RaftDriver) -> None:
+    if workload is None:
+        return
+    try:
+        await workload(driver)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("workload failed")
 
 
 async def _snapshot_loop(
@@ -229,14 +254,15 @@ async def _snapshot_loop(
             log.warning("snapshot at %d failed: %s", end_offset, exc)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, workload: Workload | None = None) -> int:
+    """Parse ``argv`` (default: sys.argv) and run the node (see `run_node`)."""
     args = _parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
         format=f"%(asctime)s node{args.node_id} %(levelname)s %(name)s: %(message)s",
     )
-    return asyncio.run(run_node(args))
+    return asyncio.run(run_node(args, workload=workload))
 
 
 if __name__ == "__main__":
