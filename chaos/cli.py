@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 import time
@@ -107,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM (a timeout, a CI cancel) unwinds like Ctrl-C, so every run's
     # finally stops its nodes and removes its namespaces, proxies and mounts.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # kafka-python logs every refused connection at ERROR; under faults that
+    # is expected and the history has every outcome, so keep the terminal
+    # for the progress bar and the verdicts.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     if a.action == "scenario":
         from chaos.scenarios import run_scenario
         from chaos.scenarios import summarize as summarize_scenario
