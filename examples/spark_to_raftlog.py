@@ -41,17 +41,28 @@ def main() -> None:
         admin.create_topics([NewTopic(args.topic, 3, 3)])[args.topic].result(30)
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master("local[2]").appName("spark-to-raftlog")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("spark-to-raftlog")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(RaftlogDataSource)
 
-    orders = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1000).load()
-              .select(F.col("value").alias("order_id"),
-                      F.concat(F.lit("customer-"), F.col("value") % 10).alias("customer"),
-                      (F.col("value") % 97 + 1).alias("amount")))
+    orders = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 1000)
+        .load()
+        .select(
+            F.col("value").alias("order_id"),
+            F.concat(F.lit("customer-"), F.col("value") % 10).alias("customer"),
+            (F.col("value") % 97 + 1).alias("amount"),
+        )
+    )
     written: list[tuple[int, int, int]] = []
 
     def report(batch_id: int, stats: list) -> None:
@@ -59,17 +70,28 @@ def main() -> None:
         written.append((batch_id, rows, len(stats)))
         print(f"batch {batch_id}: wrote {rows} rows in {len(stats)} transactions")
 
-    sink = raftlog_sink(bootstrap_servers=args.bootstrap_servers, topic=args.topic,
-                        key="customer", value=None, on_batch=report)
-    query = (orders.writeStream.foreachBatch(sink)
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="spark-example-"))
-             .start())
+    sink = raftlog_sink(
+        bootstrap_servers=args.bootstrap_servers,
+        topic=args.topic,
+        key="customer",
+        value=None,
+        on_batch=report,
+    )
+    query = (
+        orders.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="spark-example-"))
+        .start()
+    )
     while len(written) < 3:
         query.awaitTermination(0.5)
     query.stop()
 
-    df = (spark.read.format("raftlog").option("bootstrap.servers", args.bootstrap_servers)
-          .option("topic", args.topic).load())
+    df = (
+        spark.read.format("raftlog")
+        .option("bootstrap.servers", args.bootstrap_servers)
+        .option("topic", args.topic)
+        .load()
+    )
     print(f"\ntopic {args.topic} (read_committed): {df.count()} rows")
     for row in df.groupBy("partition").count().orderBy("partition").collect():
         print(f"  partition {row.partition}: {row['count']} rows")

@@ -25,10 +25,10 @@ Writing (streaming and batch, Arrow writers) takes the columns ``value``
 (required), ``key`` and ``headers`` (optional), string or binary. Options:
 ``bootstrap.servers``, ``topic``, ``exactly_once`` (default true),
 ``sink_id`` (default: the query id), ``allow_null_key`` and ``kafka.*``
-producer settings. Each task writes its rows in a Kafka transaction, fenced
-by a transactional id per (sink id, Spark partition), with a per-task marker
-of the batch id committed in the same transaction; see docs/spark.md for
-what that guarantees and where it stops.
+producer settings. Each task stages its rows in a Kafka transaction it
+leaves open; the driver's ``commit(messages, batchId)`` decides the batch
+and commits them all, ``abort`` aborts them (spark_sink/staged.py; see
+docs/spark.md for what that guarantees and where it stops).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type hints
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -65,6 +65,7 @@ from .kafka_io import (
     watermarks,
     write_task,
 )
+from .staged import StagedTxn, abort_staged, commit_batch, settle_batch, stage_task
 
 __all__ = ("RaftlogDataSource",)
 
@@ -105,8 +106,10 @@ class _ReaderBase:
     def __init__(self, options: Any) -> None:
         self.bootstrap = _required(options, "bootstrap.servers", "kafka.bootstrap.servers")
         self.topic = _required(options, "topic", "subscribe")
-        self.isolation = _opt(options, "isolation.level", "kafka.isolation.level",
-                              default="read_committed") or "read_committed"
+        self.isolation = (
+            _opt(options, "isolation.level", "kafka.isolation.level", default="read_committed")
+            or "read_committed"
+        )
         self.settings = consumer_settings(self.bootstrap, self.isolation)
         self.idle_timeout_s = float(_opt(options, "readTimeoutSeconds", default="30") or 30)
 
@@ -130,19 +133,26 @@ class _ReaderBase:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
-        yield from read_range(self.settings, partition.topic, partition.partition,
-                              partition.start, partition.end,
-                              idle_timeout_s=self.idle_timeout_s)
+        yield from read_range(
+            self.settings,
+            partition.topic,
+            partition.partition,
+            partition.start,
+            partition.end,
+            idle_timeout_s=self.idle_timeout_s,
+        )
 
 
 class RaftlogBatchReader(_ReaderBase, DataSourceReader):
     def __init__(self, options: Any) -> None:
         super().__init__(options)
         marks = self._marks()
-        self.start = parse_offsets(_opt(options, "startingOffsets", default="earliest") or "earliest",
-                                   self.topic, marks)
-        self.end = parse_offsets(_opt(options, "endingOffsets", default="latest") or "latest",
-                                 self.topic, marks)
+        self.start = parse_offsets(
+            _opt(options, "startingOffsets", default="earliest") or "earliest", self.topic, marks
+        )
+        self.end = parse_offsets(
+            _opt(options, "endingOffsets", default="latest") or "latest", self.topic, marks
+        )
 
     def partitions(self) -> Sequence[InputPartition]:
         return self._partitions(self.start, self.end)
@@ -177,8 +187,9 @@ class RaftlogStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
         return self._offsets_json(end)
 
     @staticmethod
-    def _capped(begin: dict[int, int], end: dict[int, int], marks: dict[int, tuple[int, int]],
-                budget: int) -> dict[int, int]:
+    def _capped(
+        begin: dict[int, int], end: dict[int, int], marks: dict[int, tuple[int, int]], budget: int
+    ) -> dict[int, int]:
         """At most ``budget`` offsets in all, shared evenly among partitions
         with a backlog (what is left by one goes to the others)."""
         pos = {p: begin.get(p, marks[p][0]) for p in end}
@@ -213,16 +224,25 @@ class RaftlogStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
 
 @dataclass
 class TaskCommit(WriterCommitMessage):
+    """What a write task reports to the driver: its row count and, for
+    exactly once, its staged transaction (None when the batch was decided
+    before: a replay)."""
+
     task: int
     batch_id: int
     rows: int
     skipped: bool
     attempt: int
+    sink_id: str | None = None
+    staged: StagedTxn | None = None
 
 
 def _write_config(options: Any) -> WriteConfig:
-    producer = {k[len("kafka."):]: v for k, v in options.items()
-                if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+    producer = {
+        k[len("kafka.") :]: v
+        for k, v in options.items()
+        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+    }
     return WriteConfig(
         bootstrap_servers=_required(options, "bootstrap.servers", "kafka.bootstrap.servers"),
         topic=_required(options, "topic"),
@@ -231,8 +251,10 @@ def _write_config(options: Any) -> WriteConfig:
         sink_id=_opt(options, "sink_id", "sinkId"),
         allow_null_key=_truthy(_opt(options, "allow_null_key", "allowNullKey"), True),
         timeout_s=float(_opt(options, "timeoutSeconds", default="60") or 60),
-        fail_first_attempt_after=int(fail) if (fail := _opt(options, "failFirstAttemptAfter"))
+        fail_first_attempt_after=int(fail)
+        if (fail := _opt(options, "failFirstAttemptAfter"))
         else None,
+        fail_commit=_opt(options, "failCommit"),
     )
 
 
@@ -242,8 +264,9 @@ def _check_schema(schema: StructType) -> None:
         raise SinkError(f"format('raftlog') writes need a 'value' column; got {sorted(names)}")
 
 
-def _run_task(cfg: WriteConfig, iterator: Iterator[pa.RecordBatch], batch_id: int | None,
-              sink_id: str | None) -> TaskCommit:
+def _run_task(
+    cfg: WriteConfig, iterator: Iterator[pa.RecordBatch], batch_id: int | None, sink_id: str | None
+) -> TaskCommit:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -254,16 +277,65 @@ def _run_task(cfg: WriteConfig, iterator: Iterator[pa.RecordBatch], batch_id: in
         batch_id = int(prop) if prop is not None else 0
     if sink_id is None:
         sink_id = cfg.sink_id or (ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx else None)
-    if cfg.exactly_once and not sink_id:
+    if not cfg.exactly_once:
+        rows = write_task(cfg, iterator, task=task, batch_id=batch_id, attempt=attempt)
+        return TaskCommit(task, batch_id, rows, False, attempt)
+    if not sink_id:
         raise SinkError("no streaming query id in this task; set option sink_id")
-    result = write_task(cfg, iterator, task=task, batch_id=batch_id,
-                        sink_id=sink_id or "none", attempt=attempt)
-    return TaskCommit(result.task, result.batch_id, result.rows, result.skipped, result.attempt)
+    staged = stage_task(
+        cfg, iterator, task=task, batch_id=batch_id, sink_id=sink_id, attempt=attempt
+    )
+    if staged is None:
+        return TaskCommit(task, batch_id, 0, True, attempt, sink_id)
+    return TaskCommit(task, batch_id, staged.rows, False, attempt, sink_id, staged)
+
+
+def _commit(cfg: WriteConfig, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+    """The driver's commit: every task must have reported for ``batch_id``;
+    then commit their staged transactions (or, when the tasks found the
+    batch decided, finish that earlier commit)."""
+    missing = [i for i, m in enumerate(messages) if not isinstance(m, TaskCommit)]
+    if missing:
+        raise SinkError(f"batch {batch_id}: no commit message from tasks {missing}")
+    commits = [m for m in messages if isinstance(m, TaskCommit)]
+    wrong = [m for m in commits if m.batch_id != batch_id]
+    if wrong:
+        raise SinkError(f"batch {batch_id}: tasks wrote other batch ids: {wrong}")
+    if not cfg.exactly_once or not commits:
+        return
+    sink_ids = {m.sink_id for m in commits}
+    if len(sink_ids) != 1 or None in sink_ids:
+        raise SinkError(f"batch {batch_id}: tasks disagree on the sink id: {sink_ids}")
+    sink_id = commits[0].sink_id
+    assert sink_id is not None
+    if any(m.skipped for m in commits):
+        if not all(m.skipped for m in commits):
+            raise SinkError(
+                f"batch {batch_id}: the sink state changed while its tasks ran "
+                "(two queries with one sink id?)"
+            )
+        settle_batch(cfg, sink_id, batch_id)
+        return
+    commit_batch(cfg, sink_id, batch_id, [m.staged for m in commits if m.staged is not None])
+
+
+def _abort(cfg: WriteConfig, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+    commits = [m for m in messages if isinstance(m, TaskCommit) and m.staged is not None]
+    if not cfg.exactly_once or not commits:
+        return
+    left = abort_staged(
+        cfg, commits[0].sink_id, batch_id, [m.staged for m in commits if m.staged is not None]
+    )
+    if left:
+        # Already fenced or timed out (nothing to undo), or the batch was
+        # decided (its commit is finished on replay).
+        print(f"raftlog writer: abort of batch {batch_id}: {left}", flush=True)
 
 
 class RaftlogStreamWriter(DataSourceStreamArrowWriter):
-    """Tasks write and commit their own transaction (marker included);
-    ``commit`` on the driver checks that every task reported for this batch."""
+    """Tasks stage their rows in open transactions; ``commit`` on the driver
+    decides the batch and commits them all; ``abort`` aborts them
+    (spark_sink/staged.py)."""
 
     def __init__(self, schema: StructType, options: Any) -> None:
         _check_schema(schema)
@@ -273,22 +345,15 @@ class RaftlogStreamWriter(DataSourceStreamArrowWriter):
         return _run_task(self.cfg, iterator, None, None)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        missing = [i for i, m in enumerate(messages) if not isinstance(m, TaskCommit)]
-        if missing:
-            raise SinkError(f"batch {batchId}: no commit message from tasks {missing}")
-        wrong = [m for m in messages if isinstance(m, TaskCommit) and m.batch_id != batchId]
-        if wrong:
-            raise SinkError(f"batch {batchId}: tasks wrote other batch ids: {wrong}")
+        _commit(self.cfg, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        # Failed tasks aborted their own transactions; tasks that committed
-        # left a marker, so the replay of this batch id skips them.
-        pass
+        _abort(self.cfg, messages, batchId)
 
 
 class RaftlogBatchWriter(DataSourceArrowWriter):
-    """A batch write: one transaction per task (sink id = ``sink_id`` or
-    ``batch-<uuid>`` per write), committed by the task."""
+    """A batch write, staged like a streaming batch (batch id 0 of sink id
+    ``sink_id``, or ``batch-<uuid>`` per write)."""
 
     def __init__(self, schema: StructType, options: Any) -> None:
         import uuid
@@ -301,10 +366,10 @@ class RaftlogBatchWriter(DataSourceArrowWriter):
         return _run_task(self.cfg, iterator, 0, self.sink_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        pass
+        _commit(self.cfg, messages, 0)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        pass
+        _abort(self.cfg, messages, 0)
 
 
 class RaftlogDataSource(DataSource):

@@ -15,16 +15,19 @@
 Records go where a Kafka producer would put them: librdkafka's
 ``murmur2_random`` partitioner is Java's default partitioner (murmur2 of the
 key). The executors write: each task runs ``mapInArrow`` over its rows; only
-one row of counts per task comes back to the driver.
+one row per task (counts and its staged transaction) comes back to the
+driver.
 
 Exactly once for read_committed readers (``exactly_once=True``, the
-default): the batch is hash-partitioned on the key (the value when the key
-is null) into a fixed number of tasks, so a replayed batch id gives every
-task the same set of rows even if the input partitions differ
-(SPARK-28650). Task t writes in a Kafka transaction with transactional id
-(sink id, topic, t) and commits, in the same transaction, offset
-``batch_id + 1`` for its marker group; a task whose marker already covers
-the batch skips. See docs/spark.md for the limits.
+default), by staged transactions (spark_sink/staged.py): each task writes
+its rows in a Kafka transaction (transactional id: sink id, topic, task)
+and leaves it open; the driver then records the batch as decided in the
+sink's state group and commits every task's transaction with EndTxn. A
+replayed batch id that is decided is skipped (its commit finished first if
+a crash interrupted it); an undecided one is written again from scratch,
+and the staged transactions of the lost attempt are aborted by fencing or
+by their timeout. The input partitioning need not repeat on a replay
+(SPARK-28650), so there is no shuffle. See docs/spark.md for the limits.
 """
 
 from __future__ import annotations
@@ -33,22 +36,36 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .kafka_io import SinkError, WriteConfig, partition_ids, write_task
+from .kafka_io import SinkError, WriteConfig, write_task
+from .staged import StagedTxn, commit_batch, settle_batch, stage_task
 
 __all__ = ("SinkError", "raftlog_sink")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-STATS_SCHEMA = "task int, batch_id long, rows long, skipped boolean, attempt int"
+STATS_SCHEMA = (
+    "task int, batch_id long, rows long, skipped boolean, attempt int, "
+    "transactional_id string, producer_id long, producer_epoch int"
+)
 
 
-def _task_partitions(cfg: WriteConfig) -> int:
-    from confluent_kafka import Consumer
+def _stats_arrow() -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
 
-    consumer = Consumer({"bootstrap.servers": cfg.bootstrap_servers, "group.id": "raftlog-sink-meta"})
-    try:
-        return len(partition_ids(consumer, cfg.topic, cfg.timeout_s))
-    finally:
-        consumer.close()
+    return pa.schema(
+        [
+            ("task", pa.int32()),
+            ("batch_id", pa.int64()),
+            ("rows", pa.int64()),
+            ("skipped", pa.bool_()),
+            ("attempt", pa.int32()),
+            ("transactional_id", pa.string()),
+            ("producer_id", pa.int64()),
+            ("producer_epoch", pa.int32()),
+        ]
+    )
+
+
+_STATS_ARROW = _stats_arrow()
 
 
 def prepare(df: Any, key: str | None, value: str | None, headers: str | None) -> Any:
@@ -64,68 +81,141 @@ def prepare(df: Any, key: str | None, value: str | None, headers: str | None) ->
 
     cols = [
         (binary(key) if key is not None else F.lit(None).cast("binary")).alias("key"),
-        (binary(value) if value is not None
-         else F.to_json(F.struct(*[F.col(c) for c in df.columns])).cast("binary")).alias("value"),
+        (
+            binary(value)
+            if value is not None
+            else F.to_json(F.struct(*[F.col(c) for c in df.columns])).cast("binary")
+        ).alias("value"),
     ]
     if headers is not None:
-        cols.append(F.col(headers).cast("array<struct<key: string, value: binary>>").alias("headers"))
+        cols.append(
+            F.col(headers).cast("array<struct<key: string, value: binary>>").alias("headers")
+        )
     return df.select(*cols)
 
 
-def raftlog_sink(*, bootstrap_servers: str, topic: str, key: str | None = None,
-                 value: str | None = "value", headers: str | None = None,
-                 exactly_once: bool = True, sink_id: str | None = None,
-                 allow_null_key: bool = True, tasks: int | None = None,
-                 timeout_s: float = 60.0, fail_first_attempt_after: int | None = None,
-                 on_batch: Callable[[int, list[Any]], None] | None = None,
-                 **producer_config: Any) -> Callable[[Any, int], None]:
+def raftlog_sink(
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    key: str | None = None,
+    value: str | None = "value",
+    headers: str | None = None,
+    exactly_once: bool = True,
+    sink_id: str | None = None,
+    allow_null_key: bool = True,
+    timeout_s: float = 60.0,
+    fail_first_attempt_after: int | None = None,
+    on_batch: Callable[[int, list[Any]], None] | None = None,
+    **producer_config: Any,
+) -> Callable[[Any, int], None]:
     """A function for ``writeStream.foreachBatch`` writing each micro-batch
-    to ``topic``. ``sink_id`` names the transactional ids and marker groups
-    (default: the streaming query's id, kept in its checkpoint). ``tasks``
-    is the number of write tasks (default: the topic's partition count);
-    it must not change across a restart. ``on_batch(batch_id, stats)``
-    receives one row per task (task, batch_id, rows, skipped, attempt).
-    ``fail_first_attempt_after`` is fault injection for recovery tests: the
-    first attempt of each task fails after writing that many rows."""
-    cfg = WriteConfig(bootstrap_servers, topic, dict(producer_config), exactly_once, sink_id,
-                      allow_null_key, timeout_s, fail_first_attempt_after)
+    to ``topic``. ``sink_id`` names the transactional ids and the state
+    group (default: the streaming query's id, kept in its checkpoint).
+    ``on_batch(batch_id, stats)`` receives one row per write task (task,
+    batch_id, rows, skipped, attempt, transactional_id, producer_id,
+    producer_epoch), or no rows when the batch was decided before (a
+    replay). ``fail_first_attempt_after`` is fault injection for recovery
+    tests: the first attempt of each task fails after writing that many rows."""
+    cfg = WriteConfig(
+        bootstrap_servers,
+        topic,
+        dict(producer_config),
+        exactly_once,
+        sink_id,
+        allow_null_key,
+        timeout_s,
+        fail_first_attempt_after,
+    )
 
     def write_batch(df: Any, batch_id: int) -> None:
         spark = df.sparkSession
         sid = cfg.sink_id or spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
         if exactly_once and not sid:
             raise SinkError("no streaming query id in this thread; pass sink_id=...")
-        prepared = prepare(df, key, value, headers)
+        if exactly_once and settle_batch(cfg, sid, batch_id):
+            _report(on_batch, batch_id, [], "already committed: skipped")
+            return
+        stats = (
+            prepare(df, key, value, headers)
+            .mapInArrow(_task_writer(cfg, batch_id, sid), STATS_SCHEMA)
+            .collect()
+        )
         if exactly_once:
-            from pyspark.sql import functions as F
-
-            n = tasks or _task_partitions(cfg)
-            shard = F.when(F.col("key").isNull(), F.hash("value")).otherwise(F.hash("key"))
-            prepared = prepared.repartition(n, shard)
-
-        def run(batches: Iterator[Any]) -> Iterator[Any]:
-            import pyarrow as pa
-            from pyspark import TaskContext
-
-            ctx = TaskContext.get()
-            task = ctx.partitionId() if ctx else 0
-            attempt = ctx.attemptNumber() if ctx else 0
-            result = write_task(cfg, batches, task=task, batch_id=batch_id,
-                                sink_id=sid or "none", attempt=attempt)
-            yield pa.RecordBatch.from_pylist(
-                [{"task": result.task, "batch_id": result.batch_id, "rows": result.rows,
-                  "skipped": result.skipped, "attempt": result.attempt}],
-                schema=pa.schema([("task", pa.int32()), ("batch_id", pa.int64()),
-                                  ("rows", pa.int64()), ("skipped", pa.bool_()),
-                                  ("attempt", pa.int32())]))
-
-        stats = prepared.mapInArrow(run, STATS_SCHEMA).collect()
-        if on_batch is not None:
-            on_batch(batch_id, stats)
-        if os.environ.get("RAFTLOG_SINK_LOG"):
-            written = sum(r.rows for r in stats)
-            skipped = sum(1 for r in stats if r.skipped)
-            print(f"raftlog_sink: batch {batch_id}: {written} rows in {len(stats)} tasks, "
-                  f"{skipped} skipped (already committed)", flush=True)
+            commit_batch(
+                cfg,
+                sid,
+                batch_id,
+                [
+                    StagedTxn(
+                        r.task,
+                        r.attempt,
+                        r.rows,
+                        r.transactional_id,
+                        r.producer_id,
+                        r.producer_epoch,
+                        (),
+                    )
+                    for r in stats
+                ],
+            )
+        _report(on_batch, batch_id, stats, "committed" if exactly_once else "written")
 
     return write_batch
+
+
+def _task_writer(
+    cfg: WriteConfig, batch_id: int, sink_id: str | None
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        row: dict[str, Any] = {
+            "task": task,
+            "batch_id": batch_id,
+            "skipped": False,
+            "attempt": attempt,
+            "transactional_id": None,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+        if cfg.exactly_once:
+            # The driver settled the batch already: no state check per task.
+            staged = stage_task(
+                cfg,
+                batches,
+                task=task,
+                batch_id=batch_id,
+                sink_id=sink_id or "none",
+                attempt=attempt,
+                check_state=False,
+            )
+            assert staged is not None
+            row.update(
+                rows=staged.rows,
+                transactional_id=staged.transactional_id,
+                producer_id=staged.producer_id,
+                producer_epoch=staged.producer_epoch,
+            )
+        else:
+            row["rows"] = write_task(cfg, batches, task=task, batch_id=batch_id, attempt=attempt)
+        yield pa.RecordBatch.from_pylist([row], schema=_STATS_ARROW)
+
+    return run
+
+
+def _report(
+    on_batch: Callable[[int, list[Any]], None] | None, batch_id: int, stats: list[Any], outcome: str
+) -> None:
+    if on_batch is not None:
+        on_batch(batch_id, stats)
+    if os.environ.get("RAFTLOG_SINK_LOG"):
+        written = sum(r.rows for r in stats)
+        print(
+            f"raftlog_sink: batch {batch_id}: {written} rows in {len(stats)} tasks, {outcome}",
+            flush=True,
+        )

@@ -1,6 +1,7 @@
 """Client-side Kafka helpers shared by the foreachBatch sink and the Data
 Source: Kafka's default partitioner (murmur2), the Spark Kafka source schema,
-the per-task transactional writer, and reading an offset range.
+producing a task's rows, and reading an offset range. The
+exactly-once protocol (staged transactions) is in staged.py.
 
 Only confluent-kafka and pyarrow are used here (no Spark import), so the
 module loads in executors and in the driver's Data Source runners alike.
@@ -8,14 +9,13 @@ module loads in executors and in the driver's Data Source runners alike.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type hints
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from raftlog.records.partitioner import partition_for_key
@@ -23,16 +23,18 @@ from raftlog.records.partitioner import partition_for_key
 # Spark's Kafka source schema (key, value, topic, partition, offset, timestamp,
 # timestampType, headers) as Arrow types.
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-ARROW_SCHEMA = pa.schema([
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")),
-    ("timestampType", pa.int32()),
-    ("headers", HEADERS_TYPE),
-])
+ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", HEADERS_TYPE),
+    ]
+)
 SPARK_SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int, headers array<struct<key: string, value: binary>>"
@@ -65,13 +67,23 @@ class WriteConfig:
     topic: str
     producer_config: Mapping[str, Any] = field(default_factory=dict)
     exactly_once: bool = True
-    # Names the transactional ids and the marker group; the query id by default.
+    # Names the transactional ids and the state group; the query id by default.
     sink_id: str | None = None
     allow_null_key: bool = True
     timeout_s: float = 60.0
     # Fault injection for recovery tests: the first attempt of every task
     # flushes this many rows to the log, then fails.
     fail_first_attempt_after: int | None = None
+    # Fault injection for recovery tests: the driver's commit fails
+    # "before_decision" (nothing decided; Spark then calls abort) or
+    # "after_decision" (decided, no EndTxn sent: a driver crash there).
+    fail_commit: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.fail_commit not in (None, "before_decision", "after_decision"):
+            raise ValueError(
+                f"fail_commit must be before_decision or after_decision, not {self.fail_commit!r}"
+            )
 
     @property
     def max_message_bytes(self) -> int:
@@ -80,10 +92,10 @@ class WriteConfig:
     def transactional_id(self, sink_id: str, task: int) -> str:
         return f"raftlog-sink.{sink_id}.{self.topic}.{task}"
 
-    def marker_group(self, sink_id: str, task: int) -> str:
+    def state_group(self, sink_id: str) -> str:
         """The consumer group whose committed offset for (topic, 0) is the
-        next batch id this task has yet to write."""
-        return f"raftlog-sink.{sink_id}.{self.topic}.{task}"
+        first undecided batch id (see spark_sink/staged.py)."""
+        return f"raftlog-sink.{sink_id}.{self.topic}"
 
 
 def producer_settings(cfg: WriteConfig) -> dict[str, Any]:
@@ -106,8 +118,7 @@ def producer_settings(cfg: WriteConfig) -> dict[str, Any]:
 # --- the task writer ----------------------------------------------------------------------
 
 
-def _describe(key: bytes | None, row: int, task: int, batch_id: int,
-              value: Any = None) -> str:
+def _describe(key: bytes | None, row: int, task: int, batch_id: int, value: Any = None) -> str:
     shown = "null" if key is None else repr(bytes(key[:60]))
     where = f"row {row} of task {task} in batch {batch_id} (key={shown}"
     if value is not None:
@@ -123,56 +134,127 @@ def _binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     col = batch.column(idx)
     if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
         return col
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type):
+    if (
+        pa.types.is_string(col.type)
+        or pa.types.is_large_string(col.type)
+        or pa.types.is_null(col.type)
+    ):
         return col.cast(pa.binary())
     raise SinkError(f"column {name!r} must be string or binary, not {col.type}")
 
 
-def _check_rows(cfg: WriteConfig, keys: pa.Array | None, values: pa.Array, limit: int,
-                first_row: int, task: int, batch_id: int) -> None:
+def _check_rows(
+    cfg: WriteConfig,
+    keys: pa.Array | None,
+    values: pa.Array,
+    limit: int,
+    first_row: int,
+    task: int,
+    batch_id: int,
+) -> None:
     """Null keys (when keys are required) and records over message.max.bytes,
     checked on the whole Arrow batch; the error names the first bad row."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     if not cfg.allow_null_key and (keys is None or keys.null_count):
         i = 0 if keys is None else pc.index(pc.is_null(keys), True).as_py()
-        raise SinkError(f"{_describe(None, first_row + i, task, batch_id, values[i].as_py())}: "
-                        "null key, and the sink requires keys")
+        raise SinkError(
+            f"{_describe(None, first_row + i, task, batch_id, values[i].as_py())}: "
+            "null key, and the sink requires keys"
+        )
     size = pc.fill_null(pc.binary_length(values), 0)
     if keys is not None:
         size = pc.add(size, pc.fill_null(pc.binary_length(keys), 0))
     if pc.max(size).as_py() > limit:
         i = pc.index(pc.greater(size, limit), True).as_py()
         key = keys[i].as_py() if keys is not None else None
-        raise SinkError(f"{_describe(key, first_row + i, task, batch_id, values[i].as_py())}: "
-                        f"record of {size[i].as_py()} bytes exceeds message.max.bytes={limit}")
+        raise SinkError(
+            f"{_describe(key, first_row + i, task, batch_id, values[i].as_py())}: "
+            f"record of {size[i].as_py()} bytes exceeds message.max.bytes={limit}"
+        )
 
 
-@dataclass
-class TaskResult:
-    task: int
-    batch_id: int
-    rows: int
-    skipped: bool
-    attempt: int
+def produce_batches(
+    cfg: WriteConfig,
+    producer: Producer,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    task: int,
+    batch_id: int,
+    attempt: int,
+) -> int:
+    """Produce the rows of ``batches`` (columns ``value`` and optional ``key``
+    / ``headers``, string or binary); returns the row count. Bad rows raise
+    `SinkError` naming the row. Does not flush."""
+    rows = 0
+    limit = cfg.max_message_bytes
+    topic = cfg.topic
+    produce = producer.produce
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        keys, values = _binary_column(batch, "key"), _binary_column(batch, "value")
+        if values is None:
+            raise SinkError("the rows to write need a 'value' column")
+        _check_rows(cfg, keys, values, limit, rows, task, batch_id)
+        vals = values.to_pylist()
+        ks = keys.to_pylist() if keys is not None else [None] * n
+        hidx = batch.schema.get_field_index("headers")
+        hdrs = None
+        if hidx >= 0:
+            hdrs = [
+                [(h["key"], h["value"]) for h in hs] if hs else None
+                for hs in batch.column(hidx).to_pylist()
+            ]
+        done = 0
+        while done < n:
+            # One tight loop per batch (the per-row Python cost is most of
+            # a task's CPU); a full queue (BufferError) polls, then resumes
+            # at the row that did not fit.
+            j = done
+            try:
+                if hdrs is None:
+                    for j in range(done, n):
+                        produce(topic, vals[j], ks[j])
+                else:
+                    for j in range(done, n):
+                        produce(topic, vals[j], ks[j], headers=hdrs[j])
+                done = n
+            except BufferError:
+                done = j
+                producer.poll(0.05)
+            except KafkaException as exc:
+                raise SinkError(
+                    f"{_describe(ks[j], rows + j, task, batch_id, vals[j])}: {exc.args[0].str()}"
+                ) from exc
+        rows += n
+        producer.poll(0)
+        if (
+            cfg.fail_first_attempt_after is not None
+            and attempt == 0
+            and rows >= cfg.fail_first_attempt_after
+        ):
+            producer.flush(cfg.timeout_s)
+            raise RuntimeError(
+                f"injected failure: task {task} attempt {attempt} of batch "
+                f"{batch_id} after {rows} rows were written"
+            )
+    return rows
 
 
-def write_task(cfg: WriteConfig, batches: Iterable[pa.RecordBatch], *, task: int,
-               batch_id: int, sink_id: str, attempt: int = 0) -> TaskResult:
-    """Write one task's rows (Arrow batches with ``value`` and optional
-    ``key`` / ``headers`` columns of string or binary).
-
-    Exactly once: a Kafka transaction with transactional id (sink id, task);
-    `init_transactions` fences an earlier attempt of the same task and
-    settles its open transaction. The marker group's committed offset says
-    which batches this task has written; a batch already there is skipped
-    without reading its rows. Otherwise the rows and the marker (batch id +
-    1) are committed in one transaction. Any error aborts it and raises.
-    """
+def write_task(
+    cfg: WriteConfig,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    task: int,
+    batch_id: int,
+    attempt: int = 0,
+) -> int:
+    """At least once (``exactly_once=False``): write one task's rows with an
+    idempotent producer and wait for every acknowledgement; returns the row
+    count. Exactly once goes through `spark_sink.staged.stage_task`."""
     settings = producer_settings(cfg)
-    if cfg.exactly_once:
-        settings["transactional.id"] = cfg.transactional_id(sink_id, task)
-        settings.setdefault("transaction.timeout.ms", 60_000)
     errors: list[str] = []
 
     def delivered(err: KafkaError | None, msg: Any) -> None:
@@ -184,94 +266,28 @@ def write_task(cfg: WriteConfig, batches: Iterable[pa.RecordBatch], *, task: int
     settings["delivery.report.only.error"] = True
     settings["on_delivery"] = delivered
     producer = Producer(settings)
-    consumer: Consumer | None = None
-    in_txn = False
-    try:
-        if cfg.exactly_once:
-            producer.init_transactions(cfg.timeout_s)
-            consumer = Consumer({
-                "bootstrap.servers": cfg.bootstrap_servers,
-                "group.id": cfg.marker_group(sink_id, task),
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-            })
-            marker = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=cfg.timeout_s)[0]
-            if marker.error is not None:
-                raise KafkaException(marker.error)
-            if marker.offset >= batch_id + 1:
-                return TaskResult(task, batch_id, 0, True, attempt)
-            producer.begin_transaction()
-            in_txn = True
-        rows = 0
-        limit = cfg.max_message_bytes
-        topic = cfg.topic
-        produce = producer.produce
-        for batch in batches:
-            n = batch.num_rows
-            if n == 0:
-                continue
-            keys, values = _binary_column(batch, "key"), _binary_column(batch, "value")
-            if values is None:
-                raise SinkError("the rows to write need a 'value' column")
-            _check_rows(cfg, keys, values, limit, rows, task, batch_id)
-            vals = values.to_pylist()
-            ks = keys.to_pylist() if keys is not None else [None] * n
-            hidx = batch.schema.get_field_index("headers")
-            headers = batch.column(hidx).to_pylist() if hidx >= 0 else None
-            for i in range(n):
-                hdrs = None
-                if headers is not None and headers[i]:
-                    hdrs = [(h["key"], h["value"]) for h in headers[i]]
-                while True:
-                    try:
-                        produce(topic, vals[i], ks[i], headers=hdrs)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-                    except KafkaException as exc:
-                        raise SinkError(f"{_describe(ks[i], rows + i, task, batch_id, vals[i])}: "
-                                        f"{exc.args[0].str()}") from exc
-            rows += n
-            producer.poll(0)
-            if (cfg.fail_first_attempt_after is not None and attempt == 0
-                    and rows >= cfg.fail_first_attempt_after):
-                producer.flush(cfg.timeout_s)
-                raise RuntimeError(f"injected failure: task {task} attempt {attempt} of batch "
-                                   f"{batch_id} after {rows} rows were written")
-        if cfg.exactly_once:
-            assert consumer is not None
-            producer.send_offsets_to_transaction(
-                [TopicPartition(topic, 0, batch_id + 1)],
-                consumer.consumer_group_metadata(), cfg.timeout_s)
-            producer.commit_transaction(cfg.timeout_s)
-            in_txn = False
-        else:
-            left = producer.flush(cfg.timeout_s)
-            if left:
-                raise SinkError(f"task {task} of batch {batch_id}: {left} records not "
-                                f"acknowledged within {cfg.timeout_s} s")
-        if errors:
-            raise SinkError(f"task {task} of batch {batch_id}: delivery failed: {errors}")
-        return TaskResult(task, batch_id, rows, False, attempt)
-    except BaseException:
-        if in_txn:
-            # Else the next attempt's init_transactions aborts it.
-            with contextlib.suppress(KafkaException):
-                producer.abort_transaction(cfg.timeout_s)
-        raise
-    finally:
-        if consumer is not None:
-            consumer.close()
+    rows = produce_batches(cfg, producer, batches, task=task, batch_id=batch_id, attempt=attempt)
+    left = producer.flush(cfg.timeout_s)
+    if left:
+        raise SinkError(
+            f"task {task} of batch {batch_id}: {left} records not "
+            f"acknowledged within {cfg.timeout_s} s"
+        )
+    if errors:
+        raise SinkError(f"task {task} of batch {batch_id}: delivery failed: {errors}")
+    return rows
 
 
 # --- reading ----------------------------------------------------------------------------
 
 
-def consumer_settings(bootstrap_servers: str, isolation_level: str,
-                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def consumer_settings(
+    bootstrap_servers: str, isolation_level: str, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     if isolation_level not in ("read_committed", "read_uncommitted"):
-        raise ValueError(f"isolation.level must be read_committed or read_uncommitted, "
-                         f"not {isolation_level!r}")
+        raise ValueError(
+            f"isolation.level must be read_committed or read_uncommitted, not {isolation_level!r}"
+        )
     settings: dict[str, Any] = {
         "bootstrap.servers": bootstrap_servers,
         "group.id": "raftlog-spark-reader",  # never joins or commits
@@ -293,12 +309,15 @@ def partition_ids(consumer: Consumer, topic: str, timeout_s: float = 30.0) -> li
     return sorted(meta.partitions)
 
 
-def watermarks(consumer: Consumer, topic: str, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
+def watermarks(
+    consumer: Consumer, topic: str, timeout_s: float = 30.0
+) -> dict[int, tuple[int, int]]:
     """partition -> (earliest, latest); latest is the last stable offset under
     read_committed (ListOffsets with the consumer's isolation level)."""
-    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s,
-                                              cached=False)
-            for p in partition_ids(consumer, topic, timeout_s)}
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+        for p in partition_ids(consumer, topic, timeout_s)
+    }
 
 
 def parse_offsets(spec: str, topic: str, marks: Mapping[int, tuple[int, int]]) -> dict[int, int]:
@@ -311,8 +330,9 @@ def parse_offsets(spec: str, topic: str, marks: Mapping[int, tuple[int, int]]) -
     try:
         given = json.loads(spec)[topic]
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"offsets must be earliest, latest or JSON like "
-                         f'{{"{topic}": {{"0": 0}}}}; got {spec!r}') from exc
+        raise ValueError(
+            f'offsets must be earliest, latest or JSON like {{"{topic}": {{"0": 0}}}}; got {spec!r}'
+        ) from exc
     out = {}
     for p, (lo, hi) in marks.items():
         o = int(given.get(str(p), -2))
@@ -320,8 +340,16 @@ def parse_offsets(spec: str, topic: str, marks: Mapping[int, tuple[int, int]]) -
     return out
 
 
-def read_range(settings: Mapping[str, Any], topic: str, partition: int, start: int, end: int,
-               *, chunk: int = 10_000, idle_timeout_s: float = 30.0) -> Iterator[pa.RecordBatch]:
+def read_range(
+    settings: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    chunk: int = 10_000,
+    idle_timeout_s: float = 30.0,
+) -> Iterator[pa.RecordBatch]:
     """The records of one partition in [start, end) as Arrow batches in the
     Kafka source schema. Under read_committed, aborted records and control
     records are skipped, so fewer than end - start rows may come back."""
@@ -343,6 +371,7 @@ def read_range(settings: Mapping[str, Any], topic: str, partition: int, start: i
                         continue
                     raise KafkaException(err)
                 off = msg.offset()
+                assert off is not None  # a fetched record has an offset
                 if off >= end:
                     done = True
                     break
@@ -355,7 +384,8 @@ def read_range(settings: Mapping[str, Any], topic: str, partition: int, start: i
                 cols["timestamp"].append(ts * 1000 if ts >= 0 else None)
                 cols["timestampType"].append(max(ts_type - 1, 0))
                 hdrs = msg.headers()
-                cols["headers"].append([{"key": k, "value": v} for k, v in hdrs] if hdrs else None)
+                pairs = hdrs.items() if isinstance(hdrs, dict) else hdrs or ()
+                cols["headers"].append([{"key": k, "value": v} for k, v in pairs] or None)
                 if off >= end - 1:
                     done = True
             if cols["offset"]:
@@ -366,7 +396,9 @@ def read_range(settings: Mapping[str, Any], topic: str, partition: int, start: i
                 if pos >= end:
                     break
                 if not msgs and time.monotonic() - last_progress > idle_timeout_s:
-                    raise SinkError(f"{topic}[{partition}]: no records past offset {pos} "
-                                    f"within {idle_timeout_s} s while reading to {end}")
+                    raise SinkError(
+                        f"{topic}[{partition}]: no records past offset {pos} "
+                        f"within {idle_timeout_s} s while reading to {end}"
+                    )
     finally:
         consumer.close()

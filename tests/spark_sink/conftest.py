@@ -36,8 +36,10 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     layout = ClusterLayout.build(
-        base_port=None, timeouts=Timeouts.fast(),
-        properties={"min.insync.replicas": "2", "auto.create.topics.enable": "false"})
+        base_port=None,
+        timeouts=Timeouts.fast(),
+        properties={"min.insync.replicas": "2", "auto.create.topics.enable": "false"},
+    )
     c = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), layout)
     started = time.monotonic()
     c.up(timeout_s=40)
@@ -46,5 +48,3 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield c
     finally:
         c.stop(timeout_s=10)
-
-

@@ -14,15 +14,25 @@ from spark_sink.kafka_io import default_partition
 
 def test_librdkafka_murmur2_random_is_kafkas_default_partitioner(cluster: LocalCluster) -> None:
     topic = create_topic(cluster, "partitioner", partitions=5)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "partitioner": "murmur2_random"})
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "partitioner": "murmur2_random",
+        }
+    )
     landed: dict[bytes, int] = {}
 
     def delivered(err: object, msg: object) -> None:
         assert err is None, err
         landed[msg.key()] = msg.partition()  # type: ignore[attr-defined]
 
-    keys = [f"user-{i}".encode() for i in range(200)] + [b"21", b"foobar", b"a-little-bit-long-string", b"abc"]
+    keys = [f"user-{i}".encode() for i in range(200)] + [
+        b"21",
+        b"foobar",
+        b"a-little-bit-long-string",
+        b"abc",
+    ]
     for key in keys:
         producer.produce(topic, b"v", key, on_delivery=delivered)
     assert producer.flush(20) == 0
