@@ -110,6 +110,7 @@ class SimNode:
     stored: ElectionState | None = None
     machine: StateMachine = field(default_factory=StateMachine)
     io: Ready | None = None  # a Ready whose fsync is in progress
+    io_sent: bool = False  # its messages and events went out before the fsync
     paused: bool = False
     inbox: list[Envelope] = field(default_factory=list)
     tick_at: int = -1
@@ -126,6 +127,11 @@ class Simulation:
                  params: SimParams | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        # Half the seeds honour `Ready.send_before_persist` as the real driver
+        # does (send and apply, then fsync); the others always fsync first.
+        # Drawn apart from `rng` so the rest of a seed's schedule is unchanged.
+        self.early_send = random.Random(f"early-send/{seed}").random() < 0.5
+        self.sent_before_fsync = 0  # Ready's sent ahead of their fsync
         self.params = params if params is not None else SimParams.draw(self.rng)
         p = self.params
         self.voters = tuple(range(1, p.voters + 1))
@@ -247,6 +253,8 @@ class Simulation:
             "messages": self.network.sent,
             "dropped": self.network.dropped,
             "duplicated": self.network.duplicated,
+            "early_send": self.early_send,
+            "sent_before_fsync": self.sent_before_fsync,
         }
 
     def _dispatch(self, kind: str, node_id: int, payload: object) -> None:
@@ -322,6 +330,10 @@ class Simulation:
             self._maybe_strand(node)
             if ready.must_sync:
                 node.io = ready
+                node.io_sent = self.early_send and ready.send_before_persist
+                if node.io_sent:
+                    self.sent_before_fsync += 1
+                    self._send_and_apply(node, ready)
                 self._push(self.now + self.rng.randint(0, 3), "io", node.node_id,
                            (node.incarnation, ready))
                 return
@@ -358,6 +370,14 @@ class Simulation:
 
     def _complete_ready(self, node: SimNode, ready: Ready) -> None:
         assert node.core is not None
+        if node.io_sent:
+            node.io_sent = False
+        else:
+            self._send_and_apply(node, ready)
+        node.core.advance(ready)
+        self._maybe_snapshot(node)
+
+    def _send_and_apply(self, node: SimNode, ready: Ready) -> None:
         for envelope in ready.messages:
             for at in self.network.route(envelope, self.now):
                 dst = self.nodes[envelope.destination]
@@ -369,8 +389,6 @@ class Simulation:
                 self._load_snapshot(node, event)
             elif isinstance(event, LeaderAndEpoch):
                 self._note(f"node {node.node_id}: leader {event.leader_id} epoch {event.epoch}")
-        node.core.advance(ready)
-        self._maybe_snapshot(node)
 
     def _apply(self, node: SimNode, batch: CommittedBatch) -> None:
         m = node.machine
@@ -630,6 +648,7 @@ class Simulation:
         self._note(f"crash node {node.node_id}")
         node.core = None
         node.io = None
+        node.io_sent = False
         node.inbox.clear()
         node.paused = False
         node.log.crash()

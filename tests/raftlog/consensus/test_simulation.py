@@ -34,6 +34,16 @@ def test_simulation_covers_every_fault_kind() -> None:
                     "pause", "disk_loss", "heal_network", "strand_candidate"}
 
 
+def test_ci_seeds_cover_the_leader_sending_before_its_own_fsync() -> None:
+    """Half the seeds run the real driver's order for a leader's Fetch
+    answers (`Ready.send_before_persist`: send and apply, then fsync); the
+    invariants above then also hold for that order, crashes included."""
+    early = [run_seed(seed) for seed in range(40)]
+    assert {s["early_send"] for s in early} == {True, False}
+    assert sum(int(s["sent_before_fsync"]) for s in early if s["early_send"]) > 100  # type: ignore[call-overload]
+    assert all(s["sent_before_fsync"] == 0 for s in early if not s["early_send"])
+
+
 def test_kip996_ci_seeds_strand_candidates_above_a_live_leaders_epoch() -> None:
     """The "strand_candidate" family does produce its shape in the CI seeds: a
     voter becomes a candidate (epoch E+1) and is cut off while the leader of
@@ -119,8 +129,8 @@ def test_self_test_kip996_pre_vote_ignoring_a_higher_epoch_is_caught_within_ci_s
     stranded candidate Prospective above the leader's epoch for good: the
     liveness phase (every node applies a commit made after the heal) fails."""
     failure = _first_failing_seed(PreVoteIgnoresHigherEpochCore)
-    assert failure.seed == 5
-    assert failure.reason.startswith("liveness: nodes [1] did not apply")
+    assert failure.reason.startswith("liveness: nodes [")
+    assert "did not apply" in failure.reason
 
 
 @pytest.mark.soak
