@@ -9,7 +9,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as CTP
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 
 from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
-from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
+from data_plane.testing.inprocess_cluster import ClusterThread
 
 pytestmark = pytest.mark.timeout(240)
 logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -28,11 +28,8 @@ PARTITIONS = 12
 
 
 @pytest.fixture
-def cluster(tmp_path: object) -> Iterator[ClusterThread]:
-    c = InProcessCluster(str(tmp_path), 3, {"min.insync.replicas": "2",
-                                            "group.initial.rebalance.delay.ms": "200"})
-    with ClusterThread(c) as ct:
-        yield ct
+def cluster(groups_cluster: ClusterThread) -> ClusterThread:
+    return groups_cluster
 
 
 def _create(ct: ClusterThread, name: str, partitions: int) -> None:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
 
-from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
+from data_plane.testing.inprocess_cluster import ClusterThread
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,11 +29,8 @@ SESSION_MS = 6000
 
 
 @pytest.fixture
-def cluster(tmp_path: object) -> Iterator[ClusterThread]:
-    c = InProcessCluster(str(tmp_path), 3, {"min.insync.replicas": "2",
-                                            "group.initial.rebalance.delay.ms": "200"})
-    with ClusterThread(c) as ct:
-        yield ct
+def cluster(groups_cluster: ClusterThread) -> ClusterThread:
+    return groups_cluster
 
 
 class StaticMember:
