@@ -18,7 +18,13 @@ from raftlog.net.errors import (
     UnsupportedVersionError,
 )
 from raftlog.net.registry import ApiSchemas, api_registry, schemas
-from raftlog.net.server import NO_RESPONSE, Handler, KafkaProtocolServer, RequestContext
+from raftlog.net.server import (
+    NO_RESPONSE,
+    EncodedBody,
+    Handler,
+    KafkaProtocolServer,
+    RequestContext,
+)
 
 __all__ = (
     "DEFAULT_MAX_REQUEST_BYTES",
@@ -26,6 +32,7 @@ __all__ = (
     "ApiSchemas",
     "ConnectFailedError",
     "DisconnectedError",
+    "EncodedBody",
     "ErrorCode",
     "FrameDecoder",
     "Handler",

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import kio.schema.response_header.v1 as response_header_v1
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -48,7 +49,9 @@ from raftlog.net.codec import (
     decode_request_header,
     decode_response,
     encode_request,
+    encode_request_frame,
     encode_response,
+    encode_response_frame,
     peek_api_key_and_version,
     peek_correlation_id,
 )
@@ -207,6 +210,15 @@ class ServerConnection:
             )
         return encode_response(body, request.header.correlation_id)
 
+    def frame_encoded_response(self, request: IncomingRequest, body: bytes) -> bytes:
+        """The framed response to ``request`` around ``body``, a response body
+        already encoded at the request's (api_key, version): size prefix, then
+        the response header of that version (v1, with an empty tagged-field
+        section, for flexible versions; v0 otherwise)."""
+        return encode_response_frame(
+            request.header.correlation_id, _flexible_response(request.schemas.response), body
+        )
+
     def encode_error_response(
         self, request: IncomingRequest, error_code: ErrorCode, message: str | None = None
     ) -> bytes | None:
@@ -215,6 +227,10 @@ class ServerConnection:
         if body is None:
             return None
         return encode_response(body, request.header.correlation_id)
+
+
+def _flexible_response(cls: type[ResponsePayload]) -> bool:
+    return cls.__header_schema__ is response_header_v1.ResponseHeader
 
 
 def build_error_response(
@@ -293,6 +309,15 @@ class ClientConnection:
         self._next_correlation_id = (correlation_id + 1) % (_MAX_CORRELATION_ID + 1)
         data = encode_request(body, correlation_id, self.client_id)
         self._in_flight[correlation_id] = (body.__api_key__, body.__version__)
+        return correlation_id, data
+
+    def send_encoded_request(self, api_key: int, version: int, body: bytes) -> tuple[int, bytes]:
+        """Like `send_request` for a body already encoded at (``api_key``,
+        ``version``); the response is decoded with kio's schema as usual."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) % (_MAX_CORRELATION_ID + 1)
+        data = encode_request_frame(api_key, version, correlation_id, self.client_id, body)
+        self._in_flight[correlation_id] = (api_key, version)
         return correlation_id, data
 
     def forget(self, correlation_id: int) -> None:

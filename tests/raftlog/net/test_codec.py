@@ -322,3 +322,103 @@ def test_random_headers_with_random_bodies_raise_only_typed_errors(
     frame = struct.pack(">hhih", api_key, version, 1, 1) + b"c" + tail
     with contextlib.suppress(ProtocolError):
         codec.decode_request(frame)
+
+
+# --- hand-written headers ------------------------------------------------------
+
+
+def _kio_bytes(entity: object) -> bytes:
+    import io
+
+    from kio.serial import entity_writer
+
+    buffer = io.BytesIO()
+    entity_writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("client_id", [None, "", "raftlog-replica-fetcher", "é"])
+def test_hand_written_headers_match_kio_for_every_api_and_version(client_id: str | None) -> None:
+    from kio.static.primitive import i16, i32
+
+    for api_key in sorted(registry.KIO_API_KEYS):
+        low, high = registry.kio_version_range(api_key)
+        for version in range(low, high + 1):
+            api = registry.schemas(api_key, version)
+            header_cls = api.request.__header_schema__
+            header = _kio_bytes(
+                header_cls(
+                    request_api_key=i16(api_key),
+                    request_api_version=i16(version),
+                    correlation_id=i32(7),
+                    client_id=client_id,
+                )
+            )
+            frame = codec.encode_request_frame(api_key, version, 7, client_id, b"body")
+            assert frame == struct.pack(">i", len(header) + 4) + header + b"body"
+            response_header_cls = api.response.__header_schema__
+            response_header = _kio_bytes(response_header_cls(correlation_id=i32(9)))
+            flexible = response_header_cls is not ResponseHeaderV0
+            response = codec.encode_response_frame(9, flexible, b"x")
+            assert response == struct.pack(">i", len(response_header) + 1) + response_header + b"x"
+
+
+def _kio_request_header(frame: bytes, flexible: bool) -> tuple[int, str | None, int] | None:
+    from kio.serial import entity_reader
+
+    try:
+        header, size = entity_reader(HeaderV2 if flexible else HeaderV1)(frame, 0)
+    except Exception:
+        return None
+    return int(header.correlation_id), header.client_id, size
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    flexible=st.booleans(),
+    client_id=st.one_of(st.none(), st.text(max_size=12), st.binary(max_size=12)),
+    tags=st.lists(st.tuples(st.integers(0, 2**32 + 5), st.binary(max_size=6)), max_size=3),
+    tail=st.binary(max_size=8),
+    cut=st.integers(0, 40),
+    noise=st.binary(max_size=40),
+    use_noise=st.booleans(),
+)
+def test_hand_read_request_header_agrees_with_kio(
+    flexible: bool,
+    client_id: str | bytes | None,
+    tags: list[tuple[int, bytes]],
+    tail: bytes,
+    cut: int,
+    noise: bytes,
+    use_noise: bool,
+) -> None:
+    # Well-formed-ish headers (raw client-id bytes may be bad UTF-8, tags may
+    # overflow), truncated at random, or plain noise: both readers must
+    # agree on the result or both refuse.
+    def uvarint(value: int) -> bytes:
+        out = bytearray()
+        while True:
+            byte = value & 0x7F
+            value >>= 7
+            out.append(byte | (0x80 if value else 0))
+            if not value:
+                return bytes(out)
+
+    if use_noise:
+        frame = struct.pack(">hh", 3, 12) + noise
+    else:
+        raw = client_id.encode() if isinstance(client_id, str) else client_id
+        frame = struct.pack(">hhi", 3, 12, 77)
+        frame += b"\xff\xff" if raw is None else struct.pack(">h", len(raw)) + raw
+        if flexible:
+            frame += uvarint(len(tags))
+            for tag, value in tags:
+                frame += uvarint(tag) + uvarint(len(value)) + value
+        frame += tail
+        frame = frame[: len(frame) - cut] if cut < len(frame) else frame[:4]
+    expected = _kio_request_header(frame, flexible)
+    try:
+        ours: tuple[int, str | None, int] | None = codec._read_request_header(frame, flexible)
+    except RequestDecodeError:
+        ours = None
+    assert ours == expected
