@@ -13,9 +13,10 @@ from data_plane.broker.replica_manager import ReplicaManager
 from metadata_quorum.image import BrokerRegistration, MetadataImage
 from raftlog.net.errors import ErrorCode
 
-__all__ = ("NO_THROTTLE", "UNREQUESTED_OPERATIONS", "BrokerApiContext", "endpoint_of")
+__all__ = ("NO_THROTTLE", "NO_THROTTLE_MS", "UNREQUESTED_OPERATIONS", "BrokerApiContext", "endpoint_of")
 
 NO_THROTTLE: Final = datetime.timedelta(0)
+NO_THROTTLE_MS: Final = 0  # the same, for the hand-written encoders
 # Kafka's "authorized operations not requested" (Integer.MIN_VALUE).
 UNREQUESTED_OPERATIONS: Final = -(2**31)
 # Errors a Kafka client may retry (Kafka's RetriableException subclasses) —

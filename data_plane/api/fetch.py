@@ -17,8 +17,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-from data_plane.api.build import build, response_class
-from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
+from data_plane.api.encoders import FetchPartitionData, encode_fetch_response
 from data_plane.broker.replica_manager import FetchParams
 from data_plane.replication.types import (
     CONSUMER_REPLICA_ID,
@@ -26,7 +26,7 @@ from data_plane.replication.types import (
     FetchPartitionResult,
     TopicPartition,
 )
-from raftlog.net import RequestContext
+from raftlog.net import EncodedBody, RequestContext
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("MAX_FETCH_WAIT_MS", "handle_fetch")
@@ -54,8 +54,8 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     image = api.image
     requests: dict[TopicPartition, FetchPartition] = {}
     errors: dict[tuple[int, int], ErrorCode] = {}
-    # (response topic label, name or None, [partition indexes]) in request order.
-    layout: list[tuple[object, list[int]]] = []
+    # (response topic label: id (v13+) or name, [partition indexes]) in request order.
+    layout: list[tuple[str | uuid.UUID | None, list[int]]] = []
     names: list[str | None] = []
     for t_index, topic in enumerate(request.topics):
         if version >= 13:
@@ -63,7 +63,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             found = image.topics.get(topic_id) if topic_id is not None else None
             name = found.name if found is not None else None
             missing = ErrorCode.unknown_topic_id
-            label: object = topic_id
+            label: str | uuid.UUID | None = topic_id
         else:
             name = str(topic.topic)
             missing = ErrorCode.unknown_topic_or_partition
@@ -101,7 +101,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         from_follower=replica_id >= 0,
     )
     results = await api.replicas.fetch(requests, params) if requests else {}
-    topics_out = []
+    topics_out: list[tuple[str | uuid.UUID | None, list[FetchPartitionData]]] = []
     for t_index, (label, indexes) in enumerate(layout):
         name = names[t_index]
         partitions_out = []
@@ -115,42 +115,39 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
                 result = results.get((name, index), FetchPartitionResult(
                     ErrorCode.unknown_topic_or_partition))
             partitions_out.append(_partition(api, name, index, result, read_committed))
-        topic_out: dict[str, object] = {"partitions": partitions_out}
-        if isinstance(label, uuid.UUID):
-            topic_out["topic_id"] = label
-        else:
-            topic_out["topic"] = label
-        topics_out.append(topic_out)
-    return build(response_class(request), {
-        "throttle_time": NO_THROTTLE,
-        "error_code": ErrorCode.none,
-        "session_id": 0,
-        "responses": topics_out,
-    })
+        topics_out.append((label, partitions_out))
+    # Hand-encoded (data_plane.api.encoders): a follower's fetch answer is on
+    # every acks=all produce's critical path.
+    record_bytes = tuple(
+        (label, size) for label, parts in topics_out
+        if (size := sum(len(p.records) for p in parts if p.records))
+    )
+    return EncodedBody(encode_fetch_response(
+        version, topics_out, error_code=ErrorCode.none.value, session_id=0,
+        throttle_time_ms=NO_THROTTLE_MS,
+    ), record_bytes)
 
 
 def _partition(
     api: BrokerApiContext, name: str | None, index: int, result: FetchPartitionResult,
     read_committed: bool,
-) -> dict[str, object]:
+) -> FetchPartitionData:
     lso = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
-    aborted = [{"producer_id": pid, "first_offset": first}
-               for pid, first in result.aborted_transactions]
-    out: dict[str, object] = {
-        "partition_index": index,
-        "error_code": result.error,
-        "high_watermark": result.high_watermark,
-        "last_stable_offset": lso,
-        "log_start_offset": result.log_start_offset,
-        # Kafka sends null to READ_UNCOMMITTED consumers, a list otherwise.
-        "aborted_transactions": aborted if read_committed else None,
-        "preferred_read_replica": -1,
-        "records": result.records,
-    }
-    if result.diverging_epoch is not None:
-        out["diverging_epoch"] = {"epoch": result.diverging_epoch.epoch,
-                                  "end_offset": result.diverging_epoch.end_offset}
+    diverging = result.diverging_epoch
+    current_leader = None
     if result.error in _HINTED and name is not None:
-        leader_id, leader_epoch = api.replicas.leader_hint((name, index))
-        out["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
-    return out
+        current_leader = api.replicas.leader_hint((name, index))
+    return FetchPartitionData(
+        partition_index=index,
+        error_code=result.error.value,
+        high_watermark=result.high_watermark,
+        last_stable_offset=lso,
+        log_start_offset=result.log_start_offset,
+        records=result.records,
+        # Kafka sends null to READ_UNCOMMITTED consumers, a list otherwise.
+        aborted_transactions=result.aborted_transactions if read_committed else None,
+        preferred_read_replica=-1,
+        diverging_epoch=(None if diverging is None
+                         else (diverging.epoch, diverging.end_offset)),
+        current_leader=current_leader,
+    )

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from data_plane.api.build import build, response_class
-from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
+from data_plane.api.encoders import ProducePartitionData, encode_produce_response
 from data_plane.broker.replica_manager import ProduceOutcome
 from data_plane.replication.types import AppendResult, TopicPartition
-from raftlog.net import NO_RESPONSE, RequestContext
+from raftlog.net import NO_RESPONSE, EncodedBody, RequestContext
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("MAX_PRODUCE_TIMEOUT_MS", "handle_produce")
@@ -30,7 +30,6 @@ MAX_PRODUCE_TIMEOUT_MS = 300_000
 
 
 async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    del ctx
     acks = int(request.acks)
     timeout_ms = min(max(int(request.timeout.total_seconds() * 1000), 0), MAX_PRODUCE_TIMEOUT_MS)
     entries: dict[TopicPartition, bytes] = {}
@@ -55,26 +54,21 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
     outcomes.update(early)
     if acks == 0:
         return NO_RESPONSE
-    return build(response_class(request), {
-        "responses": [
-            {"name": name, "partition_responses": [
-                _partition(index, outcomes[(name, index)]) for index in indexes
-            ]}
-            for name, indexes in order
-        ],
-        "throttle_time": NO_THROTTLE,
-    })
+    # Hand-encoded (data_plane.api.encoders): this answer is on every
+    # produce's critical path.
+    return EncodedBody(encode_produce_response(ctx.api_version, [
+        (name, [_partition(index, outcomes[(name, index)]) for index in indexes])
+        for name, indexes in order
+    ], NO_THROTTLE_MS))
 
 
-def _partition(index: int, outcome: ProduceOutcome) -> dict[str, object]:
+def _partition(index: int, outcome: ProduceOutcome) -> ProducePartitionData:
     append = outcome.append
     ok = outcome.error == ErrorCode.none
-    return {
-        "index": index,
-        "error_code": outcome.error,
-        "base_offset": append.base_offset if ok else -1,
-        "log_append_time": None,
-        "log_start_offset": append.log_start_offset if ok else -1,
-        "record_errors": [],
-        "error_message": None if ok else append.error_message,
-    }
+    return ProducePartitionData(
+        index=index,
+        error_code=outcome.error.value,
+        base_offset=append.base_offset if ok else -1,
+        log_start_offset=append.log_start_offset if ok else -1,
+        error_message=None if ok else append.error_message,
+    )

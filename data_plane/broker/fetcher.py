@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import uuid
 from collections.abc import Callable
 
-from kio.schema.fetch.v16 import request as fetch_req
 from kio.schema.fetch.v16 import response as fetch_resp
-from kio.schema.types import BrokerId
-from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from data_plane.api.encoders import (
+    REPLICA_FETCH_VERSION,
+    ReplicaFetchPartition,
+    encode_replica_fetch_request,
+)
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.waits import wait_event
 from data_plane.replication.types import (
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[str, int], KafkaProtocolClient]
 
-FETCH_VERSION = 16
+FETCH_KEY = 1
+FETCH_VERSION = REPLICA_FETCH_VERSION
 # replica.fetch.response.max.bytes (Kafka's default).
 _RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 
@@ -208,35 +210,28 @@ class _Fetcher:
             await self._sleep(min(self._backoff_s(), 0.1))
             return
         config = self.replicas.broker_config
-        by_topic: dict[uuid.UUID, list[fetch_req.FetchPartition]] = {}
+        by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
         names: dict[uuid.UUID, str] = {}
         for key, r in sent.items():
             topic_id = self.topic_ids[key]
             names[topic_id] = key[0]
-            by_topic.setdefault(topic_id, []).append(fetch_req.FetchPartition(
-                partition=i32(key[1]), current_leader_epoch=i32(r.current_leader_epoch),
-                fetch_offset=i64(r.fetch_offset), last_fetched_epoch=i32(r.last_fetched_epoch),
-                log_start_offset=i64(r.log_start_offset), partition_max_bytes=i32(r.max_bytes),
+            by_topic.setdefault(topic_id, []).append(ReplicaFetchPartition(
+                partition=key[1], current_leader_epoch=r.current_leader_epoch,
+                fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
+                log_start_offset=r.log_start_offset, partition_max_bytes=r.max_bytes,
             ))
         metadata = self.replicas.metadata
-        request = fetch_req.FetchRequest(
-            replica_state=fetch_req.ReplicaState(
-                replica_id=BrokerId(metadata.broker_id), replica_epoch=i64(metadata.broker_epoch)
-            ),
-            max_wait=i32Timedelta.parse(
-                datetime.timedelta(milliseconds=int(config["replica.fetch.wait.max.ms"]))
-            ),
-            min_bytes=i32(int(config["replica.fetch.min.bytes"])),
-            max_bytes=i32(_RESPONSE_MAX_BYTES),
-            isolation_level=i8(0),
-            topics=tuple(
-                fetch_req.FetchTopic(topic_id=tid, partitions=tuple(parts))
-                for tid, parts in by_topic.items()
-            ),
-            forgotten_topics_data=(),
+        # Hand-encoded (data_plane.api.encoders): one request per appended
+        # batch per follower, on every acks=all produce's critical path.
+        request = encode_replica_fetch_request(
+            replica_id=metadata.broker_id, replica_epoch=metadata.broker_epoch,
+            max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
+            min_bytes=int(config["replica.fetch.min.bytes"]),
+            max_bytes=_RESPONSE_MAX_BYTES,
+            topics=list(by_topic.items()),
         )
         try:
-            response = await self.client.send(request, FETCH_VERSION)
+            response = await self.client.send_encoded(FETCH_KEY, FETCH_VERSION, request)
         except (NetError, OSError) as e:
             log.info("fetch from leader %d failed: %r", self.leader_id, e)
             await self._sleep(self._backoff_s())

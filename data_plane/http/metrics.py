@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 
 from metadata_quorum.image import MetadataImage
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, Listener, SnapshotLoad
-from raftlog.net import Handler, RequestContext
+from raftlog.net import EncodedBody, Handler, RequestContext
 from raftlog.net.registry import api_name
 from raftlog.records import iter_batches, parse_header
 
@@ -186,14 +186,19 @@ class NodeMetrics:
     def count_fetch(self, request: Any, response: Any) -> None:
         counter = self.replication_bytes_out if _fetch_replica_id(request) >= 0 else self.bytes_out
         names: Mapping[Any, str] | None = None
-        for topic in getattr(response, "responses", ()):
-            name = getattr(topic, "topic", None)
-            if name is None:  # Fetch v13+: topics by id
+        if isinstance(response, EncodedBody):  # hand-encoded: sizes come with it
+            sizes = [(label, size) for label, size in response.record_bytes]
+        else:
+            sizes = [(label if (label := getattr(topic, "topic", None)) is not None
+                      else topic.topic_id,
+                      sum(len(p.records) for p in topic.partitions if p.records))
+                     for topic in getattr(response, "responses", ())]
+        for name, size in sizes:
+            if not isinstance(name, str):  # Fetch v13+: topics by id
                 if names is None:
                     names = {t.topic_id: t.name for t in self.sources.image().topics.values()}
                     names[_METADATA_TOPIC_ID] = "__cluster_metadata"  # KRaft's Fetch
-                name = names.get(topic.topic_id, str(topic.topic_id))
-            size = sum(len(p.records) for p in topic.partitions if p.records)
+                name = names.get(name, str(name))
             if size:
                 counter.labels(str(name)).inc(size)
 

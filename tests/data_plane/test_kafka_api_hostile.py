@@ -19,13 +19,14 @@ from kio.schema.list_offsets.v6 import request as lo6
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle4
 from kio.schema.produce.v9 import request as p9
+from kio.serial import entity_reader
 
 from data_plane.api.build import response_class
 from data_plane.api.common import BrokerApiContext
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.kafka_api import broker_handlers
 from data_plane.testing.fake_broker_metadata import FakeMetadataCluster
-from raftlog.net import NO_RESPONSE, RequestContext
+from raftlog.net import NO_RESPONSE, EncodedBody, RequestContext
 from raftlog.net.codec import encode_response
 from raftlog.records import BatchBuilder
 
@@ -73,6 +74,11 @@ class _Harness:
             asyncio.wait_for(self.handlers[key](ctx, request), 5))
         if response is NO_RESPONSE:
             return response
+        if isinstance(response, EncodedBody):
+            # A hand-encoded body must be exactly one kio response of the request's version.
+            data = response.data
+            response, size = entity_reader(response_class(request))(data, 0)
+            assert size == len(data)
         assert type(response) is response_class(request)
         encode_response(response, 1)
         return response
