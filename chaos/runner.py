@@ -8,10 +8,12 @@ records every op in ``<out>/history.jsonl``:
   (a process still busy when its next op is due skips it, as in Jepsen); a
   process whose op ended ``info`` is crashed: it continues under a fresh id
   with fresh clients. Process ``i`` uses confluent-kafka (idempotence as
-  configured), every third one kafka-python;
+  configured), every third one kafka-python; in the ``txn`` workload every
+  process is a confluent-kafka transactional producer (``transactional.id``
+  per process slot) whose ``txn`` ops commit or deliberately abort;
 - nemesis ops go to a `Compose` of the partition, process (kill, pause,
-  lost-writes) and clock nemeses, with targets resolved from live cluster
-  state (leader of partition 0, active controller);
+  lost-writes), clock and disk-full nemeses, with targets resolved from live
+  cluster state (leader of partition 0, active controller);
 - after the final heal and the quiet period, final reads read each partition
   to its end;
 - then the nodes are stopped and each partition's replicas are compared
