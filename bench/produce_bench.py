@@ -157,11 +157,24 @@ class Phase:
         self.server_cpu = process_cpu_s(self.server_pids) - self._server0
         self.client_cpu = self_cpu_s() - self._client0
 
-    def cpu_text(self) -> str:
-        return (
+    def cpu_text(self, records: int = 0, idle_cores: float = 0.0) -> str:
+        text = (
             f"servers {self.server_cpu / self.elapsed:.2f} cores, "
             f"client {self.client_cpu / self.elapsed:.2f} cores"
         )
+        if records:
+            # CPU per record above the idle servers' (heartbeats, timers):
+            # steadier than latency on a busy machine.
+            busy = self.server_cpu - idle_cores * self.elapsed
+            text += f"; {busy / records * 1000:.2f} ms server CPU/record over idle"
+        return text
+
+
+def idle_server_cores(pids: list[int], seconds: float = 2.0) -> float:
+    """The servers' CPU while no client runs (heartbeats, timers), in cores."""
+    with Phase(pids) as phase:
+        time.sleep(seconds)
+    return phase.server_cpu / phase.elapsed
 
 
 @dataclass
@@ -380,7 +393,9 @@ def run_kafka_phases(
     args: argparse.Namespace, payloads: list[bytes], bootstrap: str, pids: list[int],
     figures: Figures,
 ) -> None:
-    for compression in ("none", "zstd"):
+    if "full" not in args.phases:
+        create_topic(bootstrap, "bench-none")  # the fixed-rate and one-at-a-time topic
+    for compression in ("none", "zstd") if "full" in args.phases else ():
         topic = f"bench-{compression}"
         create_topic(bootstrap, topic)
         delivered, phase, latencies, errors = kafka_full_load(
@@ -403,17 +418,22 @@ def run_kafka_phases(
                 consume_mbs=value_bytes / MB / cphase.elapsed,
             )
             figures.add("  CPU (consume)", cphase.cpu_text())
-    with Phase(pids) as phase:
-        latencies, achieved = kafka_fixed_rate(
-            bootstrap, "bench-none", payloads, args.rate, args.rate_seconds
-        )
-    figures.add(f"fixed rate {args.rate:,} rec/s", latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
-    figures.add("  CPU (fixed rate)", phase.cpu_text())
+    if "rate" in args.phases:
+        with Phase(pids) as phase:
+            latencies, achieved = kafka_fixed_rate(
+                bootstrap, "bench-none", payloads, args.rate, args.rate_seconds
+            )
+        figures.add(f"fixed rate {args.rate:,} rec/s",
+                    latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
+        figures.add("  CPU (fixed rate)", phase.cpu_text())
+    if "one" not in args.phases:
+        return
+    idle = idle_server_cores(pids)
     with Phase(pids) as phase:
         samples = kafka_one_at_a_time(bootstrap, "bench-none", payloads, args.one_count)
     p50, p99 = percentiles(samples)
     figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
-    figures.add("  CPU (one at a time)", phase.cpu_text())
+    figures.add("  CPU (one at a time)", phase.cpu_text(len(samples) + 20, idle))
 
 
 # ------------------------------------------------------------ NATS JetStream
@@ -621,6 +641,52 @@ async def js_pull_consume(
     return records, value_bytes, phase
 
 
+async def js_full_load_and_consume(
+    args: argparse.Namespace, payloads: list[bytes], js: object, pids: list[int],
+    figures: Figures,
+) -> None:
+    """Full-load publish (pipelined and concurrent, the faster is the figure), then consume."""
+    await js.publish("pipe.x", payloads[0])  # type: ignore[attr-defined]
+    await js.publish("conc.x", payloads[0])  # type: ignore[attr-defined]
+    delivered, phase, latencies = await js_publish_async(
+        js, "pipe.x", payloads, args.records, pids
+    )
+    mbs_async = delivered * RECORD_BYTES / MB / phase.elapsed
+    figures.add("publish_async (4,000 in flight)", throughput_text(delivered, phase.elapsed))
+    figures.add("  latency (publish_async)", latency_text(latencies))
+    figures.add("  CPU (publish_async)", phase.cpu_text())
+    cdelivered, cphase, clatencies = await js_publish_concurrent(
+        js, "conc.x", payloads, args.records, args.js_tasks, pids
+    )
+    mbs_conc = cdelivered * RECORD_BYTES / MB / cphase.elapsed
+    figures.add(
+        f"concurrent publish ({args.js_tasks} tasks)",
+        throughput_text(cdelivered, cphase.elapsed),
+    )
+    figures.add("  latency (concurrent publish)", latency_text(clatencies))
+    figures.add("  CPU (concurrent publish)", cphase.cpu_text())
+    if mbs_async >= mbs_conc:
+        best = ("publish_async", delivered, phase, latencies, "PIPE", "pipe.>")
+    else:
+        best = ("concurrent publish", cdelivered, cphase, clatencies, "CONC", "conc.>")
+    name, count, bphase, blatencies, stream, subject = best
+    figures.add(
+        "full-load produce (no compression)",
+        throughput_text(count, bphase.elapsed) + f" [{name}]",
+        produce_mbs_none=max(mbs_async, mbs_conc),
+    )
+    figures.add("  latency (no compression)", latency_text(blatencies))
+    figures.add("  CPU (no compression)", bphase.cpu_text())
+    figures.add("full-load produce (zstd)", "n/a (no client compression)")
+    records, value_bytes, rphase = await js_pull_consume(js, stream, subject, count, pids)
+    figures.add(
+        "consume",
+        throughput_text(records, rphase.elapsed) + f" ({records:,} records)",
+        consume_mbs=value_bytes / MB / rphase.elapsed,
+    )
+    figures.add("  CPU (consume)", rphase.cpu_text())
+
+
 async def run_js_phases(
     args: argparse.Namespace, payloads: list[bytes], cluster: NatsCluster, figures: Figures
 ) -> None:
@@ -630,56 +696,23 @@ async def run_js_phases(
         await js_add_stream(js, "PIPE", "pipe.>")
         await js_add_stream(js, "CONC", "conc.>")
         await js_add_stream(js, "LAT", "lat.>")
-        await js.publish("pipe.x", payloads[0])  # type: ignore[attr-defined]
-        await js.publish("conc.x", payloads[0])  # type: ignore[attr-defined]
-        delivered, phase, latencies = await js_publish_async(
-            js, "pipe.x", payloads, args.records, pids
-        )
-        mbs_async = delivered * RECORD_BYTES / MB / phase.elapsed
-        figures.add("publish_async (4,000 in flight)", throughput_text(delivered, phase.elapsed))
-        figures.add("  latency (publish_async)", latency_text(latencies))
-        figures.add("  CPU (publish_async)", phase.cpu_text())
-        cdelivered, cphase, clatencies = await js_publish_concurrent(
-            js, "conc.x", payloads, args.records, args.js_tasks, pids
-        )
-        mbs_conc = cdelivered * RECORD_BYTES / MB / cphase.elapsed
-        figures.add(
-            f"concurrent publish ({args.js_tasks} tasks)",
-            throughput_text(cdelivered, cphase.elapsed),
-        )
-        figures.add("  latency (concurrent publish)", latency_text(clatencies))
-        figures.add("  CPU (concurrent publish)", cphase.cpu_text())
-        if mbs_async >= mbs_conc:
-            best = ("publish_async", delivered, phase, latencies, "PIPE", "pipe.>")
-        else:
-            best = ("concurrent publish", cdelivered, cphase, clatencies, "CONC", "conc.>")
-        name, count, bphase, blatencies, stream, subject = best
-        figures.add(
-            "full-load produce (no compression)",
-            throughput_text(count, bphase.elapsed) + f" [{name}]",
-            produce_mbs_none=max(mbs_async, mbs_conc),
-        )
-        figures.add("  latency (no compression)", latency_text(blatencies))
-        figures.add("  CPU (no compression)", bphase.cpu_text())
-        figures.add("full-load produce (zstd)", "n/a (no client compression)")
-        records, value_bytes, rphase = await js_pull_consume(js, stream, subject, count, pids)
-        figures.add(
-            "consume",
-            throughput_text(records, rphase.elapsed) + f" ({records:,} records)",
-            consume_mbs=value_bytes / MB / rphase.elapsed,
-        )
-        figures.add("  CPU (consume)", rphase.cpu_text())
-        with Phase(pids) as phase:
-            latencies, achieved = await js_fixed_rate(
-                js, "lat.x", payloads, args.rate, args.rate_seconds
-            )
-        figures.add(f"fixed rate {args.rate:,} rec/s", latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
-        figures.add("  CPU (fixed rate)", phase.cpu_text())
-        with Phase(pids) as phase:
-            samples = await js_one_at_a_time(js, "lat.x", payloads, args.one_count)
-        p50, p99 = percentiles(samples)
-        figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
-        figures.add("  CPU (one at a time)", phase.cpu_text())
+        if "full" in args.phases:
+            await js_full_load_and_consume(args, payloads, js, pids, figures)
+        if "rate" in args.phases:
+            with Phase(pids) as phase:
+                latencies, achieved = await js_fixed_rate(
+                    js, "lat.x", payloads, args.rate, args.rate_seconds
+                )
+            figures.add(f"fixed rate {args.rate:,} rec/s",
+                        latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
+            figures.add("  CPU (fixed rate)", phase.cpu_text())
+        if "one" in args.phases:
+            idle = idle_server_cores(pids)
+            with Phase(pids) as phase:
+                samples = await js_one_at_a_time(js, "lat.x", payloads, args.one_count)
+            p50, p99 = percentiles(samples)
+            figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
+            figures.add("  CPU (one at a time)", phase.cpu_text(len(samples) + 20, idle))
     finally:
         await nc.close()  # type: ignore[attr-defined]
 
@@ -747,15 +780,16 @@ def print_summary(ours: Figures | None, theirs: Figures | None) -> None:
     o = ours.value
     if theirs:
         t = theirs.value
-        print(f"ratio vs JetStream (produce MB/s): "
-              f"{o['produce_mbs_none'] / t['produce_mbs_none']:.2f} (goal >= 3)")
-        print(f"ratio vs JetStream (produce MB/s, raftlog with zstd): "
-              f"{o['produce_mbs_zstd'] / t['produce_mbs_none']:.2f}")
-        print(f"ratio vs JetStream (one-at-a-time p50): "
-              f"{o['one_p50'] / t['one_p50']:.2f} (goal <= 2)")
-        print(f"ratio vs JetStream (consume MB/s): "
-              f"{o['consume_mbs'] / t['consume_mbs']:.2f} (goal >= 2)")
-    print(f"one-at-a-time p99: {o['one_p99']:.2f} ms (goal <= 10 ms)")
+        for label, ours_key, theirs_key, goal in (
+            ("produce MB/s", "produce_mbs_none", "produce_mbs_none", " (goal >= 3)"),
+            ("produce MB/s, raftlog with zstd", "produce_mbs_zstd", "produce_mbs_none", ""),
+            ("one-at-a-time p50", "one_p50", "one_p50", " (goal <= 2)"),
+            ("consume MB/s", "consume_mbs", "consume_mbs", " (goal >= 2)"),
+        ):
+            if ours_key in o and theirs_key in t:  # phases not run (--phases) are skipped
+                print(f"ratio vs JetStream ({label}): {o[ours_key] / t[theirs_key]:.2f}{goal}")
+    if "one_p99" in o:
+        print(f"one-at-a-time p99: {o['one_p99']:.2f} ms (goal <= 10 ms)")
 
 
 def main() -> int:
@@ -766,10 +800,19 @@ def main() -> int:
     parser.add_argument("--js-tasks", type=int, default=256, help="concurrent js.publish tasks")
     parser.add_argument("--only", choices=("raftlog", "jetstream"), default=None)
     parser.add_argument("--dir", default=None, help="keep the servers' files here")
+    parser.add_argument(
+        "--phases", default="full,rate,one",
+        help="comma-separated subset of full (full-load produce and consume), rate, one",
+    )
+    parser.add_argument("--one-count", type=int, default=None,
+                        help="one-at-a-time produces (default 2,000; 300 with --quick)")
     args = parser.parse_args()
     args.records = args.records or (100_000 if args.quick else 500_000)
     args.rate_seconds = 3.0 if args.quick else 15.0
-    args.one_count = 300 if args.quick else 2000
+    args.one_count = args.one_count or (300 if args.quick else 2000)
+    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not args.phases <= {"full", "rate", "one"}:
+        parser.error(f"unknown phase in --phases: {sorted(args.phases)}")
     payloads = make_payloads(4096, RECORD_BYTES)
     one, batch = zstd_ratio(payloads)
     print(
