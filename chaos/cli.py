@@ -130,19 +130,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(summarize(outcome)))
         return exit_code(outcome.valid)
     worst = 0
+    shown_mode = False
     tally: dict[str, int] = {}
     for i in range(a.runs):
         seed = a.seed + i
         opts = replace(_options(a, seed, f"{a.out}/run-{seed}"))
-        outcome = asyncio.run(run(opts))
-        if i == 0:
+        try:
+            outcome = asyncio.run(run(opts))
+        except Exception as exc:  # one broken run (set-up failed...) does not end a soak
+            worst = max(worst, 2)
+            tally["error"] = tally.get("error", 0) + 1
+            print(f"run {i + 1}/{a.runs} seed {seed}: error {exc!r}", flush=True)
+            continue
+        if not shown_mode:
             print(f"mode: {outcome.mode} ({outcome.mode_reason})", flush=True)
+            shown_mode = True
         code = exit_code(outcome.valid)
         worst = max(worst, code)
         tally[str(outcome.valid)] = tally.get(str(outcome.valid), 0) + 1
+        unknown = [
+            f"{name}: {r.reason}"
+            for name, r in outcome.result.children.items()
+            if r.valid == "unknown" and r.reason
+        ]
         print(
             f"run {i + 1}/{a.runs} seed {seed}: valid={outcome.valid} ops={outcome.ops} "
-            f"anomalies={outcome.result.anomaly_count()} {outcome.counts}",
+            f"anomalies={outcome.result.anomaly_count()} {outcome.counts}"
+            + (f" ({'; '.join(unknown)[:300]})" if unknown else ""),
             flush=True,
         )
     print(

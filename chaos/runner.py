@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.checker import compose
-from chaos.checker.base import Checker, Result
+from chaos.checker.base import Checker, Result, make_result
 from chaos.checker.kafka import kafka_checkers
 from chaos.checker.replicas import ReplicaDivergence, read_log_below_hw
 from chaos.client import (
@@ -63,7 +63,7 @@ from chaos.nemesis.core import (
 )
 from chaos.nemesis.process import LOSSY_ENV, faketime_env, set_clock_offset
 from chaos.report import write_report
-from data_plane.local_cluster import Timeouts
+from data_plane.local_cluster import LocalClusterError, Timeouts
 
 TOPIC = "chaos"
 WORKLOADS = ("send", "txn")
@@ -311,7 +311,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         for n in db.nodes:
             await db.resume_node(n)
             await db.start_node(n)
-        await db.wait_ready(60)
+        not_ready = await _settle(db, rec, now)
         quiet_end = opts.time_limit_s + opts.quiet_s
         while now() / 1e9 < quiet_end:
             if progress is not None:
@@ -341,6 +341,14 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         checkers = client_checkers(opts)
         strict = duplicates_strict(opts)
         checkers["replica-divergence"] = _Fixed(ReplicaDivergence(logs).check(history))
+        checkers["cluster-ready"] = _Fixed(
+            make_result(
+                {},
+                unknown_reason=f"cluster not ready after the final heal: {not_ready}"
+                if not_ready
+                else "",
+            )
+        )
         overall = compose(checkers).check(history)
         meta: dict[str, JSON] = {
             **asdict(opts),
@@ -371,6 +379,25 @@ def client_checkers(opts: RunOptions) -> dict[str, Checker]:
     nodes stop). The duplicates checker always runs; `duplicates_strict`
     says whether a duplicate fails the run."""
     return dict(kafka_checkers(idempotent=duplicates_strict(opts)))
+
+
+async def _settle(db: ChaosDB, rec: HistoryRecorder, now: Callable[[], int]) -> str:
+    """Wait until the healed cluster is ready; "" if it is, else why not.
+
+    A node that cannot come back (it exits during recovery) must not abort
+    the run (nor a soak): it is recorded as a nemesis-process ``info`` op,
+    the run goes on to its final reads and checkers, and its verdict is at
+    best ``unknown`` (``cluster-ready``), since a cluster that did not heal
+    certifies nothing.
+    """
+    rec.record(now(), OpType.INVOKE, NEMESIS, "wait-ready", None)
+    try:
+        await db.wait_ready(60)
+    except LocalClusterError as exc:
+        rec.record(now(), OpType.INFO, NEMESIS, "wait-ready", {"error": str(exc)})
+        return str(exc)
+    rec.record(now(), OpType.INFO, NEMESIS, "wait-ready", "ready")
+    return ""
 
 
 class _Fixed:
@@ -412,6 +439,9 @@ def summarize(outcome: RunOutcome) -> list[str]:
         f"valid: {outcome.valid}",
     ]
     for name, r in outcome.result.children.items():
+        if r.valid == "unknown" and r.reason:
+            lines.append(f"  {name}: unknown ({r.reason})")
+            continue
         lines.append(
             f"  {name}: {r.valid}"
             + (f" ({r.anomaly_count()} anomalies)" if r.anomaly_count() else "")
