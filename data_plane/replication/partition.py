@@ -376,6 +376,11 @@ class Partition:
         except InvalidEpochError as e:
             # Our log holds a newer epoch than we lead: a broken invariant.
             raise AssertionError(f"{self.key}: leader epoch below the log's: {e}") from e
+        except OSError as e:
+            # Disk full or failing: nothing was appended (the file undoes a
+            # partial write); Kafka's answer for a log it cannot write.
+            log.error("%s: append failed: %s", self.key, e)
+            return AppendResult(ErrorCode.kafka_storage_error, error_message=f"append failed: {e}")
         self.txn.apply_appended(self.log, _placed(headers, info.first_offset))
         self._maybe_increment_leader_hw()
         return AppendResult(
@@ -432,7 +437,11 @@ class Partition:
         batch = bytearray(build_marker_batch(producer_id, producer_epoch, marker,
                                              timestamp_ms=timestamp_ms))
         self.txn.note_segment(self.log)
-        info = self.log.append_as_leader(batch, leader.leader_epoch)
+        try:
+            info = self.log.append_as_leader(batch, leader.leader_epoch)
+        except OSError as e:
+            log.error("%s: marker append failed: %s", self.key, e)
+            return AppendResult(ErrorCode.kafka_storage_error, error_message=f"append failed: {e}")
         header = validate_batches(batch)[0]
         self.txn.apply_appended(self.log, [(header, marker)])
         self._maybe_increment_leader_hw()
@@ -793,8 +802,9 @@ class Partition:
             try:
                 self.log.append_as_follower(result.records)
             except (UnexpectedAppendOffsetError, InvalidEpochError, InvalidRecordBatchError,
-                    RecordTooLargeError) as e:
-                # Bad peer input (tier 1): drop the response and retry later.
+                    RecordTooLargeError, OSError) as e:
+                # Bad peer input (tier 1), or our disk is full or failing
+                # (nothing was appended): drop the response and retry later.
                 log.warning("%s: cannot append fetched batches: %s", self.key, e)
                 follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
                 return FollowerFetchOutcome.RETRY_LATER

@@ -144,45 +144,76 @@ def _write_synced_marker(marker: str, size: int) -> None:
 class RealFile:
     """`FileHandle` over a file descriptor opened ``O_RDWR | O_APPEND``."""
 
-    __slots__ = ("_fd", "_size", "_synced_marker")
+    __slots__ = ("_broken", "_fd", "_size", "_synced_marker")
 
     def __init__(self, fd: int, synced_marker: str | None = None) -> None:
         self._fd = fd
         # Tracked here so the append path never needs an fstat.
         self._size = os.fstat(fd).st_size
         self._synced_marker = synced_marker
+        # Set when a failed append could not be undone (see `_undo_append`).
+        self._broken: str | None = None
 
     @property
     def size(self) -> int:
         return self._size
 
     def append(self, data: BytesLike) -> None:
+        start = self._begin_append()
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            self._size += written
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                self._size += written
+                view = view[written:]
+        except OSError:
+            self._undo_append(start)
+            raise
 
     def append_many(self, buffers: Sequence[BytesLike]) -> None:
+        start = self._begin_append()
         pending = list(buffers)
-        while pending:
-            chunk = pending[:_IOV_MAX]
-            want = sum(len(b) for b in chunk)
-            written = os.writev(self._fd, chunk)
-            self._size += written
-            if written == want:
-                del pending[:_IOV_MAX]
-                continue
-            # A short write (disk full, signal): drop what went out, retry the rest.
-            rest: list[BytesLike] = []
-            skip = written
-            for buf in pending:
-                if skip >= len(buf):
-                    skip -= len(buf)
+        try:
+            while pending:
+                chunk = pending[:_IOV_MAX]
+                want = sum(len(b) for b in chunk)
+                written = os.writev(self._fd, chunk)
+                self._size += written
+                if written == want:
+                    del pending[:_IOV_MAX]
                     continue
-                rest.append(memoryview(buf)[skip:])
-                skip = 0
-            pending = rest
+                # A short write (disk full, signal): drop what went out, retry the rest.
+                rest: list[BytesLike] = []
+                skip = written
+                for buf in pending:
+                    if skip >= len(buf):
+                        skip -= len(buf)
+                        continue
+                    rest.append(memoryview(buf)[skip:])
+                    skip = 0
+                pending = rest
+        except OSError:
+            self._undo_append(start)
+            raise
+
+    def _begin_append(self) -> int:
+        if self._broken is not None:
+            raise OSError(errno.EIO, self._broken)
+        return self._size
+
+    def _undo_append(self, start: int) -> None:
+        """An append failed part-way (ENOSPC, EIO): cut the file back to where
+        it began. Left in place, the torn bytes would sit under every later
+        append (unreadable offsets; recovery truncating at them and losing
+        what followed). If even the cut fails, the file refuses every
+        further append: a restart's recovery truncates at the torn batch."""
+        try:
+            os.ftruncate(self._fd, start)
+        except OSError as e:
+            self._broken = (f"a failed append left {self._size - start} torn bytes at "
+                            f"{start} that could not be cut ({e}); reopen the log")
+            return
+        self._size = start
 
     def read_at(self, position: int, length: int) -> bytes:
         if length <= 0:

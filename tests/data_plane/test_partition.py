@@ -4,6 +4,7 @@ on a `FakeFileSystem` to `Partition` objects and moves fetches between them."""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -598,3 +599,34 @@ def test_a_follower_ahead_of_its_leader_with_no_epoch_info_truncates_on_out_of_r
                                   log_start_offset=0, log_end_offset=1)
     assert f.handle_fetch_response(request, result, 0) is FollowerFetchOutcome.TRUNCATED
     assert f.log_end_offset <= 1
+
+
+# ---- a disk that fails ---------------------------------------------------------------
+
+
+def test_a_failed_append_answers_kafka_storage_error_and_appends_nothing(
+    ctx: Ctx, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Disk full on the leader: the produce gets KAFKA_STORAGE_ERROR (Kafka's
+    answer for a log it cannot write), the log and producer state are as
+    before, and the same produce succeeds once the disk is back. A follower
+    whose disk fails keeps its log and retries the fetch later."""
+    ctx.produce(1, b"a")
+    leader = ctx.parts[1]
+    real = leader.log.append_as_leader
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(leader.log, "append_as_leader", full)
+    result = leader.append_records(batch(b"b"), Acks.ALL, ctx.now_ms)
+    assert result.error == ErrorCode.kafka_storage_error
+    assert leader.log_end_offset == 1
+    monkeypatch.setattr(leader.log, "append_as_leader", real)
+    assert ctx.produce(1, b"b") == 1
+
+    follower = ctx.parts[2]
+    monkeypatch.setattr(follower.log, "append_as_follower", full)
+    _, outcome = ctx.fetch_once(2)
+    assert outcome is FollowerFetchOutcome.RETRY_LATER
+    assert follower.log_end_offset == 0
