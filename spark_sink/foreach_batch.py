@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .kafka_io import SinkError, WriteConfig, write_task
-from .staged import StagedTxn, commit_batch, settle_batch, stage_task
+from .staged import StagedTxn, StateStore, commit_batch, settle_batch, stage_task
 
 __all__ = ("SinkError", "raftlog_sink")
 
@@ -128,12 +128,17 @@ def raftlog_sink(
         fail_first_attempt_after,
     )
 
+    # One open state consumer per sink id, reused across batches (the
+    # driver runs write_batch once per micro-batch, in this process).
+    stores: dict[str, StateStore] = {}
+
     def write_batch(df: Any, batch_id: int) -> None:
         spark = df.sparkSession
         sid = cfg.sink_id or spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
         if exactly_once and not sid:
             raise SinkError("no streaming query id in this thread; pass sink_id=...")
-        if exactly_once and settle_batch(cfg, sid, batch_id):
+        store = stores.setdefault(sid, StateStore(cfg, sid)) if exactly_once else None
+        if exactly_once and settle_batch(cfg, sid, batch_id, store):
             _report(on_batch, batch_id, [], "already committed: skipped")
             return
         stats = (
@@ -158,6 +163,7 @@ def raftlog_sink(
                     )
                     for r in stats
                 ],
+                store,
             )
         _report(on_batch, batch_id, stats, "committed" if exactly_once else "written")
 

@@ -37,14 +37,15 @@ aborts the staged transactions and `SinkError` says that rows were lost).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import json
+import socket
+import struct
 import time
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type hints
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -55,8 +56,6 @@ from .kafka_io import SinkError, WriteConfig, produce_batches, producer_settings
 #: broker caps it at ``transaction.max.timeout.ms`` (15 min).
 DEFAULT_STAGED_TXN_TIMEOUT_MS = 120_000
 _STATS_INTERVAL_MS = 50
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -92,24 +91,59 @@ class SinkState:
 # --- the sink's state (a consumer-group offset with metadata) -----------------------------
 
 
-def _state_consumer(cfg: WriteConfig, sink_id: str) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": cfg.bootstrap_servers,
-            "group.id": cfg.state_group(sink_id),
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
+class StateStore:
+    """The sink's state group, through one consumer kept open until `close`
+    (a foreachBatch driver keeps one per sink across batches, which saves
+    a connection and a coordinator lookup per state read or write)."""
+
+    def __init__(self, cfg: WriteConfig, sink_id: str) -> None:
+        self.cfg, self.sink_id = cfg, sink_id
+        self._consumer: Consumer | None = None
+
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    "bootstrap.servers": self.cfg.bootstrap_servers,
+                    "group.id": self.cfg.state_group(self.sink_id),
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                }
+            )
+        return self._consumer
+
+    def read(self) -> SinkState:
+        return _read_state(self.cfg, self.sink_id, self.consumer())
+
+    def write(self, state: SinkState) -> None:
+        _write_state(self.cfg, self.sink_id, state, self.consumer())
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
 
 def read_state(cfg: WriteConfig, sink_id: str) -> SinkState:
     """The sink's state from its group's committed offset for ``(topic, 0)``."""
-    consumer = _state_consumer(cfg, sink_id)
+    store = StateStore(cfg, sink_id)
     try:
-        tp = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=cfg.timeout_s)[0]
+        return store.read()
     finally:
-        consumer.close()
+        store.close()
+
+
+def write_state(cfg: WriteConfig, sink_id: str, state: SinkState) -> None:
+    """Commit ``state`` (synchronously; raises on failure)."""
+    store = StateStore(cfg, sink_id)
+    try:
+        store.write(state)
+    finally:
+        store.close()
+
+
+def _read_state(cfg: WriteConfig, sink_id: str, consumer: Consumer) -> SinkState:
+    tp = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=cfg.timeout_s)[0]
     if tp.error is not None:
         raise KafkaException(tp.error)
     if tp.offset < 0:
@@ -129,8 +163,7 @@ def read_state(cfg: WriteConfig, sink_id: str) -> SinkState:
     return SinkState(tp.offset, pending)
 
 
-def write_state(cfg: WriteConfig, sink_id: str, state: SinkState) -> None:
-    """Commit ``state`` (synchronously; raises on failure)."""
+def _write_state(cfg: WriteConfig, sink_id: str, state: SinkState, consumer: Consumer) -> None:
     # Tasks by number, not transactional id, to fit more of them.
     prefix = cfg.transactional_id(sink_id, 0)[:-1]
     tasks = {tid: tid[len(prefix) :] for tid, _, _ in state.pending}
@@ -147,14 +180,10 @@ def write_state(cfg: WriteConfig, sink_id: str, state: SinkState) -> None:
             f"({len(metadata)} bytes > offset.metadata.max.bytes 4096); "
             "write with fewer tasks (coalesce)"
         )
-    consumer = _state_consumer(cfg, sink_id)
-    try:
-        tps = consumer.commit(
-            offsets=[TopicPartition(cfg.topic, 0, state.next_batch, metadata=metadata)],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
+    tps = consumer.commit(
+        offsets=[TopicPartition(cfg.topic, 0, state.next_batch, metadata=metadata)],
+        asynchronous=False,
+    )
     for tp in tps or ():
         if tp.error is not None:
             raise KafkaException(tp.error)
@@ -257,34 +286,60 @@ def _producer_identity(
 
 
 def commit_batch(
-    cfg: WriteConfig, sink_id: str, batch_id: int, staged: Sequence[StagedTxn]
+    cfg: WriteConfig,
+    sink_id: str,
+    batch_id: int,
+    staged: Sequence[StagedTxn],
+    store: StateStore | None = None,
 ) -> None:
     """Decide batch ``batch_id`` (write the state), commit every staged
     transaction, mark the batch done. Raises `SinkError` if a transaction
-    cannot be committed (the decision stands; see `settle_batch`)."""
+    cannot be committed (the decision stands; see `settle_batch`). ``store``:
+    an open `StateStore` to reuse."""
+    own = store is None
+    store = store or StateStore(cfg, sink_id)
+    try:
+        _commit_batch(cfg, store, batch_id, staged)
+    finally:
+        if own:
+            store.close()
+
+
+def _commit_batch(
+    cfg: WriteConfig, store: StateStore, batch_id: int, staged: Sequence[StagedTxn]
+) -> None:
     pending = tuple(
         (s.transactional_id, s.producer_id, s.producer_epoch) for s in staged if s.has_txn
     )
     if cfg.fail_commit == "before_decision":
         raise SinkError(f"injected failure: commit of batch {batch_id} before the decision")
     if pending:
-        write_state(cfg, sink_id, SinkState(batch_id + 1, pending))
+        store.write(SinkState(batch_id + 1, pending))
         if cfg.fail_commit == "after_decision":
             raise SinkError(f"injected failure: commit of batch {batch_id} after the decision")
         _finish(cfg, batch_id, pending)
-    write_state(cfg, sink_id, SinkState(batch_id + 1))
+    store.write(SinkState(batch_id + 1))
 
 
-def settle_batch(cfg: WriteConfig, sink_id: str, batch_id: int) -> bool:
+def settle_batch(
+    cfg: WriteConfig, sink_id: str, batch_id: int, store: StateStore | None = None
+) -> bool:
     """Before writing batch ``batch_id``: True when it is decided already
-    (skip it), after finishing its commit if a driver crash interrupted it."""
-    state = read_state(cfg, sink_id)
-    if not state.decided(batch_id):
-        return False
-    if state.pending and batch_id == state.next_batch - 1:
-        _finish(cfg, batch_id, state.pending)
-        write_state(cfg, sink_id, SinkState(state.next_batch))
-    return True
+    (skip it), after finishing its commit if a driver crash interrupted it.
+    ``store``: an open `StateStore` to reuse."""
+    own = store is None
+    store = store or StateStore(cfg, sink_id)
+    try:
+        state = store.read()
+        if not state.decided(batch_id):
+            return False
+        if state.pending and batch_id == state.next_batch - 1:
+            _finish(cfg, batch_id, state.pending)
+            store.write(SinkState(state.next_batch))
+        return True
+    finally:
+        if own:
+            store.close()
 
 
 def abort_staged(
@@ -296,12 +351,12 @@ def abort_staged(
     if sink_id is not None and read_state(cfg, sink_id).decided(batch_id):
         return [f"batch {batch_id} is decided; not aborting"]
     ids = [(s.transactional_id, s.producer_id, s.producer_epoch) for s in staged if s.has_txn]
-    failures = _run(end_txns(cfg.bootstrap_servers, ids, commit=False, timeout_s=cfg.timeout_s))
+    failures = end_txns(cfg.bootstrap_servers, ids, commit=False, timeout_s=cfg.timeout_s)
     return [f"{tid}: {err}" for tid, err in failures.items()]
 
 
 def _finish(cfg: WriteConfig, batch_id: int, pending: Sequence[tuple[str, int, int]]) -> None:
-    failures = _run(end_txns(cfg.bootstrap_servers, pending, commit=True, timeout_s=cfg.timeout_s))
+    failures = end_txns(cfg.bootstrap_servers, pending, commit=True, timeout_s=cfg.timeout_s)
     if failures:
         raise SinkError(
             f"batch {batch_id}: {len(failures)} of {len(pending)} staged transactions could "
@@ -311,60 +366,28 @@ def _finish(cfg: WriteConfig, batch_id: int, pending: Sequence[tuple[str, int, i
         )
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, even in a thread
-    whose event loop is already running (a notebook)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-async def end_txns(
+def end_txns(
     bootstrap_servers: str,
     txns: Iterable[tuple[str, int, int]],
     *,
     commit: bool,
     timeout_s: float = 60.0,
 ) -> dict[str, str]:
-    """EndTxn for each ``(transactional id, producer id, epoch)``, concurrently.
-    Returns transactional id -> error name for those that failed for good
-    (retriable errors are retried until ``timeout_s``). An EndTxn repeated
-    after the transaction completed the same way answers NONE."""
-    from raftlog.net import KafkaProtocolClient
-
+    """EndTxn for each ``(transactional id, producer id, epoch)``, in
+    parallel. Returns transactional id -> error name for those that failed
+    for good (retriable errors are retried until ``timeout_s``). An EndTxn
+    repeated after the transaction completed the same way answers NONE."""
     txns = list(txns)
     if not txns:
         return {}
-    deadline = time.monotonic() + timeout_s
-    clients: dict[tuple[str, int], KafkaProtocolClient] = {}
-
-    def client(host: str, port: int) -> KafkaProtocolClient:
-        if (host, port) not in clients:
-            clients[(host, port)] = KafkaProtocolClient(
-                host,
-                port,
-                client_id="raftlog-spark-sink",
-                request_timeout_ms=10_000,
-                reconnect_backoff_max_ms=200,
-            )
-        return clients[(host, port)]
-
     bootstrap = [
         (h, int(p)) for h, _, p in (a.rpartition(":") for a in bootstrap_servers.split(","))
     ]
-    try:
-        results = await asyncio.gather(
-            *(
-                _end_one(client, bootstrap, tid, pid, epoch, commit, deadline)
-                for tid, pid, epoch in txns
-            )
+    deadline = time.monotonic() + timeout_s
+    with concurrent.futures.ThreadPoolExecutor(min(len(txns), 16)) as pool:
+        results = list(
+            pool.map(lambda t: _end_one(bootstrap, t[0], t[1], t[2], commit, deadline), txns)
         )
-    finally:
-        for c in clients.values():
-            await c.close()
     return {tid: err for (tid, _, _), err in zip(txns, results, strict=True) if err}
 
 
@@ -381,8 +404,7 @@ _RETRY = frozenset(
 )
 
 
-async def _end_one(
-    client: Any,
+def _end_one(
     bootstrap: list[tuple[str, int]],
     tid: str,
     pid: int,
@@ -390,42 +412,100 @@ async def _end_one(
     commit: bool,
     deadline: float,
 ) -> str | None:
-    from kio.schema.end_txn.v3.request import EndTxnRequest
-    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-    from kio.schema.types import ProducerId, TransactionalId
-    from kio.static.primitive import i8, i16, i64
-
-    from raftlog.net.errors import TransportError
-
     last = "timeout"
     attempt = 0
     while time.monotonic() < deadline:
         if attempt:
-            await asyncio.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
-        attempt += 1
+            time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
         host, port = bootstrap[attempt % len(bootstrap)]
+        attempt += 1
         try:
-            found = await client(host, port).send(
-                FindCoordinatorRequest(key_type=i8(1), coordinator_keys=(tid,))
-            )
-            coord = found.coordinators[0]
-            if coord.error_code != 0:
-                last = coord.error_code.name
+            error, coordinator = _find_coordinator(host, port, tid, deadline)
+            if error:
+                last = error
                 continue
-            ended = await client(coord.host, int(coord.port)).send(
-                EndTxnRequest(
-                    transactional_id=TransactionalId(tid),
-                    producer_id=ProducerId(i64(pid)),
-                    producer_epoch=i16(epoch),
-                    committed=commit,
-                )
-            )
-        except (TransportError, OSError, TimeoutError) as exc:
+            assert coordinator is not None
+            last = _end_txn(*coordinator, tid, pid, epoch, commit, deadline)
+        except OSError as exc:
             last = f"{type(exc).__name__}: {exc}"
             continue
-        if ended.error_code == 0:
+        if last == "none":
             return None
-        last = str(ended.error_code.name)
         if last not in _RETRY:
             return last
     return last
+
+
+# --- the two requests, in Kafka's wire format -------------------------------------------------
+#
+# A blocking socket and struct, rather than the project's asyncio client: the
+# Data Source's commit and abort run in a fresh Python process per batch,
+# where importing kio costs about a second of CPU. FindCoordinator v1 and
+# EndTxn v2 are non-flexible (request header v1, response header v0); v2 is
+# the first EndTxn that answers PRODUCER_FENCED (older ones get
+# INVALID_PRODUCER_EPOCH instead).
+
+_FIND_COORDINATOR, _END_TXN = 10, 26
+_CLIENT_ID = b"raftlog-spark-sink"
+
+
+def _error_name(code: int) -> str:
+    return "none" if code == 0 else str(KafkaError(code).name()).lower()
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _exchange(
+    host: str, port: int, api_key: int, version: int, body: bytes, deadline: float
+) -> bytes:
+    header = struct.pack(">hhih", api_key, version, 1, len(_CLIENT_ID)) + _CLIENT_ID
+    frame = header + body
+    timeout = max(0.1, min(10.0, deadline - time.monotonic()))
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        (size,) = struct.unpack(">i", _recv(sock, 4))
+        response = _recv(sock, size)
+    (correlation_id,) = struct.unpack_from(">i", response)
+    if correlation_id != 1:
+        raise OSError(f"response for correlation id {correlation_id}, not 1")
+    return response[4:]
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("connection closed mid-response")
+        out += chunk
+    return bytes(out)
+
+
+def _find_coordinator(
+    host: str, port: int, tid: str, deadline: float
+) -> tuple[str | None, tuple[str, int] | None]:
+    """FindCoordinator v1 (key type 1: transaction): (error, (host, port))."""
+    r = _exchange(host, port, _FIND_COORDINATOR, 1, _string(tid) + b"\x01", deadline)
+    _throttle, error = struct.unpack_from(">ih", r)
+    pos = 6
+    (msg_len,) = struct.unpack_from(">h", r, pos)
+    pos += 2 + max(msg_len, 0)
+    _node, host_len = struct.unpack_from(">ih", r, pos)
+    pos += 6
+    coordinator_host = r[pos : pos + host_len].decode()
+    (coordinator_port,) = struct.unpack_from(">i", r, pos + host_len)
+    if error:
+        return _error_name(error), None
+    return None, (coordinator_host, coordinator_port)
+
+
+def _end_txn(
+    host: str, port: int, tid: str, pid: int, epoch: int, commit: bool, deadline: float
+) -> str:
+    """EndTxn v2; the error name ("none" on success)."""
+    body = _string(tid) + struct.pack(">qhb", pid, epoch, 1 if commit else 0)
+    _throttle, error = struct.unpack_from(">ih", _exchange(host, port, _END_TXN, 2, body, deadline))
+    return _error_name(error)
