@@ -257,6 +257,8 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "log.flush.interval.ms": 0,
     "producer.id.expiration.ms": 1,
     "offsets.topic.num.partitions": 1,
+    "offsets.topic.replication.factor": 1,
+    "transaction.state.log.replication.factor": 1,
     "group.initial.rebalance.delay.ms": 0,
     "transaction.state.log.num.partitions": 1,
     "transaction.max.timeout.ms": 1,

@@ -174,7 +174,15 @@ class ClusterLayout:
                 controller[i] if "controller" in names else None,
                 http[i],
             ))
-        return cls(tuple(nodes), host, timeouts or Timeouts(), dict(properties or {}),
+        props = dict(properties or {})
+        brokers = sum(1 for node in nodes if node.kafka_port is not None)
+        if brokers < 3:
+            # Kafka's single-node quickstart does the same: internal topics
+            # can only be as replicated as there are brokers.
+            for setting in ("offsets.topic.replication.factor",
+                            "transaction.state.log.replication.factor"):
+                props.setdefault(setting, str(max(1, brokers)))
+        return cls(tuple(nodes), host, timeouts or Timeouts(), props,
                    {k: dict(v) for k, v in (node_properties or {}).items()})
 
     def node(self, node_id: int) -> NodeLayout:

@@ -27,7 +27,11 @@ from data_plane.broker.txn_runtime import DEFAULT_ABORT_CHECK_INTERVAL_MS, TxnCo
 from data_plane.groups.model import GroupConfig
 from data_plane.groups.partitioning import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
 from data_plane.txn.coordinator import DEFAULT_MAX_TXN_TIMEOUT_MS
-from data_plane.txn.txn_log import DEFAULT_NUM_PARTITIONS
+from data_plane.txn.txn_log import (
+    DEFAULT_NUM_PARTITIONS,
+    GROUP_METADATA_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("BrokerCoordinators",)
@@ -35,9 +39,12 @@ __all__ = ("BrokerCoordinators",)
 log = logging.getLogger(__name__)
 
 CREATE_TOPICS = 19
-#: Internal topics are created with at most this replication factor
-#: (``offsets.topic.replication.factor`` default), capped by live brokers.
+#: Kafka's default ``offsets.topic.replication.factor`` and
+#: ``transaction.state.log.replication.factor``.
 INTERNAL_TOPIC_REPLICATION_FACTOR = 3
+#: The broker setting that gives each internal topic its replication factor.
+_RF_SETTING = {GROUP_METADATA_TOPIC: "offsets.topic.replication.factor",
+               TRANSACTION_STATE_TOPIC: "transaction.state.log.replication.factor"}
 
 
 class BrokerCoordinators:
@@ -97,12 +104,23 @@ class BrokerCoordinators:
                               configs: Mapping[str, str]) -> None:
         """Ask the controller (forwarded CreateTopics) to create an internal
         topic if the image lacks it; at most one request in flight per topic.
-        The caller answers COORDINATOR_NOT_AVAILABLE meanwhile (clients retry)."""
+        The caller answers COORDINATOR_NOT_AVAILABLE meanwhile (clients retry).
+
+        The replication factor is ``offsets.topic.replication.factor`` /
+        ``transaction.state.log.replication.factor`` (default 3), never fewer:
+        as Kafka, the topic is not created while fewer brokers are unfenced
+        (a topic created smaller would stay so, and with
+        ``min.insync.replicas=2`` a factor of 1 is never writable)."""
         self._maybe_start()
         if self.metadata.image.topic_by_name(name) is not None or name in self._creating:
             return
+        rf = int(self.replicas.static_config.get(
+            _RF_SETTING.get(name, ""), INTERNAL_TOPIC_REPLICATION_FACTOR))
         live = sum(1 for b in self.metadata.image.brokers.values() if not b.fenced)
-        rf = max(1, min(INTERNAL_TOPIC_REPLICATION_FACTOR, live))
+        if live < rf:
+            log.warning("not creating internal topic %s yet: %d unfenced brokers, "
+                        "replication factor %d", name, live, rf)
+            return
         request = build(ct_req.CreateTopicsRequest, {
             "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
                         "assignments": [],
