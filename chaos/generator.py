@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from chaos.history import JSON, NEMESIS, Process
 
-FAULT_KINDS: tuple[str, ...] = ("kill", "pause", "partition", "clock", "lost-writes", "disk-full")
+FAULT_KINDS: tuple[str, ...] = (
+    "kill", "restart", "pause", "partition", "clock", "lost-writes", "disk-full")
 
 # Purpose-built schedules: deterministic in what matters, for proofs that the
 # suite can fail. ``isolate-then-kill-leader``: cut the leader of partition 0

@@ -106,11 +106,15 @@ class PartitionNemesis:
 
 
 class ProcessNemesis:
-    """kill, pause and lost-writes (kill with loss of unsynced data) via a `DB`.
+    """kill, restart, pause and lost-writes (kill with loss of unsynced data) via a `DB`.
 
     ``start-kill`` SIGKILLs the targets; ``stop-kill`` restarts every node
     this nemesis killed (their page cache survives, as it does a real
-    SIGKILL). ``start-pause``/``stop-pause`` send SIGSTOP/SIGCONT.
+    SIGKILL). ``start-restart`` stops the targets gracefully (SIGTERM: a
+    controlled shutdown, as an operator's rolling restart does) and
+    ``stop-restart`` starts them again; a node that does not exit within the
+    DB's timeout is SIGKILLed and listed under ``"hung"``.
+    ``start-pause``/``stop-pause`` send SIGSTOP/SIGCONT.
     ``start-lost-writes`` is a power cut: it SIGKILLs the targets and its heal
     restarts them without the bytes they never fsynced. It strikes only once
     the workload topic is fully replicated again (waiting up to
@@ -120,7 +124,8 @@ class ProcessNemesis:
     replica standing", which the ``last-replica-standing`` scenario covers.
     """
 
-    fs = frozenset(f"{p}-{k}" for p in ("start", "stop") for k in ("kill", "pause", "lost-writes"))
+    fs = frozenset(f"{p}-{k}" for p in ("start", "stop")
+                   for k in ("kill", "restart", "pause", "lost-writes"))
 
     def __init__(
         self, db: DB, rng: random.Random, *, topic: str = "chaos", lossy_wait_s: float = 20.0
@@ -146,14 +151,22 @@ class ProcessNemesis:
                     f"within {self.lossy_wait_s:.0f} s",
                 }
             targets = resolve_targets(value["target"], state, self.rng)
+            hung: list[Node] = []
             for n in targets:
                 if kind == "pause":
                     await self.db.pause_node(n)
                     self.paused.add(n)
+                elif kind == "restart":
+                    try:
+                        await self.db.stop_node(n)
+                    except Exception:  # did not exit: a finding, then a plain kill
+                        hung.append(n)
+                        await self.db.kill_node(n)
+                    self.down.add(n)
                 else:
                     await self.db.kill_node(n)
                     (self.lossy_down if kind == "lost-writes" else self.down).add(n)
-            return {"nodes": targets}
+            return {"nodes": targets, "hung": hung} if hung else {"nodes": targets}
         if kind == "pause":
             healed = sorted(self.paused)
             for n in healed:

@@ -339,6 +339,7 @@ class FakeDB:
         self.calls: list[tuple[str, str]] = []
         self.replicated = replicated if replicated is not None else [True]
         self.dead: set[str] = set()
+        self.hangs: set[str] = set()
 
     def fill_disk(self, n: str) -> int:
         self.calls.append(("fill", n))
@@ -352,6 +353,11 @@ class FakeDB:
 
     async def kill_node(self, n: str) -> None:
         self.calls.append(("kill", n))
+
+    async def stop_node(self, n: str) -> None:
+        self.calls.append(("stop", n))
+        if n in self.hangs:
+            raise TimeoutError(f"{n} did not exit")
 
     async def start_node(
         self, n: str, extra_env: Mapping[str, str] | None = None, *, lose_unsynced: bool = False
@@ -386,6 +392,23 @@ def test_nemeses_resolve_targets_and_heal() -> None:
         await proc.invoke("start-pause", {"target": "controller"}, state)
         await proc.teardown()  # teardown heals what is still broken
         assert db.calls == [("kill", "n2"), ("start", "n2"), ("pause", "n3"), ("resume", "n3")]
+
+    asyncio.run(main())
+
+
+def test_restart_is_a_graceful_stop_then_a_start_and_a_hang_is_reported() -> None:
+    async def main() -> None:
+        state = ClusterState(("n1", "n2", "n3"), leader="n2", controller="n3")
+        db = FakeDB()
+        proc = ProcessNemesis(db, random.Random(0))  # type: ignore[arg-type]
+        assert await proc.invoke("start-restart", {"target": "leader"}, state) == {"nodes": ["n2"]}
+        assert await proc.invoke("stop-restart", None, state) == {"nodes": ["n2"]}
+        db.hangs.add("n3")
+        out = await proc.invoke("start-restart", {"target": "controller"}, state)
+        assert out == {"nodes": ["n3"], "hung": ["n3"]}
+        await proc.teardown()
+        assert db.calls == [("stop", "n2"), ("start", "n2"),
+                            ("stop", "n3"), ("kill", "n3"), ("start", "n3")]
 
     asyncio.run(main())
 
