@@ -13,14 +13,12 @@ PID, `wait_ready_async`, kill/pause/resume) is the launcher's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from kio.schema.describe_cluster.v2 import request as dc_req
 from kio.schema.describe_cluster.v2 import response as dc_resp
@@ -35,10 +33,11 @@ from data_plane.local_cluster import (
     ClusterStatus,
     LocalCluster,
     LocalClusterError,
+    probe_client,
+    send_or_none,
 )
 from raftlog.consensus.messages import DescribeQuorumRequest
-from raftlog.net import KafkaProtocolClient
-from raftlog.net.errors import ErrorCode, TransportError
+from raftlog.net.errors import ErrorCode
 from raftlog.runtime import wire
 
 
@@ -108,9 +107,9 @@ class NetnsCluster(ChaosCluster):
         for node in self.layout.controllers:
             if node.node_id not in up or node.controller_port is None:
                 continue
-            async with _client(self.hosts[node.node_id], node.controller_port, timeout_ms) as c:
+            async with probe_client(self.hosts[node.node_id], node.controller_port, timeout_ms, client_id_prefix="raftlog-chaos") as c:
                 if quorum is None:
-                    r = await _send(
+                    r = await send_or_none(
                         c, wire.encode_request(DescribeQuorumRequest(), destination=-1), 2
                     )
                     if isinstance(r, dq_resp.DescribeQuorumResponse) and (
@@ -119,7 +118,7 @@ class NetnsCluster(ChaosCluster):
                     ):
                         quorum = r.topics[0].partitions[0]
                 if cluster is None:
-                    r = await _send(
+                    r = await send_or_none(
                         c,
                         dc_req.DescribeClusterRequest(
                             include_cluster_authorized_operations=False, include_fenced_brokers=True
@@ -137,8 +136,8 @@ class NetnsCluster(ChaosCluster):
         for node in self.layout.brokers:
             if node.node_id not in up or node.kafka_port is None:
                 continue
-            async with _client(self.hosts[node.node_id], node.kafka_port, timeout_ms) as c:
-                r = await _send(
+            async with probe_client(self.hosts[node.node_id], node.kafka_port, timeout_ms, client_id_prefix="raftlog-chaos") as c:
+                r = await send_or_none(
                     c,
                     md_req.MetadataRequest(
                         topics=(),
@@ -179,8 +178,8 @@ class NetnsCluster(ChaosCluster):
         while pending:
             node = pending[0]
             assert node.kafka_port is not None
-            async with _client(self.hosts[node.node_id], node.kafka_port, 2000) as c:
-                r = await _send(
+            async with probe_client(self.hosts[node.node_id], node.kafka_port, 2000, client_id_prefix="raftlog-chaos") as c:
+                r = await send_or_none(
                     c,
                     md_req.MetadataRequest(
                         topics=(
@@ -209,25 +208,3 @@ class NetnsCluster(ChaosCluster):
                 )
             await asyncio.sleep(0.1)
 
-
-@contextlib.asynccontextmanager
-async def _client(host: str, port: int, timeout_ms: int) -> AsyncIterator[KafkaProtocolClient]:
-    client = KafkaProtocolClient(
-        host,
-        port,
-        client_id=f"raftlog-chaos-{uuid.uuid4().hex[:6]}",
-        request_timeout_ms=timeout_ms,
-        connect_timeout_ms=timeout_ms,
-        reconnect_backoff_max_ms=100,
-    )
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-async def _send(client: KafkaProtocolClient, request: Any, version: int) -> Any:
-    try:
-        return await client.send(request, version)
-    except (TransportError, TimeoutError, OSError):
-        return None

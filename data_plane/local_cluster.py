@@ -565,8 +565,8 @@ class LocalCluster:
         while pending:
             node = pending[0]
             assert node.kafka_port is not None
-            async with _client(self.layout.host, node.kafka_port, 2000) as client:
-                response = await _send(client, md_req.MetadataRequest(
+            async with probe_client(self.layout.host, node.kafka_port, 2000) as client:
+                response = await send_or_none(client, md_req.MetadataRequest(
                     topics=(md_req.MetadataRequestTopic(topic_id=uuid.UUID(int=0),
                                                         name=TopicName(topic)),),
                     allow_auto_topic_creation=False,
@@ -604,10 +604,10 @@ class LocalCluster:
         for node in self.layout.controllers:
             if node.node_id not in alive - paused or node.controller_port is None:
                 continue
-            async with _client(host, node.controller_port, timeout_ms) as client:
+            async with probe_client(host, node.controller_port, timeout_ms) as client:
                 if quorum is None:
                     request = wire.encode_request(DescribeQuorumRequest(), destination=-1)
-                    response = await _send(client, request, 2)
+                    response = await send_or_none(client, request, 2)
                     if isinstance(response, dq_resp.DescribeQuorumResponse) and (
                         response.error_code == ErrorCode.none
                         and response.topics[0].partitions[0].error_code == ErrorCode.none
@@ -616,7 +616,7 @@ class LocalCluster:
                 if cluster is None:
                     request = dc_req.DescribeClusterRequest(
                         include_cluster_authorized_operations=False, include_fenced_brokers=True)
-                    response = await _send(client, request, 2)
+                    response = await send_or_none(client, request, 2)
                     if isinstance(response, dc_resp.DescribeClusterResponse) and (
                         response.error_code == ErrorCode.none
                     ):
@@ -628,11 +628,11 @@ class LocalCluster:
         for node in self.layout.brokers:
             if node.node_id not in alive - paused or node.kafka_port is None:
                 continue
-            async with _client(host, node.kafka_port, timeout_ms) as client:
+            async with probe_client(host, node.kafka_port, timeout_ms) as client:
                 request = md_req.MetadataRequest(
                     topics=(), allow_auto_topic_creation=False,
                     include_topic_authorized_operations=False)
-                response = await _send(client, request, 12)
+                response = await send_or_none(client, request, 12)
                 if isinstance(response, md_resp.MetadataResponse) and {
                     int(b.node_id) for b in response.brokers
                 } >= broker_ids & alive:
@@ -690,10 +690,12 @@ class LocalCluster:
 
 
 @contextlib.asynccontextmanager
-async def _client(
-    host: str, port: int, timeout_ms: int
+async def probe_client(
+    host: str, port: int, timeout_ms: int, *, client_id_prefix: str = "raftlog-local"
 ) -> AsyncIterator[KafkaProtocolClient]:
-    client = KafkaProtocolClient(host, port, client_id=f"raftlog-local-{uuid.uuid4().hex[:6]}",
+    """A short-lived client for readiness probes (closed on exit)."""
+    client = KafkaProtocolClient(host, port,
+                                 client_id=f"{client_id_prefix}-{uuid.uuid4().hex[:6]}",
                                  request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms,
                                  reconnect_backoff_max_ms=100)
     try:
@@ -702,7 +704,8 @@ async def _client(
         await client.close()
 
 
-async def _send(client: KafkaProtocolClient, request: Any, version: int) -> Any:
+async def send_or_none(client: KafkaProtocolClient, request: Any, version: int) -> Any:
+    """The response, or None if the node did not answer (a probe's "not yet")."""
     try:
         return await client.send(request, version)
     except (TransportError, TimeoutError, OSError):
