@@ -61,8 +61,12 @@ class DelayedOperation(abc.ABC):
         self.completed = False
 
     @abc.abstractmethod
-    def try_complete(self, now_ms: int) -> bool:
-        """Return True (having set the outcome) if the operation can finish now."""
+    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
+        """Return True (having set the outcome) if the operation can finish now.
+
+        ``changed``: the partition whose change prompted the check
+        (`Purgatory.check_and_complete`), None for a first check; an
+        operation may re-examine only that partition."""
 
     @abc.abstractmethod
     def on_expiration(self, now_ms: int) -> None:
@@ -121,7 +125,7 @@ class Purgatory(Generic[Op]):
         watchers = self._by_key.get(key)
         if not watchers:
             return []
-        done = [op for op in list(watchers.values()) if op.try_complete(now_ms)]
+        done = [op for op in list(watchers.values()) if op.try_complete(now_ms, key)]
         for op in done:
             op.completed = True
             self._forget(op)
@@ -192,7 +196,7 @@ class DelayedProduce(DelayedOperation):
         self._lookup = lookup
         self.outcome: dict[TopicPartition, ErrorCode] = {}
 
-    def try_complete(self, now_ms: int) -> bool:
+    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
         for key, wait in self.waits.items():
             if key in self.outcome:
                 continue
@@ -227,6 +231,18 @@ class DelayedFetch(DelayedOperation):
     partitions, or one of them must answer now (leader or epoch change,
     divergence, truncation), or ``fetch.max.wait.ms`` passes (Kafka's
     ``DelayedFetch.tryComplete``). The caller reads again on completion.
+
+    The first check asks every partition; a later one, prompted by a change
+    to one partition, asks only that one and keeps the others' last answers
+    (``_readable``). A follower fetches every partition it follows from a
+    leader in one request (tens, with ``__consumer_offsets``), and every
+    append re-checks each parked fetch, so asking them all made each append
+    cost O(partitions) on the acks=all path. The shell calls
+    `Purgatory.check_and_complete` for every change that can move a
+    partition's answer (append, HW move, ISR or role change); one it does
+    not signal (retention moving the log start) is seen at the next check
+    of that partition or at ``fetch.max.wait.ms``, when the fetch reads
+    again anyway.
     """
 
     def __init__(
@@ -242,20 +258,39 @@ class DelayedFetch(DelayedOperation):
         self.min_bytes = min_bytes
         self._lookup = lookup
         self.outcome: FetchOutcome | None = None
+        # Partition -> bytes readable at its last check (all of them after the first).
+        self._readable: dict[TopicPartition, int] = {}
+        # The partition that had to answer at once, if that completed the fetch.
+        self._answer_now: TopicPartition | None = None
 
-    def try_complete(self, now_ms: int) -> bool:
-        available = 0
-        for key, request in self.requests.items():
+    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
+        keys = (self.requests if changed is None or len(self._readable) < len(self.requests)
+                else (changed,) if changed in self.requests else ())
+        for key in keys:
             replica = self._lookup(key)
-            readable = None if replica is None else replica.delayed_fetch_bytes(request)
+            readable = (None if replica is None
+                        else replica.delayed_fetch_bytes(self.requests[key]))
             if readable is None:
                 self.outcome = FetchOutcome.SATISFIED
+                self._answer_now = key
                 return True
-            available += readable
-        if available >= self.min_bytes:
+            self._readable[key] = readable
+        if sum(self._readable.values()) >= self.min_bytes:
             self.outcome = FetchOutcome.SATISFIED
             return True
         return False
 
     def on_expiration(self, now_ms: int) -> None:
         self.outcome = FetchOutcome.EXPIRED
+
+    def changed_partitions(self) -> set[TopicPartition] | None:
+        """After a SATISFIED outcome: the partitions that had readable bytes or
+        had to answer at its last checks (the others had nothing new to
+        read). None if that is not known (expired, or completed on the first
+        check)."""
+        if self.outcome is not FetchOutcome.SATISFIED or len(self._readable) < len(self.requests):
+            return None
+        changed = {key for key, readable in self._readable.items() if readable > 0}
+        if self._answer_now is not None:
+            changed.add(self._answer_now)
+        return changed

@@ -406,7 +406,17 @@ class ReplicaManager:
         if self.fetch_purgatory.try_complete_else_watch(op, now):
             return self._read_all(requests, params)
         await self._wait_for(op)
-        return self._read_all(requests, params)
+        changed = op.changed_partitions()
+        if changed is None or len(changed) == len(requests):
+            return self._read_all(requests, params)
+        # Read again only what changed while waiting: a follower's fetch names
+        # every partition it follows from us (tens of them), and the rest
+        # would read nothing new. Their first answers stand (a HW a moment
+        # older, caught up by the next fetch); the follower state was updated
+        # by the first read, as Kafka updates it only then
+        # (ReplicaManager.fetchMessages, not DelayedFetch.onComplete).
+        fresh = self._read_all({k: r for k, r in requests.items() if k in changed}, params)
+        return {key: fresh.get(key, results[key]) for key in requests}
 
     @staticmethod
     def _fetch_can_answer_now(

@@ -156,7 +156,7 @@ def test_cancel_and_double_watch() -> None:
 
 
 class _Never(DelayedOperation):
-    def try_complete(self, now_ms: int) -> bool:
+    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
         return False
 
     def on_expiration(self, now_ms: int) -> None:
@@ -183,3 +183,64 @@ def test_expiry_returns_exactly_the_due_operations_in_deadline_order(
         assert len(purgatory) == len(live)
         expected_next = min((o.deadline_ms for o in live), default=None)
         assert purgatory.next_deadline_ms() == expected_next
+
+
+def test_delayed_fetch_rechecks_only_the_partition_that_changed() -> None:
+    # Every append re-checks each parked follower fetch; with tens of
+    # partitions per fetch, asking them all made each append O(partitions).
+    asked: list[TopicPartition] = []
+
+    class Counting(FakeReplica):
+        def __init__(self, key: TopicPartition, readable: int | None) -> None:
+            super().__init__(readable=readable)
+            self.key = key
+
+        def delayed_fetch_bytes(self, request: FetchPartition) -> int | None:
+            asked.append(self.key)
+            return self.readable
+
+    replicas = {k: Counting(k, 0) for k in (A, B)}
+    purgatory: Purgatory[DelayedFetch] = Purgatory()
+    op = DelayedFetch({A: FetchPartition(0), B: FetchPartition(0)}, min_bytes=100,
+                      deadline_ms=500, lookup=replicas.get)
+    assert not purgatory.try_complete_else_watch(op, 0)
+    assert sorted(asked) == [A, B]
+    asked.clear()
+    replicas[A].readable = 60
+    assert purgatory.check_and_complete(A, 1) == [] and asked == [A]
+    asked.clear()
+    replicas[B].readable = 50  # 60 (A, remembered) + 50 >= 100
+    assert purgatory.check_and_complete(B, 2) == [op] and asked == [B]
+    assert op.outcome is FetchOutcome.SATISFIED
+    # A partition that must answer now completes the fetch whichever one changed.
+    asked.clear()
+    replicas[A].readable, replicas[B].readable = 0, 0
+    other = DelayedFetch({A: FetchPartition(0), B: FetchPartition(0)}, min_bytes=1,
+                         deadline_ms=500, lookup=replicas.get)
+    purgatory.try_complete_else_watch(other, 3)
+    replicas[B].readable = None
+    assert purgatory.check_and_complete(B, 4) == [other]
+
+
+def test_a_satisfied_delayed_fetch_names_the_partitions_to_read_again() -> None:
+    # The shell reads again only these; the others had nothing new.
+    replicas = {A: FakeReplica(readable=0), B: FakeReplica(readable=0)}
+    purgatory: Purgatory[DelayedFetch] = Purgatory()
+    op = DelayedFetch({A: FetchPartition(0), B: FetchPartition(0)}, min_bytes=1,
+                      deadline_ms=500, lookup=replicas.get)
+    assert op.changed_partitions() is None
+    purgatory.try_complete_else_watch(op, 0)
+    replicas[B].readable = 10
+    assert purgatory.check_and_complete(B, 1) == [op]
+    assert op.changed_partitions() == {B}
+    must = DelayedFetch({A: FetchPartition(0), B: FetchPartition(0)}, min_bytes=1,
+                        deadline_ms=500, lookup=replicas.get)
+    replicas[B].readable = 0
+    purgatory.try_complete_else_watch(must, 2)
+    replicas[A].readable = None  # must answer (e.g. the epoch moved)
+    assert purgatory.check_and_complete(A, 3) == [must]
+    assert must.changed_partitions() == {A}
+    expired = DelayedFetch({A: FetchPartition(0)}, min_bytes=1, deadline_ms=10,
+                           lookup={A: FakeReplica(readable=0)}.get)
+    purgatory.try_complete_else_watch(expired, 4)
+    assert purgatory.expire(10) == [expired] and expired.changed_partitions() is None
