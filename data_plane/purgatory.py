@@ -264,12 +264,16 @@ class DelayedFetch(DelayedOperation):
         self._answer_now: TopicPartition | None = None
 
     def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
-        keys = (self.requests if changed is None or len(self._readable) < len(self.requests)
-                else (changed,) if changed in self.requests else ())
+        keys = (
+            self.requests
+            if changed is None or len(self._readable) < len(self.requests)
+            else (changed,)
+            if changed in self.requests
+            else ()
+        )
         for key in keys:
             replica = self._lookup(key)
-            readable = (None if replica is None
-                        else replica.delayed_fetch_bytes(self.requests[key]))
+            readable = None if replica is None else replica.delayed_fetch_bytes(self.requests[key])
             if readable is None:
                 self.outcome = FetchOutcome.SATISFIED
                 self._answer_now = key
