@@ -254,6 +254,17 @@ def write_task(
     """At least once (``exactly_once=False``): write one task's rows with an
     idempotent producer and wait for every acknowledgement; returns the row
     count. Exactly once goes through `spark_sink.staged.stage_task`."""
+    settings, errors = reporting_producer_settings(cfg)
+    producer = Producer(settings)
+    rows = produce_batches(cfg, producer, batches, task=task, batch_id=batch_id, attempt=attempt)
+    flush_or_raise(producer, errors, cfg, task=task, batch_id=batch_id)
+    return rows
+
+
+def reporting_producer_settings(cfg: WriteConfig) -> tuple[dict[str, Any], list[str]]:
+    """`producer_settings` plus a delivery callback that collects the first
+    failures into the returned list. Only failed deliveries call back into
+    Python (one call per record would cost more than the produce itself)."""
     settings = producer_settings(cfg)
     errors: list[str] = []
 
@@ -261,12 +272,14 @@ def write_task(
         if err is not None and len(errors) < 5:
             errors.append(f"{err.str()} (partition {msg.partition()})")
 
-    # Only failed deliveries call back into Python (one call per record
-    # would cost more than the produce itself).
     settings["delivery.report.only.error"] = True
     settings["on_delivery"] = delivered
-    producer = Producer(settings)
-    rows = produce_batches(cfg, producer, batches, task=task, batch_id=batch_id, attempt=attempt)
+    return settings, errors
+
+
+def flush_or_raise(producer: Producer, errors: list[str], cfg: WriteConfig, *,
+                   task: int, batch_id: int) -> None:
+    """Wait for every acknowledgement; `SinkError` if any is missing or failed."""
     left = producer.flush(cfg.timeout_s)
     if left:
         raise SinkError(
@@ -275,7 +288,6 @@ def write_task(
         )
     if errors:
         raise SinkError(f"task {task} of batch {batch_id}: delivery failed: {errors}")
-    return rows
 
 
 # --- reading ----------------------------------------------------------------------------

@@ -45,12 +45,17 @@ import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type hints
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from .kafka_io import SinkError, WriteConfig, produce_batches, producer_settings
+from .kafka_io import (
+    SinkError,
+    WriteConfig,
+    flush_or_raise,
+    produce_batches,
+    reporting_producer_settings,
+)
 
 #: Long enough for a batch's slowest task plus the driver's commit; the
 #: broker caps it at ``transaction.max.timeout.ms`` (15 min).
@@ -212,21 +217,12 @@ def stage_task(
     if check_state and read_state(cfg, sink_id).decided(batch_id):
         return None
     tid = cfg.transactional_id(sink_id, task)
-    settings = producer_settings(cfg)
+    settings, errors = reporting_producer_settings(cfg)
     settings["transactional.id"] = tid
     settings.setdefault("transaction.timeout.ms", DEFAULT_STAGED_TXN_TIMEOUT_MS)
     stats: list[str] = []
     settings["statistics.interval.ms"] = _STATS_INTERVAL_MS
     settings["stats_cb"] = stats.append
-    errors: list[str] = []
-
-    def delivered(err: KafkaError | None, msg: Any) -> None:
-        if err is not None and len(errors) < 5:
-            errors.append(f"{err.str()} (partition {msg.partition()})")
-
-    # Only failed deliveries call back into Python.
-    settings["delivery.report.only.error"] = True
-    settings["on_delivery"] = delivered
     producer = Producer(settings)
     in_txn = False
     try:
@@ -236,14 +232,7 @@ def stage_task(
         rows = produce_batches(
             cfg, producer, batches, task=task, batch_id=batch_id, attempt=attempt
         )
-        left = producer.flush(cfg.timeout_s)
-        if left:
-            raise SinkError(
-                f"task {task} of batch {batch_id}: {left} records not "
-                f"acknowledged within {cfg.timeout_s} s"
-            )
-        if errors:
-            raise SinkError(f"task {task} of batch {batch_id}: delivery failed: {errors}")
+        flush_or_raise(producer, errors, cfg, task=task, batch_id=batch_id)
         if rows == 0:
             return StagedTxn(task, attempt, 0, tid, -1, -1, ())
         pid, epoch, partitions = _producer_identity(producer, stats, cfg)
