@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import datetime
 import faulthandler
 import logging
@@ -89,8 +90,10 @@ def cmd_server_start(args: argparse.Namespace) -> int:
         force=True,
     )
     # SIGUSR1 prints every thread's stack to the log (Kafka's jstack): how to
-    # see where a node that does not stop is stuck.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # see where a node that does not stop is stuck. (Only with a real stderr:
+    # an in-process caller that captured it has no file descriptor to give.)
+    with contextlib.suppress(OSError, ValueError):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
         return asyncio.run(run_node(config))
     except StorageError as exc:
