@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient
 
@@ -380,6 +380,27 @@ def _coordinator(bootstrap: str, group: str) -> int:
     return int(described[group].result(timeout=20).coordinator.id)
 
 
+# Retriable coordinator errors (Kafka's RetriableException subclasses). While
+# the new coordinator's broker has not applied the leader change that another
+# broker's FindCoordinator already reports, OffsetFetch answers NOT_COORDINATOR;
+# librdkafka's committed() hands that to the application instead of retrying
+# (the Java consumer retries it), so the application retries, as Kafka's docs
+# advise for retriable errors.
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+def _committed_retrying(consumer: Consumer, partitions: list[CTP], timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as e:
+            if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_committed_offsets_survive_the_coordinator_kill(cluster: LocalCluster) -> None:
     _create(cluster, "offs", 3)
     group = "survivor"
@@ -394,7 +415,7 @@ def test_committed_offsets_survive_the_coordinator_kill(cluster: LocalCluster) -
     try:
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
                              "enable.auto.commit": False})
-        got = consumer.committed([CTP("offs", p) for p in range(3)], timeout=30)
+        got = _committed_retrying(consumer, [CTP("offs", p) for p in range(3)], 30)
         consumer.close()
         new_coordinator = _coordinator(cluster.bootstrap_servers, group)
         print(f"\noffsets: coordinator broker {coordinator} (FindCoordinator) SIGKILLed, "
