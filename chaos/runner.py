@@ -420,13 +420,21 @@ def _repro(opts: RunOptions) -> str:
 
 
 async def _create_topic(db: ChaosDB, partitions: int, pool: ThreadPoolExecutor) -> None:
+    import confluent_kafka as ck
     import confluent_kafka.admin as ck_admin
 
     new_topic: Any = getattr(ck_admin, "NewTopic")  # noqa: B009 - not re-exported for mypy
 
     def create() -> None:
         admin = ck_admin.AdminClient({"bootstrap.servers": db.bootstrap_servers(), "log_level": 0})
-        admin.create_topics([new_topic(TOPIC, partitions, min(3, db.n))])[TOPIC].result(20)
+        try:
+            admin.create_topics([new_topic(TOPIC, partitions, min(3, db.n))])[TOPIC].result(20)
+        except ck.KafkaException as e:
+            # A retried CreateTopics whose first attempt did create it (the
+            # cluster has auto-creation off, so nothing else makes it);
+            # wait_topic below checks the partitions.
+            if e.args[0].code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
     await asyncio.get_running_loop().run_in_executor(pool, create)
     await db.wait_topic(TOPIC, partitions, 20)
