@@ -55,7 +55,7 @@ import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from chaos.launcher import ChaosCluster, NetnsCluster
 from chaos.nemesis import netns, process
@@ -459,28 +459,8 @@ class ChaosDB:
     def bootstrap_servers(self) -> str:
         return self._c().bootstrap_servers
 
-    async def fully_replicated(self, topic: str) -> bool:
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap_servers(),
-                "log_level": 0,
-                "socket.timeout.ms": 2000,
-            }
-        )
-        try:
-            md = await asyncio.to_thread(admin.list_topics, topic, timeout=2)
-        except Exception:
-            return False
-        t = md.topics.get(topic)
-        if t is None or not t.partitions:
-            return False
-        return all(
-            p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in t.partitions.values()
-        )
-
-    async def leader(self, topic: str, partition: int) -> Node | None:
+    async def _topic_metadata(self, topic: str) -> Any | None:
+        """``topic``'s partitions from a client's Metadata, None if no answer."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient(
@@ -494,7 +474,18 @@ class ChaosDB:
             md = await asyncio.to_thread(admin.list_topics, topic, timeout=2)
         except Exception:
             return None
-        t = md.topics.get(topic)
+        return md.topics.get(topic)
+
+    async def fully_replicated(self, topic: str) -> bool:
+        t = await self._topic_metadata(topic)
+        if t is None or not t.partitions:
+            return False
+        return all(
+            p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in t.partitions.values()
+        )
+
+    async def leader(self, topic: str, partition: int) -> Node | None:
+        t = await self._topic_metadata(topic)
         if t is None or partition not in t.partitions or t.partitions[partition].leader < 0:
             return None
         return node_name(t.partitions[partition].leader)
