@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,25 +132,20 @@ def test_netns_db_signals_the_node_itself_inside_its_namespace(tmp_path: Path) -
     asyncio.run(main())
 
 
+def _isolate_then_kill(tmp_path: Path, *, time_limit_s: float, **extra: Any) -> RunOptions:
+    """The ``isolate-then-kill-leader`` schedule, seed 3, one partition, proxy mode."""
+    return RunOptions(seed=3, faults=("isolate-then-kill-leader",), time_limit_s=time_limit_s,
+                      rate_hz=60, quiet_s=6, interval_s=8, duration_s=5, partitions=1,
+                      mode="proxy", out=str(tmp_path / "run"), **extra)
+
+
 def test_unsafe_ack_before_hw_is_caught(tmp_path: Path) -> None:
     """Deterministic in what matters: the ``isolate-then-kill-leader``
     schedule cuts the leader of the (only) partition off from its followers,
     lets it acknowledge writes alone, kills it and elects a follower that
     never had them. Three such episodes per run; each loses every write the
     isolated leader acknowledged, so one run suffices (no lucky kills)."""
-    opts = RunOptions(
-        seed=3,
-        faults=("isolate-then-kill-leader",),
-        time_limit_s=26,
-        rate_hz=60,
-        quiet_s=6,
-        interval_s=8,
-        duration_s=5,
-        partitions=1,
-        mode="proxy",
-        out=str(tmp_path / "run"),
-        env=UNSAFE,
-    )
+    opts = _isolate_then_kill(tmp_path, time_limit_s=26, env=UNSAFE)
     outcome = asyncio.run(run(opts))
     lost = outcome.result.children["lost-writes"]
     history = (tmp_path / "run" / "history.jsonl").read_text()
@@ -165,18 +161,7 @@ def test_isolate_then_kill_leader_is_valid_on_the_safe_cluster(tmp_path: Path) -
     """The control: the same schedule against the default (safe) cluster
     loses nothing: the isolated leader cannot reach minISR, so it
     acknowledges nothing alone."""
-    opts = RunOptions(
-        seed=3,
-        faults=("isolate-then-kill-leader",),
-        time_limit_s=18,
-        rate_hz=60,
-        quiet_s=6,
-        interval_s=8,
-        duration_s=5,
-        partitions=1,
-        mode="proxy",
-        out=str(tmp_path / "run"),
-    )
+    opts = _isolate_then_kill(tmp_path, time_limit_s=18)
     outcome = asyncio.run(run(opts))
     print(outcome.counts, outcome.valid)
     assert outcome.counts["ok"] > 50
