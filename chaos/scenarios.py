@@ -393,15 +393,21 @@ async def _start(h: Harness, n: Node, *, lose_unsynced: bool = False) -> JSON:
     return {"nodes": [n]}
 
 
+async def _kill_leader_cycles(h: Harness, times: int, *, down_s: float, up_s: float) -> None:
+    """``times`` rounds of: SIGKILL the current leader, wait ``down_s``,
+    restart it, wait ``up_s``."""
+    for _ in range(times):
+        leader = await h.leader()
+        await h.step("start-kill", lambda leader=leader: _kill(h, leader))  # type: ignore[misc]
+        await asyncio.sleep(down_s)
+        await h.step("stop-kill", lambda leader=leader: _start(h, leader))  # type: ignore[misc]
+        await asyncio.sleep(up_s)
+
+
 async def fast_leader_changes(h: Harness) -> tuple[Result, str]:
     h.start_load(4, kinds=("confluent",))  # little new data between changes
     await asyncio.sleep(2)
-    for _ in range(6):
-        leader = await h.leader()
-        await h.step("start-kill", lambda leader=leader: _kill(h, leader))  # type: ignore[misc]
-        await asyncio.sleep(1.0)
-        await h.step("stop-kill", lambda leader=leader: _start(h, leader))  # type: ignore[misc]
-        await asyncio.sleep(1.5)
+    await _kill_leader_cycles(h, 6, down_s=1.0, up_s=1.5)
     await asyncio.sleep(3)
     return await h.finish(), "valid: no divergence below the HW, no ok send lost"
 
@@ -527,12 +533,7 @@ async def controller_isolated(h: Harness) -> tuple[Result, str]:
 async def indefinite_across_failover(h: Harness) -> tuple[Result, str]:
     h.start_load(30, kinds=("confluent", "kafka-python", "kafka-python"))
     await asyncio.sleep(2)
-    for _ in range(3):
-        leader = await h.leader()
-        await h.step("start-kill", lambda leader=leader: _kill(h, leader))  # type: ignore[misc]
-        await asyncio.sleep(4)
-        await h.step("stop-kill", lambda leader=leader: _start(h, leader))  # type: ignore[misc]
-        await asyncio.sleep(3)
+    await _kill_leader_cycles(h, 3, down_s=4, up_s=3)
     result = await h.finish()
     history = h.rec.history()
     final = _final_values(history)
