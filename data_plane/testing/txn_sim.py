@@ -10,7 +10,8 @@ from snapshot + tail or the full log) and coordinator failovers (replay
 event (issue 6 §4):
 
 - no duplicate and no gap from an idempotent producer (per producer id and
-  epoch, the log's sequences are 0, 1, 2, ... exactly once);
+  epoch, the log's sequences are 0, 1, 2, ... exactly once), even when a
+  resend reaches the leader before an older batch;
 - no aborted record below any LSO is ever shown to read_committed (every
   offset a read_committed read showed is checked against the final outcome).
 
@@ -20,6 +21,7 @@ A failure raises `SimulationFailure` naming the seed; the seed replays it.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from data_plane.txn.coordinator import TransactionCoordinator, TxnResult
@@ -70,17 +72,21 @@ class SimReport:
     coordinator_failovers: int
     commits: int
     aborts: int
+    reordered_resends: int = 0
 
 
 class TxnSimulation:
-    def __init__(self, seed: int, steps: int = 300) -> None:
+    def __init__(self, seed: int, steps: int = 300, *,
+                 psm_factory: Callable[[], ProducerStateManager] = ProducerStateManager
+                 ) -> None:
         self.seed = seed
+        self.psm_factory = psm_factory
         self.rng = random.Random(seed)
         self.steps = steps
         self.fs = FakeFileSystem()
         self.clock = FakeClock(wall_ms=1_700_000_000_000, monotonic_ms=0)
         self.log = Log.open("/p", LogConfig(segment_bytes=700), fs=self.fs, clock=self.clock)
-        self.psm = ProducerStateManager()
+        self.psm = self.psm_factory()
         self.index = AbortedTxnIndex()
         self.snapshots: dict[int, bytes] = {}
         self.hw = 0
@@ -164,7 +170,14 @@ class TxnSimulation:
             self._send(p, p.in_flight[-1][0], transactional)
         elif p.in_flight:
             # A timeout: resend everything in flight, in order (the client does).
-            for seq, _ in list(p.in_flight):
+            # But a batch may reach the leader before an older one: the older
+            # went to a stale leader, and after a metadata refresh the client
+            # sent the next one to the new leader (librdkafka does this).
+            order = list(p.in_flight)
+            if len(order) > 1 and self.rng.random() < 0.3:
+                order.append(order.pop(0))
+                self.report.reordered_resends += 1
+            for seq, _ in order:
                 self._send(p, seq, transactional)
 
     def _txn_step(self) -> None:
@@ -238,11 +251,11 @@ class TxnSimulation:
         self.log.truncate_to(self.hw)
         self.index.truncate_to(self.log.log_end_offset)
         leo = self.log.log_end_offset
-        self.psm = ProducerStateManager()
+        self.psm = self.psm_factory()
         for name in self.psm.truncate_to(leo, dict(self.snapshots), self._batches_from):
             self.snapshots.pop(int(name.split(".")[0]), None)
         if self.rng.random() < 0.3:  # no usable snapshot: rebuild from the whole log
-            full = ProducerStateManager()
+            full = self.psm_factory()
             full.truncate_to(leo, {}, self._batches_from)
             if full.state_key() != self.psm.state_key():
                 raise SimulationFailure(self.seed, "snapshot + tail differs from full replay")

@@ -24,12 +24,21 @@ Produce path, per batch (`validate_batches`, Kafka's
    Int32.MAX to 0, else OUT_OF_ORDER_SEQUENCE_NUMBER. A producer whose epoch is
    known but who has no retained batch (after a marker bumped its epoch)
    must start at 0.
-6. **Unknown producer id** (never seen, expired, or all its batches removed by
-   retention/truncation): accepted at any sequence, and the entry is rebuilt
-   from that batch. This is Kafka 2.5+ (KIP-360): the broker no longer answers
-   UNKNOWN_PRODUCER_ID on produce, because the producer cannot tell a
-   retention-expired id from a lost write; `ErrorCode.unknown_producer_id` is
-   never returned here.
+6. **Unknown producer id.** If the partition may have forgotten the producer
+   (its entry expired, or retention, DeleteRecords or a log that starts
+   above 0 removed batches the state never saw), the batch is accepted at
+   any sequence and the entry is rebuilt from it, as in Kafka 2.5+ (KIP-360:
+   the producer cannot tell a retention-expired id from a lost write, so the
+   broker no longer answers UNKNOWN_PRODUCER_ID on produce;
+   `ErrorCode.unknown_producer_id` is never returned here).
+   If the partition has forgotten no producer (`remembers_every_producer`),
+   a producer it has never seen must start at sequence 0, else
+   OUT_OF_ORDER_SEQUENCE_NUMBER. Kafka accepts that batch too; raftlog does
+   not, because of a race that loses acknowledged writes: a client sends
+   seq 0-49 to a stale leader and, after a metadata refresh, seq 50-99 to
+   the new one, which would place 50-99 first; the resent 0-49 is then
+   neither next in sequence nor a retained duplicate, and librdkafka counts
+   it as delivered. With the rejection, the client resends from seq 0.
 7. A non-transactional batch from a producer with an open transaction:
    INVALID_TXN_STATE (Kafka ``updateCurrentTxnFirstOffset``).
 
@@ -45,7 +54,9 @@ is ``producer.id.expiration.ms`` (default 86400000) old is forgotten
 (`remove_expired_producers`; `validate_batches` treats such an entry as
 already expired, so the answer does not depend on when the sweep ran).
 
-Snapshots (`take_snapshot`, `load_snapshot`) are versioned and CRC'd, named
+Snapshots (`take_snapshot`, `load_snapshot`) are versioned and CRC'd (v2 adds
+whether the partition had forgotten any producer; a v1 snapshot is read as
+having forgotten some, which only relaxes rule 6), named
 ``<offset, 20 digits>.snapshot`` like Kafka's, where offset is the next offset
 after the last batch the state includes. Unlike Kafka's (which keeps only the
 last batch per producer) they keep all 5 retained batches, so dedupe after a
@@ -74,9 +85,12 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 NO_OFFSET = -1
 NO_COORDINATOR_EPOCH = -1
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 SNAPSHOT_SUFFIX = ".snapshot"
-_SNAP_HEADER = struct.Struct(">hIqi")  # version, crc, map end offset, entry count
+_SNAP_VERSION = struct.Struct(">h")
+_SNAP_HEADER_V1 = struct.Struct(">hIqi")  # version, crc, map end offset, entry count
+_SNAP_HEADER = struct.Struct(">hIqib")  # v2: ... and flags
+_SNAP_FLAG_REMEMBERS_ALL = 0x01
 _SNAP_CRC_START = 6  # the CRC covers everything after itself
 _SNAP_ENTRY = struct.Struct(">qhiqqb")  # pid, epoch, coord epoch, txn first offset, ts, n
 _SNAP_BATCH = struct.Struct(">iiqq")  # first seq, last seq, first offset, last offset
@@ -249,6 +263,9 @@ class ProducerStateManager:
         # Completed, but the marker is not yet below the high watermark.
         self._unreplicated: list[CompletedTxn] = []
         self._map_end_offset = 0
+        # Whether every producer that ever appended to the partition still has
+        # an entry (possibly expired): see rule 6 of the module docstring.
+        self._remembers_all = True
 
     # ==== views =====================================================================
 
@@ -260,6 +277,14 @@ class ProducerStateManager:
     @property
     def producer_ids(self) -> frozenset[int]:
         return frozenset(self._entries)
+
+    @property
+    def remembers_every_producer(self) -> bool:
+        """True while the partition has forgotten no producer: no entry was
+        swept by expiry or removed by a log start move, and the state was
+        built from offset 0 with no gap. A producer it has never seen must
+        then start at sequence 0 (rule 6)."""
+        return self._remembers_all
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._entries.get(producer_id)
@@ -280,7 +305,7 @@ class ProducerStateManager:
         """A comparable summary of the whole state (live vs rebuilt checks)."""
         return (self._map_end_offset,
                 tuple(self._entries[p].snapshot_key() for p in sorted(self._entries)),
-                tuple(self._ongoing.items()))
+                tuple(self._ongoing.items()), self._remembers_all)
 
     # ==== produce path ==============================================================
 
@@ -320,6 +345,12 @@ class ProducerStateManager:
         entry = self._live_entry(pid, now_ms)
         state = pending.get(pid)
         txn_open = False
+        if (state is None and first_seq != 0 and pid not in self._entries
+                and self.remembers_every_producer):
+            return AppendVerdict(
+                ErrorCode.out_of_order_sequence_number,
+                message=f"producer {pid} is new to this partition, which has forgotten no "
+                f"producer: its first batch must have sequence 0, not {first_seq}")
         if state is None and entry is not None:
             duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
             if duplicate is not None:
@@ -397,6 +428,10 @@ class ProducerStateManager:
             raise ProducerStateError(
                 f"batch {first_offset}..{last_offset} applied below map end offset "
                 f"{self._map_end_offset}")
+        if first_offset > self._map_end_offset:
+            # Batches the state never saw (a log starting above 0, a compacted
+            # gap): a producer may have written only there.
+            self._remembers_all = False
         self._map_end_offset = last_offset + 1
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
@@ -479,6 +514,7 @@ class ProducerStateManager:
         self._ongoing.clear()
         self._unreplicated.clear()
         self._map_end_offset = map_end_offset
+        self._remembers_all = map_end_offset == 0
 
     def truncate_to(self, offset: int, snapshots: Mapping[int, bytes],
                     read_batches_from: Callable[[int], Iterable[LoggedBatch]]) -> list[str]:
@@ -512,8 +548,11 @@ class ProducerStateManager:
         for pid in [p for p, e in self._entries.items()
                     if e.current_txn_first_offset is None and e.last_offset < log_start_offset]:
             del self._entries[pid]
+            self._remembers_all = False
         self._unreplicated = [t for t in self._unreplicated if t.last_offset >= log_start_offset]
-        self._map_end_offset = max(self._map_end_offset, log_start_offset)
+        if log_start_offset > self._map_end_offset:
+            self._remembers_all = False
+            self._map_end_offset = log_start_offset
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle for ``producer.id.expiration.ms`` with no open
@@ -521,6 +560,8 @@ class ProducerStateManager:
         expired = [p for p, e in self._entries.items() if self._is_expired(e, now_ms)]
         for pid in expired:
             del self._entries[pid]
+        if expired:
+            self._remembers_all = False
         return expired
 
     # ==== snapshots =================================================================
@@ -530,12 +571,14 @@ class ProducerStateManager:
         where it equals the new segment's base offset)."""
         offset = self._map_end_offset
         return ProducerSnapshot(offset, snapshot_file_name(offset),
-                                encode_snapshot(offset, self._entries.values()))
+                                encode_snapshot(offset, self._entries.values(),
+                                                remembers_all=self._remembers_all))
 
     def load_snapshot(self, data: bytes) -> None:
         """Replace the state with a snapshot's. Raises `SnapshotError` (state untouched)."""
-        offset, entries = decode_snapshot(data)
+        offset, entries, remembers_all = decode_snapshot(data)
         self.reset(offset)
+        self._remembers_all = remembers_all
         opened = sorted((e.current_txn_first_offset, e.producer_id) for e in entries
                         if e.current_txn_first_offset is not None)
         for entry in entries:
@@ -544,12 +587,15 @@ class ProducerStateManager:
             self._ongoing[pid] = first_offset
 
 
-def encode_snapshot(offset: int, entries: Iterable[ProducerStateEntry]) -> bytes:
-    """Snapshot v1: ``version int16, crc uint32 (CRC32C of what follows),
-    offset int64, count int32``, then per producer ``pid int64, epoch int16,
+def encode_snapshot(offset: int, entries: Iterable[ProducerStateEntry], *,
+                    remembers_all: bool = False) -> bytes:
+    """Snapshot v2: ``version int16, crc uint32 (CRC32C of what follows),
+    offset int64, count int32, flags int8`` (bit 0: the partition had
+    forgotten no producer), then per producer ``pid int64, epoch int16,
     coordinator epoch int32, txn first offset int64 (-1: none), last
     timestamp int64, batch count int8`` and its batches ``first seq int32,
-    last seq int32, first offset int64, last offset int64``."""
+    last seq int32, first offset int64, last offset int64``. (v1 is the same
+    without the flags byte.)"""
     ordered = sorted(entries, key=lambda e: e.producer_id)
     body = bytearray()
     for e in ordered:
@@ -558,23 +604,33 @@ def encode_snapshot(offset: int, entries: Iterable[ProducerStateEntry]) -> bytes
                                  e.last_timestamp_ms, len(e.batches))
         for b in e.batches:
             body += _SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
-    head = struct.pack(">qi", offset, len(ordered))
+    flags = _SNAP_FLAG_REMEMBERS_ALL if remembers_all else 0
+    head = struct.pack(">qib", offset, len(ordered), flags)
     crc = crc32c(head + body)
     return struct.pack(">hI", SNAPSHOT_VERSION, crc) + head + bytes(body)
 
 
-def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry]]:
-    """Inverse of `encode_snapshot`: ``(offset, entries)``. Raises `SnapshotError`."""
-    if len(data) < _SNAP_HEADER.size:
+def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry], bool]:
+    """Inverse of `encode_snapshot`: ``(offset, entries, remembers_all)``; a v1
+    snapshot gives ``remembers_all`` False. Raises `SnapshotError`."""
+    if len(data) < _SNAP_VERSION.size:
         raise SnapshotError(f"snapshot of {len(data)} bytes is shorter than its header")
-    version, crc, offset, count = _SNAP_HEADER.unpack_from(data)
-    if version != SNAPSHOT_VERSION:
+    (version,) = _SNAP_VERSION.unpack_from(data)
+    if version not in (1, SNAPSHOT_VERSION):
         raise SnapshotError(f"snapshot version {version} is not supported")
+    header = _SNAP_HEADER_V1 if version == 1 else _SNAP_HEADER
+    if len(data) < header.size:
+        raise SnapshotError(f"snapshot of {len(data)} bytes is shorter than its header")
+    if version == 1:
+        _, crc, offset, count = _SNAP_HEADER_V1.unpack_from(data)
+        flags = 0
+    else:
+        _, crc, offset, count, flags = _SNAP_HEADER.unpack_from(data)
     if crc32c(data[_SNAP_CRC_START:]) != crc:
         raise SnapshotError("snapshot CRC mismatch")
     if offset < 0 or count < 0:
         raise SnapshotError(f"snapshot offset {offset} / count {count} is negative")
-    pos = _SNAP_HEADER.size
+    pos = header.size
     entries: list[ProducerStateEntry] = []
     try:
         for _ in range(count):
@@ -593,4 +649,4 @@ def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry]]:
         raise SnapshotError(f"truncated snapshot: {e}") from e
     if pos != len(data):
         raise SnapshotError(f"{len(data) - pos} trailing bytes after the snapshot")
-    return offset, entries
+    return offset, entries, bool(flags & _SNAP_FLAG_REMEMBERS_ALL)

@@ -3,7 +3,10 @@ rebuild, snapshots, truncation, expiry; plus a Hypothesis model of resends."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
+from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,10 +112,65 @@ def test_kip98_gap_in_sequence_is_out_of_order() -> None:
     assert c.produce(hdr(seq=1))[0] == ErrorCode.out_of_order_sequence_number
 
 
-def test_kip360_unknown_producer_is_accepted_at_any_sequence() -> None:
+def test_new_producer_must_start_at_zero_while_the_partition_forgot_no_producer() -> None:
     c = Ctx()
-    assert c.produce(hdr(seq=4242))[0] == ErrorCode.none
-    assert c.produce(hdr(seq=4243))[0] == ErrorCode.none
+    assert c.psm.remembers_every_producer
+    error, _, _ = c.produce(hdr(seq=4242))
+    assert error == ErrorCode.out_of_order_sequence_number
+    assert c.log == []
+    assert c.produce(hdr(seq=0))[0] == ErrorCode.none
+    assert c.produce(hdr(seq=1))[0] == ErrorCode.none
+
+
+def test_batches_reordered_across_a_leader_change_land_in_sequence_order() -> None:
+    """The lost-write race: seq 0-49 went to a stale leader, and seq 50-99
+    reaches the new leader first. Accepting 50-99 there would make the resent
+    0-49 neither next nor a retained duplicate (a lost write)."""
+    c = Ctx()
+    assert c.produce(hdr(seq=50, n=50))[0] == ErrorCode.out_of_order_sequence_number
+    assert c.produce(hdr(seq=0, n=50)) == (ErrorCode.none, 0, 49)
+    assert c.produce(hdr(seq=50, n=50)) == (ErrorCode.none, 50, 99)
+    assert [h.base_sequence for h, _ in c.log] == [0, 50]
+
+
+def test_kip360_forgotten_producer_is_accepted_at_any_sequence_after_expiry() -> None:
+    psm = ProducerStateManager(producer_id_expiration_ms=1000)
+    psm.update(hdr(pid=1, seq=0, ts=100), 0, 0)
+    assert psm.remove_expired_producers(1100) == [1]
+    assert not psm.remembers_every_producer
+    assert psm.validate_append(hdr(pid=1, seq=4242), 1100).should_append
+    # the partition cannot tell a producer it never saw from a forgotten one
+    assert psm.validate_append(hdr(pid=2, seq=7), 1100).should_append
+
+
+def test_kip360_producer_removed_by_retention_is_accepted_at_any_sequence() -> None:
+    c = _busy_log()
+    assert c.psm.validate_append(hdr(pid=1, seq=99), 0).error == \
+        ErrorCode.out_of_order_sequence_number
+    c.psm.truncate_head(5)
+    assert not c.psm.remembers_every_producer
+    assert c.psm.validate_append(hdr(pid=1, seq=99), 0).should_append
+
+
+def test_kip360_truncate_head_that_removes_no_producer_forgets_nothing() -> None:
+    c = _busy_log()
+    c.psm.truncate_head(1)
+    assert c.psm.producer_ids == frozenset({1, 2, 3})
+    assert c.psm.remembers_every_producer
+
+
+def test_state_not_built_from_offset_zero_may_have_forgotten_producers() -> None:
+    reset = ProducerStateManager()
+    reset.reset(40)
+    assert not reset.remembers_every_producer
+    assert reset.validate_append(hdr(pid=9, seq=3), 0).should_append
+    gap = ProducerStateManager()
+    gap.update(hdr(pid=1, seq=0), 10, 10)  # batches 0..9 never applied
+    assert not gap.remembers_every_producer
+    assert gap.validate_append(hdr(pid=9, seq=3), 0).should_append
+    from_zero = ProducerStateManager()
+    from_zero.reset(0)
+    assert from_zero.remembers_every_producer
 
 
 def test_older_epoch_is_invalid_producer_epoch() -> None:
@@ -137,6 +195,7 @@ def test_sequence_wraps_at_int32_max() -> None:
     assert batch_last_sequence(INT32_MAX, 0) == INT32_MAX
     assert in_sequence(INT32_MAX, 0) and not in_sequence(INT32_MAX, 1)
     c = Ctx()
+    assert c.produce(hdr(seq=0, n=INT32_MAX - 1))[0] == ErrorCode.none
     assert c.produce(hdr(seq=INT32_MAX - 1, n=2))[0] == ErrorCode.none
     assert c.produce(hdr(seq=0, n=2))[0] == ErrorCode.none
     assert c.produce(hdr(seq=INT32_MAX - 1, n=2))[0] == ErrorCode.duplicate_sequence_number
@@ -144,8 +203,10 @@ def test_sequence_wraps_at_int32_max() -> None:
 
 def test_multi_batch_request_is_validated_in_order() -> None:
     psm = ProducerStateManager()
-    ok = psm.validate_batches([hdr(seq=0, n=2), hdr(seq=2), hdr(pid=5, seq=9)], 0)
+    ok = psm.validate_batches([hdr(seq=0, n=2), hdr(seq=2), hdr(pid=5, seq=0)], 0)
     assert ok.should_append
+    new_pid_skips = psm.validate_batches([hdr(seq=0, n=2), hdr(pid=5, seq=9)], 0)
+    assert new_pid_skips.error == ErrorCode.out_of_order_sequence_number
     bad = psm.validate_batches([hdr(seq=0, n=2), hdr(seq=3)], 0)
     assert bad.error == ErrorCode.out_of_order_sequence_number
 
@@ -261,6 +322,30 @@ def test_snapshot_round_trip_and_file_name() -> None:
     restored.load_snapshot(snap.data)
     assert restored.state_key() == live.psm.state_key()
     assert restored.ongoing_transactions() == live.psm.ongoing_transactions()
+    assert restored.remembers_every_producer
+
+
+def test_snapshot_keeps_whether_a_producer_was_forgotten() -> None:
+    live = _busy_log()
+    live.psm.truncate_head(5)
+    restored = ProducerStateManager()
+    restored.load_snapshot(live.psm.take_snapshot().data)
+    assert not restored.remembers_every_producer
+    assert restored.state_key() == live.psm.state_key()
+
+
+def test_version_1_snapshot_is_read_as_having_forgotten_producers() -> None:
+    live = _busy_log()
+    v2 = live.psm.take_snapshot().data
+    # v1: the v2 layout without the flags byte after the entry count
+    body = v2[6:18] + v2[19:]
+    v1 = struct.pack(">hI", 1, crc32c(body)) + body
+    offset, entries, remembers_all = decode_snapshot(v1)
+    assert offset == 10 and len(entries) == 3 and not remembers_all
+    restored = ProducerStateManager()
+    restored.load_snapshot(v1)
+    assert [e.snapshot_key() for e in entries] == \
+        [live.psm.entry(p).snapshot_key() for p in (1, 2, 3)]  # type: ignore[union-attr]
 
 
 def test_snapshot_plus_tail_equals_the_live_state() -> None:

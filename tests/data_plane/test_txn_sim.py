@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from data_plane.testing.txn_sim import TxnSimulation, run_seeds
+from data_plane.testing.txn_sim import SimulationFailure, TxnSimulation, run_seeds
+from data_plane.txn.producer_state import ProducerStateManager
 
 DEFAULT_SEEDS = 200
 
@@ -19,6 +20,29 @@ def test_no_duplicate_and_no_aborted_read_over_the_default_seeds() -> None:
     assert sum(r.leader_changes for r in reports) > DEFAULT_SEEDS
     assert sum(r.commits for r in reports) > 0 and sum(r.aborts for r in reports) > 0
     assert sum(r.coordinator_failovers for r in reports) > DEFAULT_SEEDS
+    assert sum(r.reordered_resends for r in reports) > DEFAULT_SEEDS
+
+
+class _AcceptsAnyFirstSequence(ProducerStateManager):
+    """Kafka 2.5+'s rule: a producer the partition has not seen is accepted at
+    any sequence, even when the partition cannot have forgotten it."""
+
+    @property
+    def remembers_every_producer(self) -> bool:
+        return False
+
+
+def test_accepting_a_new_producer_above_sequence_zero_is_caught_as_a_gap() -> None:
+    """The issue-6 lost write: a resend that reaches the new leader before an
+    older batch. The simulation must catch the permissive rule."""
+    failures = []
+    for seed in range(DEFAULT_SEEDS):
+        try:
+            TxnSimulation(seed, psm_factory=_AcceptsAnyFirstSequence).run()
+        except SimulationFailure as e:
+            failures.append(str(e))
+    assert failures, "the simulation no longer catches the permissive first-sequence rule"
+    assert all("sequences" in f for f in failures), failures[:3]
 
 
 def test_a_seed_replays_exactly() -> None:
