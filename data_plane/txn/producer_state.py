@@ -25,20 +25,22 @@ Produce path, per batch (`validate_batches`, Kafka's
    known but who has no retained batch (after a marker bumped its epoch)
    must start at 0.
 6. **Unknown producer id.** If the partition may have forgotten the producer
-   (its entry expired, or retention, DeleteRecords or a log that starts
-   above 0 removed batches the state never saw), the batch is accepted at
-   any sequence and the entry is rebuilt from it, as in Kafka 2.5+ (KIP-360:
-   the producer cannot tell a retention-expired id from a lost write, so the
-   broker no longer answers UNKNOWN_PRODUCER_ID on produce;
-   `ErrorCode.unknown_producer_id` is never returned here).
-   If the partition has forgotten no producer (`remembers_every_producer`),
-   a producer it has never seen must start at sequence 0, else
-   OUT_OF_ORDER_SEQUENCE_NUMBER. Kafka accepts that batch too; raftlog does
-   not, because of a race that loses acknowledged writes: a client sends
-   seq 0-49 to a stale leader and, after a metadata refresh, seq 50-99 to
-   the new one, which would place 50-99 first; the resent 0-49 is then
+   (its id is at most `max_forgotten_producer_id`: the highest id whose
+   entry expired or whose batches retention or DeleteRecords removed, or
+   every id when the state was not built from offset 0), the batch is
+   accepted at any sequence and the entry is rebuilt from it, as in Kafka
+   2.5+ (KIP-360: the producer cannot tell a retention-expired id from a
+   lost write, so the broker no longer answers UNKNOWN_PRODUCER_ID on
+   produce; `ErrorCode.unknown_producer_id` is never returned here).
+   A producer the partition cannot have seen must start at sequence 0,
+   else OUT_OF_ORDER_SEQUENCE_NUMBER. Kafka accepts that batch too; raftlog
+   does not, because of a race that loses acknowledged writes: a client
+   sends seq 0-49 to a stale leader and, after a metadata refresh, seq 50-99
+   to the new one, which would place 50-99 first; the resent 0-49 is then
    neither next in sequence nor a retained duplicate, and librdkafka counts
    it as delivered. With the rejection, the client resends from seq 0.
+   (Producer ids come from controller blocks handed out in increasing
+   order, so new producers mostly have ids above every forgotten one.)
 7. A non-transactional batch from a producer with an open transaction:
    INVALID_TXN_STATE (Kafka ``updateCurrentTxnFirstOffset``).
 
@@ -55,8 +57,8 @@ is ``producer.id.expiration.ms`` (default 86400000) old is forgotten
 already expired, so the answer does not depend on when the sweep ran).
 
 Snapshots (`take_snapshot`, `load_snapshot`) are versioned and CRC'd (v2 adds
-whether the partition had forgotten any producer; a v1 snapshot is read as
-having forgotten some, which only relaxes rule 6), named
+`max_forgotten_producer_id`; a v1 snapshot is read as having forgotten
+every id, which only relaxes rule 6), named
 ``<offset, 20 digits>.snapshot`` like Kafka's, where offset is the next offset
 after the last batch the state includes. Unlike Kafka's (which keeps only the
 last batch per producer) they keep all 5 retained batches, so dedupe after a
@@ -89,8 +91,9 @@ SNAPSHOT_VERSION = 2
 SNAPSHOT_SUFFIX = ".snapshot"
 _SNAP_VERSION = struct.Struct(">h")
 _SNAP_HEADER_V1 = struct.Struct(">hIqi")  # version, crc, map end offset, entry count
-_SNAP_HEADER = struct.Struct(">hIqib")  # v2: ... and flags
-_SNAP_FLAG_REMEMBERS_ALL = 0x01
+_SNAP_HEADER = struct.Struct(">hIqiq")  # v2: ... and the max forgotten producer id
+#: `max_forgotten_producer_id` when the partition cannot name what it forgot.
+ALL_FORGOTTEN = 2**63 - 1
 _SNAP_CRC_START = 6  # the CRC covers everything after itself
 _SNAP_ENTRY = struct.Struct(">qhiqqb")  # pid, epoch, coord epoch, txn first offset, ts, n
 _SNAP_BATCH = struct.Struct(">iiqq")  # first seq, last seq, first offset, last offset
@@ -263,9 +266,9 @@ class ProducerStateManager:
         # Completed, but the marker is not yet below the high watermark.
         self._unreplicated: list[CompletedTxn] = []
         self._map_end_offset = 0
-        # Whether every producer that ever appended to the partition still has
-        # an entry (possibly expired): see rule 6 of the module docstring.
-        self._remembers_all = True
+        # Every producer id above this that has no entry never appended to
+        # the partition (rule 6 of the module docstring).
+        self._max_forgotten = NO_PRODUCER_ID
 
     # ==== views =====================================================================
 
@@ -279,12 +282,13 @@ class ProducerStateManager:
         return frozenset(self._entries)
 
     @property
-    def remembers_every_producer(self) -> bool:
-        """True while the partition has forgotten no producer: no entry was
-        swept by expiry or removed by a log start move, and the state was
-        built from offset 0 with no gap. A producer it has never seen must
-        then start at sequence 0 (rule 6)."""
-        return self._remembers_all
+    def max_forgotten_producer_id(self) -> int:
+        """The highest producer id the partition may have forgotten: swept by
+        expiry or removed with the batches below a new log start;
+        `ALL_FORGOTTEN` when the state was not built from offset 0 or skipped
+        batches; -1 when it forgot none. A producer above it that has no
+        entry was never seen, and must start at sequence 0 (rule 6)."""
+        return self._max_forgotten
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._entries.get(producer_id)
@@ -305,7 +309,7 @@ class ProducerStateManager:
         """A comparable summary of the whole state (live vs rebuilt checks)."""
         return (self._map_end_offset,
                 tuple(self._entries[p].snapshot_key() for p in sorted(self._entries)),
-                tuple(self._ongoing.items()), self._remembers_all)
+                tuple(self._ongoing.items()), self._max_forgotten)
 
     # ==== produce path ==============================================================
 
@@ -346,11 +350,11 @@ class ProducerStateManager:
         state = pending.get(pid)
         txn_open = False
         if (state is None and first_seq != 0 and pid not in self._entries
-                and self.remembers_every_producer):
+                and pid > self.max_forgotten_producer_id):
             return AppendVerdict(
                 ErrorCode.out_of_order_sequence_number,
-                message=f"producer {pid} is new to this partition, which has forgotten no "
-                f"producer: its first batch must have sequence 0, not {first_seq}")
+                message=f"producer {pid} is new to this partition: its first batch must "
+                f"have sequence 0, not {first_seq}")
         if state is None and entry is not None:
             duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
             if duplicate is not None:
@@ -431,7 +435,7 @@ class ProducerStateManager:
         if first_offset > self._map_end_offset:
             # Batches the state never saw (a log starting above 0, a compacted
             # gap): a producer may have written only there.
-            self._remembers_all = False
+            self._max_forgotten = ALL_FORGOTTEN
         self._map_end_offset = last_offset + 1
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
@@ -514,7 +518,7 @@ class ProducerStateManager:
         self._ongoing.clear()
         self._unreplicated.clear()
         self._map_end_offset = map_end_offset
-        self._remembers_all = map_end_offset == 0
+        self._max_forgotten = NO_PRODUCER_ID if map_end_offset == 0 else ALL_FORGOTTEN
 
     def truncate_to(self, offset: int, snapshots: Mapping[int, bytes],
                     read_batches_from: Callable[[int], Iterable[LoggedBatch]]) -> list[str]:
@@ -548,10 +552,10 @@ class ProducerStateManager:
         for pid in [p for p, e in self._entries.items()
                     if e.current_txn_first_offset is None and e.last_offset < log_start_offset]:
             del self._entries[pid]
-            self._remembers_all = False
+            self._max_forgotten = max(self._max_forgotten, pid)
         self._unreplicated = [t for t in self._unreplicated if t.last_offset >= log_start_offset]
         if log_start_offset > self._map_end_offset:
-            self._remembers_all = False
+            self._max_forgotten = ALL_FORGOTTEN
             self._map_end_offset = log_start_offset
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
@@ -560,8 +564,7 @@ class ProducerStateManager:
         expired = [p for p, e in self._entries.items() if self._is_expired(e, now_ms)]
         for pid in expired:
             del self._entries[pid]
-        if expired:
-            self._remembers_all = False
+        self._max_forgotten = max([self._max_forgotten, *expired])
         return expired
 
     # ==== snapshots =================================================================
@@ -572,13 +575,13 @@ class ProducerStateManager:
         offset = self._map_end_offset
         return ProducerSnapshot(offset, snapshot_file_name(offset),
                                 encode_snapshot(offset, self._entries.values(),
-                                                remembers_all=self._remembers_all))
+                                                max_forgotten=self._max_forgotten))
 
     def load_snapshot(self, data: bytes) -> None:
         """Replace the state with a snapshot's. Raises `SnapshotError` (state untouched)."""
-        offset, entries, remembers_all = decode_snapshot(data)
+        offset, entries, max_forgotten = decode_snapshot(data)
         self.reset(offset)
-        self._remembers_all = remembers_all
+        self._max_forgotten = max_forgotten
         opened = sorted((e.current_txn_first_offset, e.producer_id) for e in entries
                         if e.current_txn_first_offset is not None)
         for entry in entries:
@@ -588,14 +591,13 @@ class ProducerStateManager:
 
 
 def encode_snapshot(offset: int, entries: Iterable[ProducerStateEntry], *,
-                    remembers_all: bool = False) -> bytes:
+                    max_forgotten: int = ALL_FORGOTTEN) -> bytes:
     """Snapshot v2: ``version int16, crc uint32 (CRC32C of what follows),
-    offset int64, count int32, flags int8`` (bit 0: the partition had
-    forgotten no producer), then per producer ``pid int64, epoch int16,
+    offset int64, count int32, max forgotten producer id int64``, then per producer ``pid int64, epoch int16,
     coordinator epoch int32, txn first offset int64 (-1: none), last
     timestamp int64, batch count int8`` and its batches ``first seq int32,
     last seq int32, first offset int64, last offset int64``. (v1 is the same
-    without the flags byte.)"""
+    without the max forgotten producer id.)"""
     ordered = sorted(entries, key=lambda e: e.producer_id)
     body = bytearray()
     for e in ordered:
@@ -604,15 +606,14 @@ def encode_snapshot(offset: int, entries: Iterable[ProducerStateEntry], *,
                                  e.last_timestamp_ms, len(e.batches))
         for b in e.batches:
             body += _SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
-    flags = _SNAP_FLAG_REMEMBERS_ALL if remembers_all else 0
-    head = struct.pack(">qib", offset, len(ordered), flags)
+    head = struct.pack(">qiq", offset, len(ordered), max_forgotten)
     crc = crc32c(head + body)
     return struct.pack(">hI", SNAPSHOT_VERSION, crc) + head + bytes(body)
 
 
-def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry], bool]:
-    """Inverse of `encode_snapshot`: ``(offset, entries, remembers_all)``; a v1
-    snapshot gives ``remembers_all`` False. Raises `SnapshotError`."""
+def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry], int]:
+    """Inverse of `encode_snapshot`: ``(offset, entries, max forgotten producer
+    id)``; a v1 snapshot gives `ALL_FORGOTTEN`. Raises `SnapshotError`."""
     if len(data) < _SNAP_VERSION.size:
         raise SnapshotError(f"snapshot of {len(data)} bytes is shorter than its header")
     (version,) = _SNAP_VERSION.unpack_from(data)
@@ -623,13 +624,14 @@ def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry], bool]:
         raise SnapshotError(f"snapshot of {len(data)} bytes is shorter than its header")
     if version == 1:
         _, crc, offset, count = _SNAP_HEADER_V1.unpack_from(data)
-        flags = 0
+        max_forgotten = ALL_FORGOTTEN
     else:
-        _, crc, offset, count, flags = _SNAP_HEADER.unpack_from(data)
+        _, crc, offset, count, max_forgotten = _SNAP_HEADER.unpack_from(data)
     if crc32c(data[_SNAP_CRC_START:]) != crc:
         raise SnapshotError("snapshot CRC mismatch")
-    if offset < 0 or count < 0:
-        raise SnapshotError(f"snapshot offset {offset} / count {count} is negative")
+    if offset < 0 or count < 0 or max_forgotten < NO_PRODUCER_ID:
+        raise SnapshotError(f"snapshot offset {offset} / count {count} / max forgotten "
+                            f"producer {max_forgotten} is negative")
     pos = header.size
     entries: list[ProducerStateEntry] = []
     try:
@@ -649,4 +651,4 @@ def decode_snapshot(data: bytes) -> tuple[int, list[ProducerStateEntry], bool]:
         raise SnapshotError(f"truncated snapshot: {e}") from e
     if pos != len(data):
         raise SnapshotError(f"{len(data) - pos} trailing bytes after the snapshot")
-    return offset, entries, bool(flags & _SNAP_FLAG_REMEMBERS_ALL)
+    return offset, entries, max_forgotten

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from data_plane.txn.markers import EndTxnMarker
 from data_plane.txn.producer_state import (
+    ALL_FORGOTTEN,
     INT32_MAX,
     BatchMetadata,
     ProducerStateError,
@@ -112,9 +113,9 @@ def test_kip98_gap_in_sequence_is_out_of_order() -> None:
     assert c.produce(hdr(seq=1))[0] == ErrorCode.out_of_order_sequence_number
 
 
-def test_new_producer_must_start_at_zero_while_the_partition_forgot_no_producer() -> None:
+def test_new_producer_must_start_at_sequence_zero() -> None:
     c = Ctx()
-    assert c.psm.remembers_every_producer
+    assert c.psm.max_forgotten_producer_id == -1
     error, _, _ = c.produce(hdr(seq=4242))
     assert error == ErrorCode.out_of_order_sequence_number
     assert c.log == []
@@ -137,10 +138,13 @@ def test_kip360_forgotten_producer_is_accepted_at_any_sequence_after_expiry() ->
     psm = ProducerStateManager(producer_id_expiration_ms=1000)
     psm.update(hdr(pid=1, seq=0, ts=100), 0, 0)
     assert psm.remove_expired_producers(1100) == [1]
-    assert not psm.remembers_every_producer
+    assert psm.max_forgotten_producer_id == 1
     assert psm.validate_append(hdr(pid=1, seq=4242), 1100).should_append
-    # the partition cannot tell a producer it never saw from a forgotten one
-    assert psm.validate_append(hdr(pid=2, seq=7), 1100).should_append
+    # it cannot tell a lower id it never saw from a forgotten one...
+    assert psm.validate_append(hdr(pid=0, seq=7), 1100).should_append
+    # ...but ids come from increasing blocks: a higher one is new
+    assert psm.validate_append(hdr(pid=2, seq=7), 1100).error == \
+        ErrorCode.out_of_order_sequence_number
 
 
 def test_kip360_producer_removed_by_retention_is_accepted_at_any_sequence() -> None:
@@ -148,29 +152,31 @@ def test_kip360_producer_removed_by_retention_is_accepted_at_any_sequence() -> N
     assert c.psm.validate_append(hdr(pid=1, seq=99), 0).error == \
         ErrorCode.out_of_order_sequence_number
     c.psm.truncate_head(5)
-    assert not c.psm.remembers_every_producer
+    assert c.psm.max_forgotten_producer_id == 1
     assert c.psm.validate_append(hdr(pid=1, seq=99), 0).should_append
+    assert c.psm.validate_append(hdr(pid=4, seq=99), 0).error == \
+        ErrorCode.out_of_order_sequence_number
 
 
 def test_kip360_truncate_head_that_removes_no_producer_forgets_nothing() -> None:
     c = _busy_log()
     c.psm.truncate_head(1)
     assert c.psm.producer_ids == frozenset({1, 2, 3})
-    assert c.psm.remembers_every_producer
+    assert c.psm.max_forgotten_producer_id == -1
 
 
-def test_state_not_built_from_offset_zero_may_have_forgotten_producers() -> None:
+def test_state_not_built_from_offset_zero_may_have_forgotten_any_producer() -> None:
     reset = ProducerStateManager()
     reset.reset(40)
-    assert not reset.remembers_every_producer
+    assert reset.max_forgotten_producer_id == ALL_FORGOTTEN
     assert reset.validate_append(hdr(pid=9, seq=3), 0).should_append
     gap = ProducerStateManager()
     gap.update(hdr(pid=1, seq=0), 10, 10)  # batches 0..9 never applied
-    assert not gap.remembers_every_producer
+    assert gap.max_forgotten_producer_id == ALL_FORGOTTEN
     assert gap.validate_append(hdr(pid=9, seq=3), 0).should_append
     from_zero = ProducerStateManager()
     from_zero.reset(0)
-    assert from_zero.remembers_every_producer
+    assert from_zero.max_forgotten_producer_id == -1
 
 
 def test_older_epoch_is_invalid_producer_epoch() -> None:
@@ -322,30 +328,29 @@ def test_snapshot_round_trip_and_file_name() -> None:
     restored.load_snapshot(snap.data)
     assert restored.state_key() == live.psm.state_key()
     assert restored.ongoing_transactions() == live.psm.ongoing_transactions()
-    assert restored.remembers_every_producer
+    assert restored.max_forgotten_producer_id == -1
 
 
-def test_snapshot_keeps_whether_a_producer_was_forgotten() -> None:
+def test_snapshot_keeps_the_max_forgotten_producer_id() -> None:
     live = _busy_log()
     live.psm.truncate_head(5)
     restored = ProducerStateManager()
     restored.load_snapshot(live.psm.take_snapshot().data)
-    assert not restored.remembers_every_producer
+    assert restored.max_forgotten_producer_id == 1
     assert restored.state_key() == live.psm.state_key()
 
 
 def test_version_1_snapshot_is_read_as_having_forgotten_producers() -> None:
     live = _busy_log()
     v2 = live.psm.take_snapshot().data
-    # v1: the v2 layout without the flags byte after the entry count
-    body = v2[6:18] + v2[19:]
+    # v1: the v2 layout without the int64 after the entry count
+    body = v2[6:18] + v2[26:]
     v1 = struct.pack(">hI", 1, crc32c(body)) + body
-    offset, entries, remembers_all = decode_snapshot(v1)
-    assert offset == 10 and len(entries) == 3 and not remembers_all
+    offset, entries, max_forgotten = decode_snapshot(v1)
+    assert offset == 10 and len(entries) == 3 and max_forgotten == ALL_FORGOTTEN
     restored = ProducerStateManager()
     restored.load_snapshot(v1)
-    assert [e.snapshot_key() for e in entries] == \
-        [live.psm.entry(p).snapshot_key() for p in (1, 2, 3)]  # type: ignore[union-attr]
+    assert restored.state_key()[1] == live.psm.state_key()[1]  # the same entries
 
 
 def test_snapshot_plus_tail_equals_the_live_state() -> None:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from data_plane.testing.txn_sim import SimulationFailure, TxnSimulation, run_seeds
-from data_plane.txn.producer_state import ProducerStateManager
+from data_plane.txn.producer_state import ALL_FORGOTTEN, ProducerStateManager
 
 DEFAULT_SEEDS = 200
 
@@ -28,8 +28,8 @@ class _AcceptsAnyFirstSequence(ProducerStateManager):
     any sequence, even when the partition cannot have forgotten it."""
 
     @property
-    def remembers_every_producer(self) -> bool:
-        return False
+    def max_forgotten_producer_id(self) -> int:
+        return ALL_FORGOTTEN
 
 
 def test_accepting_a_new_producer_above_sequence_zero_is_caught_as_a_gap() -> None:
