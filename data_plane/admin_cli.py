@@ -58,7 +58,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
-from raftlog.runtime import wire
+from raftlog.runtime import event_loop, wire
 
 from .config import ConfigError, load_config
 from .storage_format import StorageError, format_storage, random_uuid
@@ -95,7 +95,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     with contextlib.suppress(OSError, ValueError):
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
-        return asyncio.run(run_node(config))
+        return event_loop.run(run_node(config))
     except StorageError as exc:
         raise CliError(str(exc)) from None
 

@@ -41,7 +41,7 @@ from raftlog.consensus.config import QuorumConfig, parse_voters
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, SnapshotLoad
 from raftlog.net import KafkaProtocolServer
-from raftlog.runtime import wire
+from raftlog.runtime import event_loop, wire
 from raftlog.runtime.client_api import PRODUCE_KEY, PRODUCE_VERSIONS, produce_handler
 from raftlog.runtime.driver import RaftDriver
 from raftlog.runtime.log_adapter import SegmentReplicatedLog
@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None, *, workload: Workload | None = None)
         stream=sys.stderr,
         format=f"%(asctime)s node{args.node_id} %(levelname)s %(name)s: %(message)s",
     )
-    return asyncio.run(run_node(args, workload=workload))
+    return event_loop.run(run_node(args, workload=workload))
 
 
 if __name__ == "__main__":
