@@ -526,17 +526,22 @@ class Partition:
             diverging = self._diverging_epoch(request.last_fetched_epoch, request.fetch_offset)
             if diverging is not None:
                 return self._result(ErrorCode.none, diverging_epoch=diverging)
-        if not self.log.log_start_offset <= request.fetch_offset <= self.log.log_end_offset:
+        leo = self.log.log_end_offset
+        if not self.log.log_start_offset <= request.fetch_offset <= leo:
             return self._result(ErrorCode.offset_out_of_range)
         max_offset = None if request.is_from_follower else self._consumer_read_bound(request)
-        data = self.log.read(request.fetch_offset, request.max_bytes, max_offset)
+        # Nothing to read at the end (an idle partition, most of a follower's
+        # fetch): skip the segment lookup.
+        end = leo if max_offset is None else min(leo, max_offset)
+        records = (self.log.read(request.fetch_offset, request.max_bytes, max_offset).records
+                   if request.fetch_offset < end else b"")
         if request.is_from_follower:
             leader.update_follower_fetch_state(
                 request.replica_id,
                 fetch_offset=request.fetch_offset,
                 log_start_offset=request.log_start_offset,
                 broker_epoch=request.replica_epoch,
-                leader_log_end_offset=self.log.log_end_offset,
+                leader_log_end_offset=leo,
                 now_ms=now_ms,
             )
             leader.maybe_propose_expand(
@@ -545,14 +550,14 @@ class Partition:
                 ineligible=self._ineligible,
                 now_ms=now_ms,
             )
-            self._maybe_increment_leader_hw()
+            if self._high_watermark < leo:  # at the LEO already it cannot move
+                self._maybe_increment_leader_hw()
         aborted: tuple[tuple[int, int], ...] = ()
         if request.read_committed and max_offset is not None:
             # Kafka's collectAbortedTxns over [fetch offset, LSO).
             aborted = tuple((a.producer_id, a.first_offset) for a in
                             self.txn.aborted_transactions(request.fetch_offset, max_offset))
-        return dataclasses.replace(self._result(ErrorCode.none, records=data.records),
-                                   aborted_transactions=aborted)
+        return self._result(ErrorCode.none, records=records, aborted_transactions=aborted)
 
     def _consumer_read_bound(self, request: FetchPartition) -> int:
         """A consumer reads below the HW, or below the LSO with READ_COMMITTED (KIP-98)."""
@@ -590,6 +595,11 @@ class Partition:
         return ErrorCode.unknown_leader_epoch
 
     def _diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> EpochEndOffset | None:
+        if last_fetched_epoch == self.log.latest_epoch >= 0:
+            # The common case, a follower in step: the cache would answer
+            # (latest epoch, LEO) without a lookup.
+            leo = self.log.log_end_offset
+            return None if fetch_offset <= leo else EpochEndOffset(last_fetched_epoch, leo)
         epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
         if epoch < 0:
             # Our cache has no epochs (an empty log): the follower keeps nothing
@@ -608,6 +618,7 @@ class Partition:
         *,
         records: bytes = b"",
         diverging_epoch: EpochEndOffset | None = None,
+        aborted_transactions: tuple[tuple[int, int], ...] = (),
     ) -> FetchPartitionResult:
         return FetchPartitionResult(
             error,
@@ -619,6 +630,7 @@ class Partition:
             leader_id=self._leader_id,
             leader_epoch=self._leader_epoch,
             last_stable_offset=self.txn.last_stable_offset(self._high_watermark),
+            aborted_transactions=aborted_transactions,
         )
 
     # ==== leader: HW and ISR ========================================================
