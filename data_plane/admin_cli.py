@@ -95,6 +95,10 @@ def cmd_server_start(args: argparse.Namespace) -> int:
     with contextlib.suppress(OSError, ValueError):
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
+        event_loop.loop_factory()  # a bad RAFTLOG_EVENT_LOOP fails here, readably
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
         return event_loop.run(run_node(config))
     except StorageError as exc:
         raise CliError(str(exc)) from None

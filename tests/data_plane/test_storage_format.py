@@ -157,3 +157,18 @@ def test_cli_server_start_refuses_unformatted_dir(
     config_file.write_text("node.id=1\n")
     assert main(["server", "start", str(config_file)]) == 2
     assert "invalid configuration: process.roles: is required" in capsys.readouterr().err
+
+
+def test_cli_server_start_refuses_an_unknown_event_loop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_file = tmp_path / "server.properties"
+    config_file.write_text(
+        "node.id=1\nprocess.roles=controller\n"
+        "controller.quorum.voters=1@127.0.0.1:9093\n"
+        "listeners=CONTROLLER://127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
+        f"log.dirs={tmp_path}/data\n"
+    )
+    monkeypatch.setenv("RAFTLOG_EVENT_LOOP", "tokio")
+    assert main(["server", "start", str(config_file)]) == 2
+    assert "RAFTLOG_EVENT_LOOP must be auto, uvloop or asyncio" in capsys.readouterr().err
