@@ -241,6 +241,8 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "replica.fetch.backoff.ms": 0,
     "replica.fetch.wait.max.ms": 0,
     "replica.fetch.min.bytes": 1,
+    "max.incremental.fetch.session.cache.slots": 0,
+    "min.incremental.fetch.session.eviction.ms": 0,
     "log.retention.check.interval.ms": 1,
     "log.flush.scheduler.interval.ms": 1,
     "log.retention.ms": -1,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from data_plane.api.fetch_session import FetchSessionCache
 from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
@@ -40,12 +42,22 @@ class BrokerApiContext:
     listener_name: str = "PLAINTEXT"
     #: Created with the context when not given (one set per broker listener).
     coordinators: BrokerCoordinators = field(default=None)  # type: ignore[assignment]
+    #: KIP-227 fetch sessions, created with the context when not given; sized
+    #: by ``max.incremental.fetch.session.cache.slots`` (read once).
+    fetch_sessions: FetchSessionCache = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.coordinators is None:
             object.__setattr__(self, "coordinators",
                                BrokerCoordinators(self.metadata, self.replicas,
                                                   listener_name=self.listener_name))
+        if self.fetch_sessions is None:
+            config = self.replicas.broker_config
+            object.__setattr__(self, "fetch_sessions", FetchSessionCache(
+                int(config["max.incremental.fetch.session.cache.slots"]),
+                int(config["min.incremental.fetch.session.eviction.ms"]),
+                random.Random(),  # seeded from os.urandom: session ids are not guessable
+            ))
 
     @property
     def image(self) -> MetadataImage:

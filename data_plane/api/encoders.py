@@ -258,12 +258,18 @@ def encode_replica_fetch_request(
     max_bytes: int,
     topics: Sequence[tuple[uuid.UUID, Sequence[ReplicaFetchPartition]]],
     isolation_level: int = 0,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten_topics: Sequence[tuple[uuid.UUID, Sequence[int]]] = (),
 ) -> bytes:
-    """A FetchRequest v16 body from a follower (``ReplicaState``, KIP-903), with
-    no fetch session (id 0, epoch -1), no forgotten topics and an empty rack
-    id. ``cluster_id`` (tag 0) is left out."""
+    """A FetchRequest v16 body from a follower (``ReplicaState``, KIP-903) with
+    an empty rack id. The defaults ask for no fetch session (id 0, epoch -1,
+    KIP-227); ``forgotten_topics`` is ``ForgottenTopicsData`` (topic id,
+    partition indexes). ``cluster_id`` (tag 0) is left out."""
     out: list[bytes] = [
-        _FETCH_REQUEST_TOP.pack(max_wait_ms, min_bytes, max_bytes, isolation_level, 0, -1)
+        _FETCH_REQUEST_TOP.pack(
+            max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch
+        )
     ]
     out.append(_uvarint(len(topics) + 1))
     for topic_id, partitions in topics:
@@ -282,7 +288,12 @@ def encode_replica_fetch_request(
                 )
             )
         out.append(_NO_TAGS)
-    out.append(b"\x01")  # forgotten_topics_data: empty
+    out.append(_uvarint(len(forgotten_topics) + 1))
+    for topic_id, indexes in forgotten_topics:
+        out.append(topic_id.bytes)
+        out.append(_uvarint(len(indexes) + 1))
+        out.extend(_I32.pack(index) for index in indexes)
+        out.append(_NO_TAGS)
     out.append(b"\x01")  # rack_id: ""
     if (replica_id, replica_epoch) == (-1, -1):
         out.append(_NO_TAGS)

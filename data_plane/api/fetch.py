@@ -8,8 +8,12 @@ purgatory, KIP-320 epoch checks and DivergingEpoch in the partition core).
 Isolation (KIP-98): READ_COMMITTED consumers read only below the last stable
 offset and get the aborted transactions overlapping their read, so they can
 drop aborted records; every answer reports the LSO.
-Fetch sessions (KIP-227) are not kept: every answer has session id 0, which
-tells clients to send full requests.
+Fetch sessions (KIP-227, `data_plane.api.fetch_session`): a request with
+session epoch -1 (librdkafka, kafka-python) is a full fetch answered with
+session id 0, as before sessions existed. Epoch 0 creates a session;
+later requests carry only what changed and the answer only partitions with
+news. Every fetch still serves all the session's partitions, so follower
+fetch state and the ISR move as with full requests.
 """
 
 from __future__ import annotations
@@ -19,6 +23,12 @@ from typing import Any, Final
 
 from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
 from data_plane.api.encoders import FetchPartitionData, encode_fetch_response
+from data_plane.api.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    PartitionFetchState,
+    SessionKey,
+)
 from data_plane.broker.replica_manager import FetchParams
 from data_plane.replication.types import (
     CONSUMER_REPLICA_ID,
@@ -34,6 +44,8 @@ __all__ = ("MAX_FETCH_WAIT_MS", "handle_fetch")
 MAX_FETCH_WAIT_MS: Final = 60_000
 READ_COMMITTED: Final = 1
 _INT32_MAX: Final = 2**31 - 1
+_NONE: Final = ErrorCode.none.value
+_ZERO_UUID: Final = uuid.UUID(int=0)  # kio reads the zero topic id as None
 # Leader hints ride along with these errors (Fetch v12+ CurrentLeader, KIP-951).
 _HINTED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
                      ErrorCode.unknown_leader_epoch})
@@ -51,48 +63,64 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         replica_id = CONSUMER_REPLICA_ID
     read_committed = (replica_id < 0
                       and int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
-    image = api.image
-    requests: dict[TopicPartition, FetchPartition] = {}
-    errors: dict[tuple[int, int], ErrorCode] = {}
-    # (response topic label: id (v13+) or name, [partition indexes]) in request order.
-    layout: list[tuple[str | uuid.UUID | None, list[int]]] = []
-    names: list[str | None] = []
-    for t_index, topic in enumerate(request.topics):
-        if version >= 13:
-            topic_id = topic.topic_id
-            found = image.topics.get(topic_id) if topic_id is not None else None
-            name = found.name if found is not None else None
-            missing = ErrorCode.unknown_topic_id
-            label: str | uuid.UUID | None = topic_id
-        else:
-            name = str(topic.topic)
-            missing = ErrorCode.unknown_topic_or_partition
-            label = name
-        names.append(name)
-        indexes: list[int] = []
+    by_id = version >= 13
+    requested: dict[SessionKey, PartitionFetchState] = {}
+    for topic in request.topics:
+        label: uuid.UUID | str = (
+            (topic.topic_id if topic.topic_id is not None else _ZERO_UUID) if by_id
+            else str(topic.topic))
         for part in topic.partitions:
-            index = int(part.partition)
-            indexes.append(index)
-            if name is None:
-                errors[(t_index, index)] = missing
-                continue
-            if index < 0:
-                errors[(t_index, index)] = ErrorCode.unknown_topic_or_partition
-                continue
-            if int(part.fetch_offset) < 0:
-                errors[(t_index, index)] = ErrorCode.offset_out_of_range
-                continue
-            requests[(name, index)] = FetchPartition(
+            requested[(label, int(part.partition))] = PartitionFetchState(
                 fetch_offset=int(part.fetch_offset),
                 current_leader_epoch=int(getattr(part, "current_leader_epoch", -1)),
                 last_fetched_epoch=int(getattr(part, "last_fetched_epoch", -1)),
+                log_start_offset=int(getattr(part, "log_start_offset", -1)),
                 max_bytes=max(0, int(part.partition_max_bytes)),
+            )
+    context = api.fetch_sessions.new_context(
+        session_id=int(getattr(request, "session_id", INVALID_SESSION_ID)),
+        session_epoch=int(getattr(request, "session_epoch", FINAL_EPOCH)),
+        replica_id=replica_id,
+        uses_topic_ids=by_id,
+        requested=requested,
+        forgotten=_forgotten(request, by_id),
+        now_ms=api.replicas.now_ms(),
+    )
+    if isinstance(context, ErrorCode):
+        return EncodedBody(encode_fetch_response(
+            version, [], error_code=context.value, session_id=INVALID_SESSION_ID,
+            throttle_time_ms=NO_THROTTLE_MS,
+        ), ())
+    image = api.image
+    requests: dict[TopicPartition, FetchPartition] = {}
+    # key -> (topic name or None, validation error or None), in serve order.
+    served: list[tuple[SessionKey, str | None, ErrorCode | None]] = []
+    for key, state in context.partitions:
+        label, index = key
+        if isinstance(label, uuid.UUID):
+            found = image.topics.get(label)
+            name = found.name if found is not None else None
+        else:
+            name = label
+        error: ErrorCode | None = None
+        if name is None:
+            error = ErrorCode.unknown_topic_id
+        elif index < 0:
+            error = ErrorCode.unknown_topic_or_partition
+        elif state.fetch_offset < 0:
+            error = ErrorCode.offset_out_of_range
+        else:
+            requests[(name, index)] = FetchPartition(
+                fetch_offset=state.fetch_offset,
+                current_leader_epoch=state.current_leader_epoch,
+                last_fetched_epoch=state.last_fetched_epoch,
+                max_bytes=state.max_bytes,
                 replica_id=replica_id,
                 replica_epoch=replica_epoch,
-                log_start_offset=int(getattr(part, "log_start_offset", -1)),
+                log_start_offset=state.log_start_offset,
                 read_committed=read_committed,
             )
-        layout.append((label, indexes))
+        served.append((key, name, error))
     max_bytes = int(getattr(request, "max_bytes", _INT32_MAX))
     params = FetchParams(
         max_wait_ms=min(max(int(request.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS),
@@ -101,31 +129,49 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         from_follower=replica_id >= 0,
     )
     results = await api.replicas.fetch(requests, params) if requests else {}
-    topics_out: list[tuple[str | uuid.UUID | None, list[FetchPartitionData]]] = []
-    for t_index, (label, indexes) in enumerate(layout):
-        name = names[t_index]
-        partitions_out = []
-        for index in indexes:
-            error = errors.get((t_index, index))
-            if error is not None:
-                result = FetchPartitionResult(error)
-            elif name is None:
-                result = FetchPartitionResult(ErrorCode.unknown_topic_id)
-            else:
-                result = results.get((name, index), FetchPartitionResult(
-                    ErrorCode.unknown_topic_or_partition))
-            partitions_out.append(_partition(api, name, index, result, read_committed))
-        topics_out.append((label, partitions_out))
+    # Response topics in serve order; an incremental answer leaves out the
+    # partitions with nothing new (KIP-227).
+    topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}
+    for key, name, error in served:
+        label, index = key
+        if error is not None:
+            result = FetchPartitionResult(error)
+        else:
+            assert name is not None
+            result = results.get((name, index), FetchPartitionResult(
+                ErrorCode.unknown_topic_or_partition))
+        data = _partition(api, name, index, result, read_committed)
+        if context.maybe_include(
+            key,
+            high_watermark=data.high_watermark,
+            last_stable_offset=data.last_stable_offset,
+            log_start_offset=data.log_start_offset,
+            must_respond=(data.error_code != _NONE or bool(data.records)
+                          or data.diverging_epoch is not None
+                          or data.current_leader is not None),
+        ):
+            topics_out.setdefault(label, []).append(data)
     # Hand-encoded (data_plane.api.encoders): a follower's fetch answer is on
     # every acks=all produce's critical path.
     record_bytes = tuple(
-        (label, size) for label, parts in topics_out
+        (label, size) for label, parts in topics_out.items()
         if (size := sum(len(p.records) for p in parts if p.records))
     )
     return EncodedBody(encode_fetch_response(
-        version, topics_out, error_code=ErrorCode.none.value, session_id=0,
+        version, list(topics_out.items()), error_code=_NONE, session_id=context.session_id,
         throttle_time_ms=NO_THROTTLE_MS,
     ), record_bytes)
+
+
+def _forgotten(request: Any, by_id: bool) -> list[SessionKey]:
+    """``ForgottenTopicsData`` (v7+) as session keys."""
+    out: list[SessionKey] = []
+    for topic in getattr(request, "forgotten_topics_data", ()) or ():
+        label: uuid.UUID | str = (
+            (topic.topic_id if topic.topic_id is not None else _ZERO_UUID) if by_id
+            else str(topic.topic))
+        out.extend((label, int(index)) for index in topic.partitions)
+    return out
 
 
 def _partition(

@@ -4,7 +4,11 @@ One `_Fetcher` task per source (leader) broker fetches every partition this
 broker follows from that leader in one Fetch request: Fetch v16 (topic ids,
 ``CurrentLeaderEpoch``, ``LastFetchedEpoch``, and ``ReplicaState`` with the
 replica id and broker epoch, KIP-903), ``replica.fetch.wait.max.ms`` /
-``replica.fetch.min.bytes`` long polling. What to ask for and what to do with
+``replica.fetch.min.bytes`` long polling, and an incremental fetch session
+(KIP-227, `data_plane.broker.fetch_session_handler`): after the first full
+fetch, a request carries only partitions whose fetch state changed and the
+answer only partitions with news; a partition left out of an answer is
+unchanged and is not handed to its partition core. What to ask for and what to do with
 the answer is the partition core's (`Partition.fetch_request`,
 `Partition.handle_fetch_response`: append, truncate on DivergingEpoch, HW from
 the leader, back off or wait for metadata on errors). This module only
@@ -30,6 +34,7 @@ from data_plane.api.encoders import (
     ReplicaFetchPartition,
     encode_replica_fetch_request,
 )
+from data_plane.broker.fetch_session_handler import FollowerFetchSession, WantedPartition
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.waits import wait_event
 from data_plane.replication.types import (
@@ -153,6 +158,9 @@ class _Fetcher:
         self.topic_ids: dict[TopicPartition, uuid.UUID] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: KIP-227 session with this leader (one per fetcher, as Kafka's
+        #: ReplicaFetcherThread keeps one FetchSessionHandler).
+        self.session = FollowerFetchSession()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -184,6 +192,8 @@ class _Fetcher:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                # An answer applied only in part: start the next session from scratch.
+                self.session.reset()
                 log.exception("fetcher for leader %d failed; backing off", self.leader_id)
                 await self._sleep(self._backoff_s())
 
@@ -210,16 +220,25 @@ class _Fetcher:
             await self._sleep(min(self._backoff_s(), 0.1))
             return
         config = self.replicas.broker_config
-        by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
+        wanted: dict[TopicPartition, WantedPartition] = {}
         names: dict[uuid.UUID, str] = {}
         for key, r in sent.items():
             topic_id = self.topic_ids[key]
             names[topic_id] = key[0]
-            by_topic.setdefault(topic_id, []).append(ReplicaFetchPartition(
+            wanted[key] = (topic_id, ReplicaFetchPartition(
                 partition=key[1], current_leader_epoch=r.current_leader_epoch,
                 fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
                 log_start_offset=r.log_start_offset, partition_max_bytes=r.max_bytes,
             ))
+        # KIP-227: after the first (full) fetch, only partitions whose fetch
+        # state changed; the leader still serves every partition of the session.
+        session_request = self.session.build(wanted)
+        by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
+        for topic_id, partition in session_request.send.values():
+            by_topic.setdefault(topic_id, []).append(partition)
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in session_request.forgotten:
+            forgotten.setdefault(topic_id, []).append(index)
         metadata = self.replicas.metadata
         # Hand-encoded (data_plane.api.encoders): one request per appended
         # batch per follower, on every acks=all produce's critical path.
@@ -229,17 +248,29 @@ class _Fetcher:
             min_bytes=int(config["replica.fetch.min.bytes"]),
             max_bytes=_RESPONSE_MAX_BYTES,
             topics=list(by_topic.items()),
+            session_id=session_request.session_id,
+            session_epoch=session_request.session_epoch,
+            forgotten_topics=list(forgotten.items()),
         )
         try:
             response = await self.client.send_encoded(FETCH_KEY, FETCH_VERSION, request)
         except (NetError, OSError) as e:
+            # The leader may or may not have moved the session on: start over.
+            self.session.reset()
             log.info("fetch from leader %d failed: %r", self.leader_id, e)
             await self._sleep(self._backoff_s())
             return
+        except BaseException:
+            self.session.reset()  # cancelled mid-request: the answer is lost
+            raise
         assert isinstance(response, fetch_resp.FetchResponse)
-        if response.error_code != ErrorCode.none:
-            log.info("fetch from leader %d: %s", self.leader_id, response.error_code.name)
-            await self._sleep(self._backoff_s())
+        error = ErrorCode(response.error_code)
+        if not self.session.handle_response(session_request, error, int(response.session_id)):
+            log.info("fetch from leader %d: %s", self.leader_id, error.name)
+            # A lost incremental session is retried at once with a full
+            # fetch (which cannot meet a session error); anything else backs off.
+            if session_request.is_full or not self.session.is_session_error(error):
+                await self._sleep(self._backoff_s())
             return
         self._apply(sent, names, response)
 

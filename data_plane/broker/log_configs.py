@@ -70,6 +70,8 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "replica.fetch.backoff.ms": "1000",
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.min.bytes": "1",
+    "max.incremental.fetch.session.cache.slots": "1000",
+    "min.incremental.fetch.session.eviction.ms": "120000",
     "log.retention.check.interval.ms": "300000",
     "log.flush.scheduler.interval.ms": _LONG_MAX,
     "replica.high.watermark.checkpoint.interval.ms": "5000",

@@ -224,6 +224,8 @@ fetch_request_partitions = st.builds(
     topics=st.lists(
         st.tuples(st.uuids(), st.lists(fetch_request_partitions, max_size=3)), max_size=3
     ),
+    session=st.one_of(st.none(), st.tuples(i32, i32)),
+    forgotten=st.lists(st.tuples(st.uuids(), st.lists(i32, max_size=4)), max_size=3),
 )
 def test_replica_fetch_request_matches_kio(
     replica: tuple[int, int],
@@ -232,7 +234,10 @@ def test_replica_fetch_request_matches_kio(
     max_bytes: int,
     isolation_level: int,
     topics: list[tuple[uuid.UUID, list[ReplicaFetchPartition]]],
+    session: tuple[int, int] | None,
+    forgotten: list[tuple[uuid.UUID, list[int]]],
 ) -> None:
+    # session None: the defaults, no session (0, -1) and nothing forgotten.
     from kio.schema.fetch.v16 import request as fetch_req
 
     expected = fetch_req.FetchRequest(
@@ -261,9 +266,17 @@ def test_replica_fetch_request_matches_kio(
             )
             for tid, parts in topics
         ),
-        forgotten_topics_data=(),
+        session_id=0 if session is None else session[0],  # type: ignore[arg-type]
+        session_epoch=-1 if session is None else session[1],  # type: ignore[arg-type]
+        forgotten_topics_data=() if session is None else tuple(
+            fetch_req.ForgottenTopic(topic_id=tid, partitions=tuple(indexes))  # type: ignore[arg-type]
+            for tid, indexes in forgotten
+        ),
         rack_id="",
     )
+    session_args: dict[str, object] = {} if session is None else {
+        "session_id": session[0], "session_epoch": session[1], "forgotten_topics": forgotten,
+    }
     ours = encode_replica_fetch_request(
         replica_id=replica[0],
         replica_epoch=replica[1],
@@ -272,6 +285,7 @@ def test_replica_fetch_request_matches_kio(
         max_bytes=max_bytes,
         isolation_level=isolation_level,
         topics=topics,
+        **session_args,  # type: ignore[arg-type]
     )
     assert ours == _kio_bytes(expected)
     assert _kio_read(fetch_req.FetchRequest, ours) == expected
