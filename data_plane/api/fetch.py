@@ -140,17 +140,20 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             assert name is not None
             result = results.get((name, index), FetchPartitionResult(
                 ErrorCode.unknown_topic_or_partition))
-        data = _partition(api, name, index, result, read_committed)
+        # Decide before building the answer's entry: most of an incremental
+        # follower fetch is idle partitions that are left out.
         if context.maybe_include(
             key,
-            high_watermark=data.high_watermark,
-            last_stable_offset=data.last_stable_offset,
-            log_start_offset=data.log_start_offset,
-            must_respond=(data.error_code != _NONE or bool(data.records)
-                          or data.diverging_epoch is not None
-                          or data.current_leader is not None),
+            high_watermark=result.high_watermark,
+            last_stable_offset=(result.last_stable_offset if result.last_stable_offset >= 0
+                                else result.high_watermark),
+            log_start_offset=result.log_start_offset,
+            # An error (leader hints ride only on errors), records or a divergence.
+            must_respond=(result.error is not ErrorCode.none or bool(result.records)
+                          or result.diverging_epoch is not None),
         ):
-            topics_out.setdefault(label, []).append(data)
+            topics_out.setdefault(label, []).append(
+                _partition(api, name, index, result, read_committed))
     # Hand-encoded (data_plane.api.encoders): a follower's fetch answer is on
     # every acks=all produce's critical path.
     record_bytes = tuple(
