@@ -122,7 +122,8 @@ def test_random_uuid_is_a_valid_cluster_id() -> None:
         validate_cluster_id(value)
 
 
-def test_cli_format_and_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _controller_config(tmp_path: Path) -> Path:
+    """A one-node controller's server.properties under ``tmp_path``."""
     config_file = tmp_path / "server.properties"
     config_file.write_text(
         "node.id=1\nprocess.roles=controller\n"
@@ -130,6 +131,11 @@ def test_cli_format_and_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "listeners=CONTROLLER://127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
         f"log.dirs={tmp_path}/data\n"
     )
+    return config_file
+
+
+def test_cli_format_and_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_file = _controller_config(tmp_path)
     args = ["storage", "format", "--cluster-id", CLUSTER, "--config", str(config_file)]
     assert main(args) == 0
     assert "Formatting" in capsys.readouterr().out
@@ -145,13 +151,7 @@ def test_cli_format_and_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_cli_server_start_refuses_unformatted_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config_file = tmp_path / "server.properties"
-    config_file.write_text(
-        "node.id=1\nprocess.roles=controller\n"
-        "controller.quorum.voters=1@127.0.0.1:9093\n"
-        "listeners=CONTROLLER://127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
-        f"log.dirs={tmp_path}/data\n"
-    )
+    config_file = _controller_config(tmp_path)
     assert main(["server", "start", str(config_file)]) == 2
     assert "is not formatted" in capsys.readouterr().err
     config_file.write_text("node.id=1\n")
@@ -162,13 +162,7 @@ def test_cli_server_start_refuses_unformatted_dir(
 def test_cli_server_start_refuses_an_unknown_event_loop(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config_file = tmp_path / "server.properties"
-    config_file.write_text(
-        "node.id=1\nprocess.roles=controller\n"
-        "controller.quorum.voters=1@127.0.0.1:9093\n"
-        "listeners=CONTROLLER://127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
-        f"log.dirs={tmp_path}/data\n"
-    )
+    config_file = _controller_config(tmp_path)
     monkeypatch.setenv("RAFTLOG_EVENT_LOOP", "tokio")
     assert main(["server", "start", str(config_file)]) == 2
     assert "RAFTLOG_EVENT_LOOP must be auto, uvloop or asyncio" in capsys.readouterr().err
