@@ -169,6 +169,9 @@ def test_sigkill_the_leader_then_it_restarts_and_catches_up(quorum: LocalQuorum)
                     if leos[old] > last and leos[old] == leos[described.leader_id]:
                         break
                     await asyncio.sleep(0.05)
+            print(f"\nSIGKILLed leader {old}; node {new.leader_id} led and committed "
+                  f"offset {first_after} {failover_s:.2f} s later; the restarted node "
+                  f"{old} caught up to the leader's log end {leos[old]}")
             return last + 1
         finally:
             await client.close()
