@@ -68,6 +68,19 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 3) -> str:
     return name
 
 
+def raftlog_stream(spark: Any, bootstrap: str, topic: str, max_records_per_batch: int) -> Any:
+    """A streaming DataFrame over ``topic`` from the earliest offset, through
+    the raftlog Data Source."""
+    return (
+        spark.readStream.format("raftlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxRecordsPerBatch", max_records_per_batch)
+        .load()
+    )
+
+
 def read_topic(
     bootstrap: str, topic: str, isolation: str = "read_committed", timeout_s: float = 30.0
 ) -> list[tuple[int, int, bytes | None, bytes | None, Any]]:

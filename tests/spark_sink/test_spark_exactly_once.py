@@ -31,7 +31,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
-from spark_helpers import SPARK_MISSING, create_topic, read_topic, transactions_missing
+from spark_helpers import (
+    SPARK_MISSING,
+    create_topic,
+    raftlog_stream,
+    read_topic,
+    transactions_missing,
+)
 from test_spark_sink import write_inputs
 
 from data_plane.local_cluster import LocalCluster
@@ -214,14 +220,7 @@ def test_datasource_writer_round_trip_with_task_retries(
         headers="headers",
         sink_id="ds-src",
     )(df, 0)
-    stream = (
-        spark.readStream.format("raftlog")
-        .option("bootstrap.servers", bootstrap)
-        .option("topic", src)
-        .option("startingOffsets", "earliest")
-        .option("maxRecordsPerBatch", 4000)
-        .load()
-    )
+    stream = raftlog_stream(spark, bootstrap, src, 4000)
     q = (
         stream.select("key", "value", "headers")
         .writeStream.format("raftlog")
@@ -266,14 +265,7 @@ def test_datasource_writer_commit_failure_then_restart_writes_every_row_once(
     )(df, 0)
 
     def start(fail_commit: str | None) -> Any:
-        stream = (
-            spark.readStream.format("raftlog")
-            .option("bootstrap.servers", bootstrap)
-            .option("topic", src)
-            .option("startingOffsets", "earliest")
-            .option("maxRecordsPerBatch", 4000)
-            .load()
-        )
+        stream = raftlog_stream(spark, bootstrap, src, 4000)
         w = (
             stream.select("key", "value")
             .writeStream.format("raftlog")

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import SPARK_MISSING, create_topic, read_topic, transactions_missing
+from spark_helpers import (
+    SPARK_MISSING,
+    create_topic,
+    raftlog_stream,
+    read_topic,
+    transactions_missing,
+)
 
 from data_plane.local_cluster import LocalCluster
 
@@ -81,14 +87,7 @@ def test_file_source_to_sink_then_source_to_datasource_writer_round_trip(
     assert [b for b, _ in batches] == [0, 1, 2]
     assert sum(r.rows for _, s in batches for r in s) == len(rows)
 
-    stream = (
-        spark.readStream.format("raftlog")
-        .option("bootstrap.servers", bootstrap)
-        .option("topic", first)
-        .option("startingOffsets", "earliest")
-        .option("maxRecordsPerBatch", 400)
-        .load()
-    )
+    stream = raftlog_stream(spark, bootstrap, first, 400)
     q2 = (
         stream.select("key", "value", "headers")
         .writeStream.format("raftlog")
