@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import datetime
 import faulthandler
@@ -55,6 +54,7 @@ from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
+from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
@@ -224,7 +224,7 @@ def _error_name(code: int) -> str:
 def _topic_id_text(topic_id: uuid.UUID | None) -> str:
     if topic_id is None:
         return ""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    return kafka_uuid.to_text(topic_id)
 
 
 # --- quorum describe ---------------------------------------------------------------

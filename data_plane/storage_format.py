@@ -27,13 +27,12 @@ a fresh start.
 
 from __future__ import annotations
 
-import base64
 import os
-import uuid
 from dataclasses import dataclass
 from typing import Final
 
 from data_plane.config import NodeConfig, parse_properties
+from raftlog import kafka_uuid
 
 __all__ = (
     "META_PROPERTIES",
@@ -87,20 +86,21 @@ class MetaProperties:
 
 
 def random_uuid() -> str:
-    """A random UUID as Kafka prints one: 22 characters of unpadded base64url."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random UUID as Kafka prints one: 22 characters of unpadded base64url.
+
+    Never one starting with ``-``, which a command line would read as an option.
+    """
+    return kafka_uuid.to_text(kafka_uuid.random_uuid())
 
 
 def validate_cluster_id(cluster_id: str) -> None:
     """Kafka requires a cluster id that decodes as a base64url UUID (16 bytes)."""
     try:
-        raw = base64.urlsafe_b64decode(cluster_id + "=" * (-len(cluster_id) % 4))
-    except (ValueError, TypeError):
-        raw = b""
-    if len(cluster_id) != 22 or len(raw) != 16:
+        kafka_uuid.from_text(cluster_id)
+    except ValueError:
         raise StorageError(
             f"cluster id {cluster_id!r} is not a base64url UUID (use `raftlog storage random-uuid`)"
-        )
+        ) from None
 
 
 def storage_dirs(config: NodeConfig) -> list[str]:

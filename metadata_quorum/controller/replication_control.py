@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from metadata_quorum.image import MetadataImage, PartitionRegistration
 from metadata_quorum.records import (
     NO_LEADER,
-    ZERO_UUID,
     ConfigRecord,
     ConfigResourceType,
     LeaderRecoveryState,
@@ -36,6 +35,7 @@ from metadata_quorum.records import (
     TopicRecord,
 )
 from metadata_quorum.topic_names import has_collision_chars, topic_name_error, unify_collision_chars
+from raftlog import kafka_uuid
 from raftlog.net.errors import ErrorCode
 
 from ._replay import image_after
@@ -115,13 +115,15 @@ def new_topic_id(
 
     Kafka draws topic ids at random; deriving them keeps commands pure and
     simulations reproducible, and offsets never repeat in one cluster's log,
-    so ids never repeat either (a collision re-derives with a counter).
+    so ids never repeat either. A collision, a reserved id or one whose text
+    starts with ``-`` (see :mod:`raftlog.kafka_uuid`) re-derives with a counter.
     """
     namespace = uuid.uuid5(uuid.NAMESPACE_URL, f"raftlog:{config.cluster_id}")
     attempt = 0
     while True:
         candidate = uuid.uuid5(namespace, f"{next_offset}/{name}/{attempt}")
-        if candidate != ZERO_UUID and candidate not in image.topics and candidate not in taken:
+        if (kafka_uuid.usable(candidate) and candidate not in image.topics
+                and candidate not in taken):
             return candidate
         attempt += 1
 
