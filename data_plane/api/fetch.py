@@ -28,6 +28,7 @@ from data_plane.api.fetch_session import (
     INVALID_SESSION_ID,
     PartitionFetchState,
     SessionKey,
+    SessionMode,
 )
 from data_plane.broker.replica_manager import FetchParams
 from data_plane.replication.types import (
@@ -93,8 +94,9 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         ), ())
     image = api.image
     requests: dict[TopicPartition, FetchPartition] = {}
-    # key -> (topic name or None, validation error or None), in serve order.
-    served: list[tuple[SessionKey, str | None, ErrorCode | None]] = []
+    # key -> (topic name or None, validation error or None, session memo), in
+    # serve order.
+    served: list[tuple[SessionKey, str | None, ErrorCode | None, _Served | None]] = []
     for key, state in context.partitions:
         label, index = key
         if isinstance(label, uuid.UUID):
@@ -103,6 +105,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         else:
             name = label
         error: ErrorCode | None = None
+        memo: _Served | None = None
         if name is None:
             error = ErrorCode.unknown_topic_id
         elif index < 0:
@@ -110,17 +113,18 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         elif state.fetch_offset < 0:
             error = ErrorCode.offset_out_of_range
         else:
-            requests[(name, index)] = FetchPartition(
-                fetch_offset=state.fetch_offset,
-                current_leader_epoch=state.current_leader_epoch,
-                last_fetched_epoch=state.last_fetched_epoch,
-                max_bytes=state.max_bytes,
-                replica_id=replica_id,
-                replica_epoch=replica_epoch,
-                log_start_offset=state.log_start_offset,
-                read_committed=read_committed,
-            )
-        served.append((key, name, error))
+            cached = context.cached(key)
+            if cached is not None:
+                memo = cached.memo if isinstance(cached.memo, _Served) else None
+                if memo is None or not memo.serves(name, replica_id, replica_epoch,
+                                                   read_committed):
+                    memo = cached.memo = _Served(name, _fetch_partition(
+                        state, replica_id, replica_epoch, read_committed))
+                requests[(name, index)] = memo.request
+            else:
+                requests[(name, index)] = _fetch_partition(
+                    state, replica_id, replica_epoch, read_committed)
+        served.append((key, name, error, memo))
     max_bytes = int(getattr(request, "max_bytes", _INT32_MAX))
     params = FetchParams(
         max_wait_ms=min(max(int(request.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS),
@@ -132,14 +136,26 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     # Response topics in serve order; an incremental answer leaves out the
     # partitions with nothing new (KIP-227).
     topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}
-    for key, name, error in served:
+    incremental = context.mode is SessionMode.INCREMENTAL
+    for key, name, error, memo in served:
         label, index = key
         if error is not None:
             result = FetchPartitionResult(error)
         else:
             assert name is not None
-            result = results.get((name, index), FetchPartitionResult(
-                ErrorCode.unknown_topic_or_partition))
+            result = results.get((name, index)) or FetchPartitionResult(
+                ErrorCode.unknown_topic_or_partition)
+        # An error (leader hints ride only on errors), records or a divergence.
+        must_respond = (result.error is not ErrorCode.none or bool(result.records)
+                        or result.diverging_epoch is not None)
+        if memo is not None:
+            if (incremental and result is memo.last_result and not must_respond
+                    and key not in context.requested):
+                # The answer `maybe_include` last left out or recorded as
+                # sent (a leader hands back the same result for an idle
+                # follower fetch): left out again.
+                continue
+            memo.last_result = result
         # Decide before building the answer's entry: most of an incremental
         # follower fetch is idle partitions that are left out.
         if context.maybe_include(
@@ -148,9 +164,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             last_stable_offset=(result.last_stable_offset if result.last_stable_offset >= 0
                                 else result.high_watermark),
             log_start_offset=result.log_start_offset,
-            # An error (leader hints ride only on errors), records or a divergence.
-            must_respond=(result.error is not ErrorCode.none or bool(result.records)
-                          or result.diverging_epoch is not None),
+            must_respond=must_respond,
         ):
             topics_out.setdefault(label, []).append(
                 _partition(api, name, index, result, read_committed))
@@ -164,6 +178,40 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         version, list(topics_out.items()), error_code=_NONE, session_id=context.session_id,
         throttle_time_ms=NO_THROTTLE_MS,
     ), record_bytes)
+
+
+class _Served:
+    """A session partition's memo (`CachedPartition.memo`): the partition
+    request built from its cached state, served on every fetch until that
+    state changes, and the last result `maybe_include` was asked about."""
+
+    __slots__ = ("last_result", "name", "request")
+
+    def __init__(self, name: str, request: FetchPartition) -> None:
+        self.name = name
+        self.request = request
+        self.last_result: FetchPartitionResult | None = None
+
+    def serves(self, name: str, replica_id: int, replica_epoch: int, read_committed: bool) -> bool:
+        request = self.request
+        return (self.name == name and request.replica_id == replica_id
+                and request.replica_epoch == replica_epoch
+                and request.read_committed == read_committed)
+
+
+def _fetch_partition(
+    state: PartitionFetchState, replica_id: int, replica_epoch: int, read_committed: bool,
+) -> FetchPartition:
+    return FetchPartition(
+        fetch_offset=state.fetch_offset,
+        current_leader_epoch=state.current_leader_epoch,
+        last_fetched_epoch=state.last_fetched_epoch,
+        max_bytes=state.max_bytes,
+        replica_id=replica_id,
+        replica_epoch=replica_epoch,
+        log_start_offset=state.log_start_offset,
+        read_committed=read_committed,
+    )
 
 
 def _forgotten(request: Any, by_id: bool) -> list[SessionKey]:

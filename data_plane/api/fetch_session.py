@@ -52,6 +52,7 @@ __all__ = (
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "INVALID_SESSION_ID",
+    "CachedPartition",
     "FetchContext",
     "FetchSession",
     "FetchSessionCache",
@@ -86,16 +87,22 @@ class PartitionFetchState:
     max_bytes: int
 
 
-class _CachedPartition:
+class CachedPartition:
     """A session partition: its cached request and what this session last
-    answered for it (None: never answered, so the next answer includes it)."""
+    answered for it (None: never answered, so the next answer includes it).
 
-    __slots__ = ("request", "sent")
+    ``memo`` is the fetch handler's, cleared whenever the request changes:
+    what it derived from ``request`` (`data_plane.api.fetch` keeps the
+    partition request it serves, so an unchanged partition is served the
+    same object on every fetch)."""
+
+    __slots__ = ("memo", "request", "sent")
 
     def __init__(self, request: PartitionFetchState) -> None:
         self.request = request
         # (high watermark, last stable offset, log start offset) last sent.
         self.sent: tuple[int, int, int] | None = None
+        self.memo: object = None
 
 
 class FetchSession:
@@ -110,7 +117,7 @@ class FetchSession:
         self.uses_topic_ids = uses_topic_ids
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.last_used_ms = now_ms
-        self.partitions: dict[SessionKey, _CachedPartition] = {}
+        self.partitions: dict[SessionKey, CachedPartition] = {}
 
     @property
     def is_follower(self) -> bool:
@@ -130,10 +137,11 @@ class FetchContext:
 
     ``partitions`` is every (key, request) to serve, in order. After serving,
     the handler asks `maybe_include` per partition; in a session that also
-    records what was sent.
+    records what was sent. `cached` gives the session's entry for a key
+    (None without a session), where the handler keeps its ``memo``.
     """
 
-    __slots__ = ("_requested", "mode", "partitions", "session", "session_id")
+    __slots__ = ("mode", "partitions", "requested", "session", "session_id")
 
     def __init__(
         self,
@@ -146,7 +154,11 @@ class FetchContext:
         self.partitions = partitions
         self.session = session
         self.session_id = session.session_id if session is not None else INVALID_SESSION_ID
-        self._requested = requested
+        #: The keys this request named (added or changed).
+        self.requested = requested
+
+    def cached(self, key: SessionKey) -> CachedPartition | None:
+        return self.session.partitions.get(key) if self.session is not None else None
 
     def maybe_include(
         self,
@@ -169,7 +181,7 @@ class FetchContext:
         cached = session.partitions.get(key)
         position = (high_watermark, last_stable_offset, log_start_offset)
         if self.mode is SessionMode.INCREMENTAL and not (
-            must_respond or key in self._requested or cached is None or cached.sent != position
+            must_respond or key in self.requested or cached is None or cached.sent != position
         ):
             return False
         if cached is not None:
@@ -222,7 +234,7 @@ class FetchSessionCache:
             if session is None:
                 return FetchContext(SessionMode.NEW_SESSION, list(requested.items()), None)
             for key, state in requested.items():
-                session.partitions[key] = _CachedPartition(state)
+                session.partitions[key] = CachedPartition(state)
             return FetchContext(SessionMode.NEW_SESSION, list(requested.items()), session)
         if session_epoch < FINAL_EPOCH:
             return ErrorCode.invalid_fetch_session_epoch
@@ -239,9 +251,10 @@ class FetchSessionCache:
         for key, state in requested.items():
             cached = session.partitions.get(key)
             if cached is None:
-                session.partitions[key] = _CachedPartition(state)
+                session.partitions[key] = CachedPartition(state)
             else:
                 cached.request = state
+                cached.memo = None
         session.epoch = next_epoch(session.epoch)
         session.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)

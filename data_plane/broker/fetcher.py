@@ -161,6 +161,10 @@ class _Fetcher:
         #: KIP-227 session with this leader (one per fetcher, as Kafka's
         #: ReplicaFetcherThread keeps one FetchSessionHandler).
         self.session = FollowerFetchSession()
+        # key -> (the partition's request, its topic id, its wire entry): an
+        # unchanged partition (`Partition.fetch_request` hands back the same
+        # object) reuses its entry, which the session's diff then skips.
+        self._entries: dict[TopicPartition, tuple[FetchPartition, uuid.UUID, WantedPartition]] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -222,14 +226,21 @@ class _Fetcher:
         config = self.replicas.broker_config
         wanted: dict[TopicPartition, WantedPartition] = {}
         names: dict[uuid.UUID, str] = {}
+        entries = self._entries
         for key, r in sent.items():
             topic_id = self.topic_ids[key]
             names[topic_id] = key[0]
-            wanted[key] = (topic_id, ReplicaFetchPartition(
-                partition=key[1], current_leader_epoch=r.current_leader_epoch,
-                fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
-                log_start_offset=r.log_start_offset, partition_max_bytes=r.max_bytes,
-            ))
+            entry = entries.get(key)
+            if entry is None or entry[0] is not r or entry[1] != topic_id:
+                entry = entries[key] = (r, topic_id, (topic_id, ReplicaFetchPartition(
+                    partition=key[1], current_leader_epoch=r.current_leader_epoch,
+                    fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
+                    log_start_offset=r.log_start_offset, partition_max_bytes=r.max_bytes,
+                )))
+            wanted[key] = entry[2]
+        if len(entries) > len(sent):
+            for key in [k for k in entries if k not in sent]:
+                del entries[key]
         # KIP-227: after the first (full) fetch, only partitions whose fetch
         # state changed; the leader still serves every partition of the session.
         session_request = self.session.build(wanted)

@@ -139,6 +139,10 @@ class Partition:
         self.txn = txn_state if txn_state is not None else ReplicaTxnState(log.directory, None)
         self.txn.load(log)
         self.txn.on_high_watermark(self._high_watermark)
+        # Leader: follower id -> its last fetch that found nothing to do
+        # (`_IdleFetch`). Follower: the last request `fetch_request` built.
+        self._idle_fetches: dict[int, _IdleFetch] = {}
+        self._last_fetch_request: FetchPartition | None = None
 
     # ==== views =====================================================================
 
@@ -517,6 +521,16 @@ class Partition:
         leader = self._leader
         if leader is None:
             return self._error_result(ErrorCode.not_leader_or_follower)
+        if request.is_from_follower:
+            idle = self._idle_fetches.get(request.replica_id)
+            if idle is not None and idle.request is request and idle.still_idle(self):
+                # The same request, and nothing its answer depends on moved.
+                leader.update_follower_fetch_state(
+                    request.replica_id, fetch_offset=request.fetch_offset,
+                    log_start_offset=request.log_start_offset,
+                    broker_epoch=request.replica_epoch,
+                    leader_log_end_offset=request.fetch_offset, now_ms=now_ms)
+                return idle.result
         error = self._check_current_leader_epoch(request.current_leader_epoch)
         if error is not None:
             return self._error_result(error)
@@ -557,7 +571,11 @@ class Partition:
             # Kafka's collectAbortedTxns over [fetch offset, LSO).
             aborted = tuple((a.producer_id, a.first_offset) for a in
                             self.txn.aborted_transactions(request.fetch_offset, max_offset))
-        return self._result(ErrorCode.none, records=records, aborted_transactions=aborted)
+        result = self._result(ErrorCode.none, records=records, aborted_transactions=aborted)
+        if (request.is_from_follower and request.fetch_offset == leo == self._high_watermark
+                and request.replica_id in leader.isr):
+            self._idle_fetches[request.replica_id] = _IdleFetch(self, request, result)
+        return result
 
     def _consumer_read_bound(self, request: FetchPartition) -> int:
         """A consumer reads below the HW, or below the LSO with READ_COMMITTED (KIP-98)."""
@@ -571,6 +589,10 @@ class Partition:
         follower diverged, the offset fell out of range)."""
         if self._leader is None:
             return None
+        if request.is_from_follower:
+            idle = self._idle_fetches.get(request.replica_id)
+            if idle is not None and idle.request is request and idle.still_idle(self):
+                return 0
         if self._check_current_leader_epoch(request.current_leader_epoch) is not None:
             return None
         if request.is_from_follower and request.last_fetched_epoch >= 0 and (
@@ -729,15 +751,28 @@ class Partition:
         if follower is None or not follower.can_fetch(now_ms):
             return None
         self._drop_epoch_entries_at_log_end()
-        return FetchPartition(
-            fetch_offset=self.log.log_end_offset,
+        leo = self.log.log_end_offset
+        last_fetched_epoch = self.last_fetched_epoch
+        last = self._last_fetch_request
+        # The same fields give the same object: the leader's session and its
+        # idle-fetch memo (`_IdleFetch`) recognise an unchanged partition by identity.
+        if (last is not None and last.fetch_offset == leo
+                and last.current_leader_epoch == follower.leader_epoch
+                and last.last_fetched_epoch == last_fetched_epoch
+                and last.max_bytes == self.config.replica_fetch_max_bytes
+                and last.replica_epoch == self.broker_epoch
+                and last.log_start_offset == self.log.log_start_offset):
+            return last
+        self._last_fetch_request = FetchPartition(
+            fetch_offset=leo,
             current_leader_epoch=follower.leader_epoch,
-            last_fetched_epoch=self.last_fetched_epoch,
+            last_fetched_epoch=last_fetched_epoch,
             max_bytes=self.config.replica_fetch_max_bytes,
             replica_id=self.local_id,
             replica_epoch=self.broker_epoch,
             log_start_offset=self.log.log_start_offset,
         )
+        return self._last_fetch_request
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -875,3 +910,37 @@ def _placed(headers: list[BatchHeader], first_offset: int) -> list[tuple[BatchHe
         out.append((dataclasses.replace(header, base_offset=offset), None))
         offset += header.last_offset_delta + 1
     return out
+
+
+class _IdleFetch:
+    """A follower's fetch that found the partition idle: the follower at our
+    LEO, the HW there too, the follower in the ISR, nothing to read.
+
+    Followers fetch every partition they follow from a leader, and most are
+    idle (``__consumer_offsets``). While the same request object comes back
+    (a fetch session hands the cached one; `Partition.fetch_request` returns
+    the same object for the same fields) and nothing its answer depends on
+    has moved (leader term and state, partition epoch, LEO, HW, log start,
+    latest epoch), the answer is the same: `Partition.handle_fetch` records
+    the fetch in the follower's state, as the full path would, and returns
+    the stored result.
+    """
+
+    __slots__ = ("fingerprint", "leader", "request", "result")
+
+    def __init__(self, partition: Partition, request: FetchPartition,
+                 result: FetchPartitionResult) -> None:
+        self.leader = partition._leader
+        self.request = request
+        self.result = result
+        self.fingerprint = _IdleFetch._fingerprint(partition)
+
+    @staticmethod
+    def _fingerprint(partition: Partition) -> tuple[int, int, int, int, int, int]:
+        log = partition.log
+        return (partition._leader_epoch, partition._partition_epoch, log.log_end_offset,
+                partition._high_watermark, log.log_start_offset, log.latest_epoch)
+
+    def still_idle(self, partition: Partition) -> bool:
+        return (self.leader is partition._leader
+                and self.fingerprint == _IdleFetch._fingerprint(partition))

@@ -630,3 +630,90 @@ def test_a_failed_append_answers_kafka_storage_error_and_appends_nothing(
     _, outcome = ctx.fetch_once(2)
     assert outcome is FollowerFetchOutcome.RETRY_LATER
     assert follower.log_end_offset == 0
+
+
+# ---- idle follower fetches (the stored answer) --------------------------------------
+
+
+def _caught_up(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2, 3)
+    assert ctx.parts[1].high_watermark == ctx.parts[1].log_end_offset == 2
+
+
+def test_a_follower_builds_the_same_request_object_until_a_field_changes(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    follower = ctx.parts[2]
+    first = follower.fetch_request(ctx.now_ms)
+    assert first is not None and first.fetch_offset == 2
+    assert follower.fetch_request(ctx.now_ms) is first
+    ctx.produce(1, b"c")
+    ctx.fetch_once(2)  # appends: the log end moved
+    second = follower.fetch_request(ctx.now_ms)
+    assert second is not None and second is not first and second.fetch_offset == 3
+
+
+def test_an_idle_follower_fetch_gets_the_stored_answer_and_stays_caught_up(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    requests = {r: ctx.parts[r].fetch_request(0) for r in (2, 3)}
+    answers = {r: leader.handle_fetch(req, 0) for r, req in requests.items() if req}
+    # Well past replica.lag.time.max.ms (1,000), fetching the same requests.
+    for t in range(300, 5_000, 300):
+        for r, req in requests.items():
+            assert req is not None
+            assert leader.handle_fetch(req, t) is answers[r]
+        assert not leader.maybe_shrink_isr(t)
+    assert leader.isr == REPLICAS
+    assert answers[2].error == ErrorCode.none and answers[2].records == b""
+    assert answers[2].high_watermark == 2
+    # The stored answers still recorded each fetch's time: right after an
+    # append, a follower that fetched 300 ms ago is within the lag bound.
+    ctx.now_ms = 5_000
+    ctx.produce(1, b"c")
+    assert not leader.maybe_shrink_isr(5_200)
+    assert leader.isr == REPLICAS
+
+
+def test_an_append_ends_the_stored_idle_answer(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    request = ctx.parts[2].fetch_request(0)
+    assert request is not None
+    idle = leader.handle_fetch(request, 0)
+    assert leader.handle_fetch(request, 0) is idle
+    assert leader.delayed_fetch_bytes(request) == 0
+    ctx.produce(1, b"c")
+    readable = leader.delayed_fetch_bytes(request)
+    assert readable is not None and readable > 0
+    answer = leader.handle_fetch(request, 10)
+    assert answer is not idle and [v for v in _values(answer.records)] == [b"c"]
+
+
+def test_a_new_leader_epoch_ends_the_stored_idle_answer(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    request = ctx.parts[2].fetch_request(0)
+    assert request is not None
+    assert leader.handle_fetch(request, 0) is leader.handle_fetch(request, 0)
+    assert leader.become_leader(state(1, 2, 2), 0)  # re-elected in a newer epoch
+    assert leader.handle_fetch(request, 0).error == ErrorCode.fenced_leader_epoch
+    assert leader.delayed_fetch_bytes(request) is None
+
+
+def test_no_stored_answer_while_the_high_watermark_waits_for_a_follower(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    ctx.replicate(2)  # broker 3 has not fetched: the HW waits for it
+    leader = ctx.parts[1]
+    assert leader.high_watermark < leader.log_end_offset
+    request = ctx.parts[2].fetch_request(0)
+    assert request is not None
+    assert leader.handle_fetch(request, 0) is not leader.handle_fetch(request, 0)
+    ctx.replicate(3)  # broker 3 catches up: the HW moves to the LEO
+    assert leader.high_watermark == leader.log_end_offset
+    assert leader.handle_fetch(request, 0).high_watermark == leader.log_end_offset
+
+
+def _values(records: bytes) -> list[bytes | None]:
+    return [rec.value for header, pos in iter_batches(records)
+            for rec in decode_records(records, pos=pos)]
