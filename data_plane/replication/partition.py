@@ -372,7 +372,7 @@ class Partition:
             return self._rejected_or_duplicate(verdict, leader.leader_epoch)
         self.txn.note_segment(self.log)
         try:
-            info = self.log.append_as_leader(records, leader.leader_epoch)
+            info = self.log.append_as_leader(records, leader.leader_epoch, validated=headers)
         except RecordTooLargeError as e:
             return AppendResult(ErrorCode.message_too_large, error_message=str(e))
         except InvalidRecordBatchError as e:
@@ -607,7 +607,7 @@ class Partition:
         if request.fetch_offset >= end:
             return 0
         max_offset = None if request.is_from_follower else end
-        return len(self.log.read(request.fetch_offset, request.max_bytes, max_offset).records)
+        return self.log.readable_bytes(request.fetch_offset, request.max_bytes, max_offset)
 
     def _check_current_leader_epoch(self, current_leader_epoch: int) -> ErrorCode | None:
         if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:

@@ -316,7 +316,8 @@ class Log:
     # ==== appends ===================================================================
 
     def append_as_leader(
-        self, records: BytesLike, leader_epoch: int, now_ms: int | None = None
+        self, records: BytesLike, leader_epoch: int, now_ms: int | None = None,
+        *, validated: list[BatchHeader] | None = None,
     ) -> LogAppendInfo:
         """Assign offsets from the log end offset to one or more whole batches and append.
 
@@ -329,10 +330,14 @@ class Log:
         empty batch, lastOffsetDelta != recordsCount - 1), `RecordTooLargeError`,
         `InvalidEpochError` (``leader_epoch`` below the latest epoch),
         `LogClosedError`.
+
+        ``validated``: the headers `validate_batches` returned for exactly
+        these bytes, when the caller has checked them already (headers and
+        CRCs are then not checked twice; the size limits still are).
         """
         if leader_epoch < 0:
             raise ValueError(f"leader epoch must not be negative: {leader_epoch}")
-        headers = self._validate(records)
+        headers = self._validate(records, validated)
         if not headers:
             raise InvalidRecordBatchError("a leader append needs at least one batch")
         with self._lock:
@@ -436,11 +441,16 @@ class Log:
             self._after_append(records_count, now)
             return _append_info(leo, batches, records_count, len(records))
 
-    def _validate(self, records: BytesLike) -> list[BatchHeader]:
-        try:
-            headers = validate_batches(records)
-        except RecordError as e:
-            raise InvalidRecordBatchError(str(e)) from e
+    def _validate(
+        self, records: BytesLike, validated: list[BatchHeader] | None = None
+    ) -> list[BatchHeader]:
+        if validated is not None:
+            headers = validated
+        else:
+            try:
+                headers = validate_batches(records)
+            except RecordError as e:
+                raise InvalidRecordBatchError(str(e)) from e
         for header in headers:
             if header.size_in_bytes > self.config.message_max_bytes:
                 raise RecordTooLargeError(
@@ -569,6 +579,17 @@ class Log:
             segment = self._segments[bisect.bisect_right(self._bases, offset) - 1]
             data = segment.read(offset, max_bytes, max_offset)
             return FetchData(offset, data, self._log_start_offset, leo)
+
+    def readable_bytes(self, offset: int, max_bytes: int, max_offset: int | None = None) -> int:
+        """``len(read(offset, max_bytes, max_offset).records)``: usually without
+        reading (a long-polling fetch asks on every append). Raises as `read`."""
+        with self._lock:
+            self._check_open()
+            leo = self.log_end_offset
+            if offset < self._log_start_offset or offset > leo:
+                raise OffsetOutOfRangeError(offset, self._log_start_offset, leo)
+            segment = self._segments[bisect.bisect_right(self._bases, offset) - 1]
+            return segment.readable_bytes(offset, max_bytes, max_offset)
 
     # ==== truncation and retention ==================================================
 

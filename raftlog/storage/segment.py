@@ -48,6 +48,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -1
 # Recovery reads this much at a time and validates every batch in it.
 _RECOVERY_CHUNK_BYTES = 1 << 20
+# How many of the newest batches a segment remembers the place of (`LogSegment._recent`).
+_RECENT_BATCHES = 64
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -106,6 +108,13 @@ class LogSegment:
         # Kafka's rollingBasedTimestamp: the first batch's max timestamp.
         self.rolling_based_timestamp: int | None = None
         self.created_ms = created_ms
+        # The newest batches appended since the segment was opened, oldest
+        # first: base offset -> (position, size, last offset). Followers and
+        # tailing consumers read from one of these, and `read` then finds the
+        # batch without scanning headers from the sparse index entry (a pread
+        # per batch). Batches in a segment are contiguous, so every batch
+        # after a remembered one is remembered too. Cleared by truncation.
+        self._recent: dict[int, tuple[int, int, int]] = {}
 
     # --- construction ---------------------------------------------------------
 
@@ -154,9 +163,14 @@ class LogSegment:
             self.log_file.append(buffers[0])
         else:
             self.log_file.append_many(buffers)
+        recent = self._recent
         for last_offset, max_timestamp, size in batches:
+            recent[self.next_offset] = (position, size, last_offset)
             self._index_batch(last_offset, max_timestamp, size, position)
             position += size
+        if len(recent) > 2 * _RECENT_BATCHES:
+            for base in list(recent)[: len(recent) - _RECENT_BATCHES]:
+                del recent[base]
 
     def _index_batch(self, last_offset: int, max_timestamp: int, size: int, position: int) -> None:
         if max_timestamp > self.max_timestamp:
@@ -198,22 +212,13 @@ class LogSegment:
         """
         if offset >= self.next_offset:
             return b""
-        position = self.offset_index.lookup(offset)
         end = self.log_file.size
-        while True:
-            header = self._header_at(position)
-            if header.last_offset >= offset:
-                break
-            position += header.size_in_bytes
-            if position >= end:  # pragma: no cover - next_offset says the batch exists
-                raise AssertionError(f"offset {offset} not found in segment {self.base_offset}")
-        if max_offset is not None and header.last_offset >= max_offset:
+        position, size, last_offset = self._locate(offset, end)
+        if max_offset is not None and last_offset >= max_offset:
             return b""
-        data = self.log_file.read_at(
-            position, min(max(max_bytes, header.size_in_bytes), end - position)
-        )
+        data = self.log_file.read_at(position, min(max(max_bytes, size), end - position))
         # Cut at the last whole batch (and below max_offset); the first always stays.
-        cut = header.size_in_bytes
+        cut = size
         while cut + BATCH_HEADER_SIZE <= len(data):
             following = parse_header(data, cut)
             if cut + following.size_in_bytes > len(data):
@@ -222,6 +227,42 @@ class LogSegment:
                 break
             cut += following.size_in_bytes
         return data if cut == len(data) else data[:cut]
+
+    def readable_bytes(self, offset: int, max_bytes: int, max_offset: int | None) -> int:
+        """``len(read(offset, max_bytes, max_offset))``, without reading when
+        ``offset`` starts a remembered batch (a long-polling fetch asks this
+        on every append)."""
+        if offset >= self.next_offset:
+            return 0
+        recent = self._recent
+        entry = recent.get(offset)
+        if entry is None:
+            return len(self.read(offset, max_bytes, max_offset))
+        limit = max(max_bytes, entry[1])
+        total = 0
+        while entry is not None:
+            _, size, last_offset = entry
+            if (max_offset is not None and last_offset >= max_offset) or total + size > limit:
+                return total
+            total += size
+            entry = recent.get(last_offset + 1)
+        if last_offset + 1 != self.next_offset:  # pragma: no cover - contiguous by construction
+            return len(self.read(offset, max_bytes, max_offset))
+        return total
+
+    def _locate(self, offset: int, end: int) -> tuple[int, int, int]:
+        """(position, size, last offset) of the batch holding ``offset`` (< `next_offset`)."""
+        entry = self._recent.get(offset)
+        if entry is not None:
+            return entry
+        position = self.offset_index.lookup(offset)
+        while True:
+            header = self._header_at(position)
+            if header.last_offset >= offset:
+                return position, header.size_in_bytes, header.last_offset
+            position += header.size_in_bytes
+            if position >= end:  # pragma: no cover - next_offset says the batch exists
+                raise AssertionError(f"offset {offset} not found in segment {self.base_offset}")
 
     def _header_at(self, position: int) -> BatchHeader:
         return parse_header(self.log_file.read_at(position, BATCH_HEADER_SIZE))
@@ -319,6 +360,7 @@ class LogSegment:
             raise CorruptIndexError("index points past the end of the segment")
 
     def _reset(self) -> None:
+        self._recent.clear()
         self.offset_index = OffsetIndex(self.base_offset, self.offset_index.max_entries)
         self.time_index = TimeIndex(self.base_offset, self.time_index.max_entries)
         self.next_offset = self.base_offset

@@ -78,6 +78,7 @@ class FakeFile:
 
     def read_at(self, position: int, length: int) -> bytes:
         with self._fs.lock:
+            self._fs.reads += 1
             return bytes(self._check().data[position : position + max(length, 0)])
 
     def truncate(self, size: int) -> None:
@@ -111,6 +112,7 @@ class FakeFileSystem:
         self.sync_count = 0
         self.dir_sync_count = 0
         self.bytes_written = 0
+        self.reads = 0  # read_at calls, for tests of the read path
 
     # --- FileSystem ---------------------------------------------------------
 

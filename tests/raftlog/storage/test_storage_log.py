@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from storage_helpers import LOG_DIR, batch_offsets, make_batch, read_all
 
-from raftlog.records import BATCH_HEADER_SIZE, iter_batches, parse_header
+from raftlog.records import BATCH_HEADER_SIZE, iter_batches, parse_header, validate_batches
 from raftlog.storage import (
     EpochEntry,
     InvalidEpochError,
@@ -96,6 +96,13 @@ def test_size_limits(open_log: OpenLog) -> None:
     small = make_batch(1, value_size=60)
     with pytest.raises(RecordTooLargeError, match=r"segment\.bytes"):
         log.append_as_leader(small * 4, leader_epoch=0, now_ms=T0)
+    # Headers the caller validated skip the second CRC pass, not the limits.
+    big = make_batch(1, value_size=300)
+    with pytest.raises(RecordTooLargeError, match=r"message\.max\.bytes"):
+        log.append_as_leader(big, leader_epoch=0, now_ms=T0, validated=validate_batches(big))
+    info = log.append_as_leader(small, leader_epoch=0, now_ms=T0,
+                                validated=validate_batches(small))
+    assert (info.first_offset, info.last_offset) == (0, 0)
 
 
 def test_follower_append_keeps_offsets_and_epochs(open_log: OpenLog) -> None:
@@ -145,6 +152,42 @@ def test_read_returns_at_least_one_batch_and_respects_bounds(open_log: OpenLog) 
         log.read(61, 100)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(-1, 100)
+
+
+def test_reads_and_readable_bytes_agree_over_remembered_and_scanned_batches(
+    open_log: OpenLog, fs: FakeFileSystem,
+) -> None:
+    # 300 batches in one segment: the newest (up to 128) are remembered, the
+    # older ones are found by a header scan from the sparse index.
+    log = open_log(index_interval_bytes=4096)
+    for i in range(300):
+        log.append_as_leader(make_batch(2, tag=i), leader_epoch=0, now_ms=T0)
+    size = len(make_batch(2))
+    for offset in range(0, 600, 7):
+        for max_bytes, bound in ((1, None), (3 * size, None), (10 * size, offset + 5)):
+            data = log.read(offset, max_bytes, max_offset=bound).records
+            assert log.readable_bytes(offset, max_bytes, bound) == len(data)
+            if bound is None:
+                first = next(iter_batches(data))[0]
+                assert first.base_offset <= offset <= first.last_offset
+    assert log.readable_bytes(600, 100) == 0
+    # Reading the newest batch, as a caught-up follower does, scans no header.
+    reads_before = fs.reads
+    assert batch_offsets(log.read(598, size).records) == [(598, 599)]
+    assert fs.reads == reads_before + 1
+    with pytest.raises(OffsetOutOfRangeError):
+        log.readable_bytes(601, 100)
+
+
+def test_truncation_forgets_remembered_batches(open_log: OpenLog) -> None:
+    log = open_log()
+    for i in range(10):
+        log.append_as_leader(make_batch(2, tag=i), leader_epoch=0, now_ms=T0)
+    assert log.truncate_to(10)
+    log.append_as_leader(make_batch(5, tag=99), leader_epoch=1, now_ms=T0)
+    assert batch_offsets(log.read(10, 10_000).records) == [(10, 14)]
+    assert log.readable_bytes(10, 10_000) == len(make_batch(5, tag=99))
+    assert log.readable_bytes(8, 1) == len(make_batch(2))
 
 
 # --- rolling -------------------------------------------------------------------

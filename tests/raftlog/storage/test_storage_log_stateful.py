@@ -141,6 +141,11 @@ class LogMachine(RuleBasedStateMachine):
         offset = data.draw(st.integers(self.start, self.end))
         max_bytes = data.draw(st.integers(1, 600))
         got = self.log.read(offset, max_bytes).records
+        # What a long-polling fetch counts, also below a bound (the HW or LSO).
+        assert self.log.readable_bytes(offset, max_bytes) == len(got)
+        bound = data.draw(st.integers(offset, self.end))
+        assert self.log.readable_bytes(offset, max_bytes, bound) == len(
+            self.log.read(offset, max_bytes, bound).records)
         if offset == self.end:
             assert got == b""
             return
