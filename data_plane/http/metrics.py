@@ -26,6 +26,7 @@ The metric names are listed in ``docs/http.md``.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -100,6 +101,7 @@ class NodeMetrics:
 
     def __init__(self, sources: NodeSources) -> None:
         self.sources = sources
+        self._names: tuple[MetadataImage, Mapping[Any, str]] | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_time_ms = Histogram(
             "kafka_network_requestmetrics_totaltimems",
@@ -194,13 +196,23 @@ class NodeMetrics:
                       sum(len(p.records) for p in topic.partitions if p.records))
                      for topic in getattr(response, "responses", ())]
         for name, size in sizes:
+            if not size:
+                continue
             if not isinstance(name, str):  # Fetch v13+: topics by id
                 if names is None:
-                    names = {t.topic_id: t.name for t in self.sources.image().topics.values()}
-                    names[_METADATA_TOPIC_ID] = "__cluster_metadata"  # KRaft's Fetch
+                    names = self._topic_names()
                 name = names.get(name, str(name))
-            if size:
-                counter.labels(str(name)).inc(size)
+            counter.labels(str(name)).inc(size)
+
+    def _topic_names(self) -> Mapping[Any, str]:
+        """Topic id -> name in the current image (rebuilt when the image changes)."""
+        image = self.sources.image()
+        cached = self._names
+        if cached is None or cached[0] is not image:
+            names: dict[Any, str] = {t.topic_id: t.name for t in image.topics.values()}
+            names[_METADATA_TOPIC_ID] = "__cluster_metadata"  # KRaft's Fetch
+            cached = self._names = (image, names)
+        return cached[1]
 
 
 def _record_count(data: bytes) -> int:
@@ -223,20 +235,32 @@ def instrument_handlers(
 
 def _timed(api_key: int, handler: Handler, metrics: NodeMetrics) -> Handler:
     plain_name = kafka_request_name(api_key)
+    # (request name, listener) -> the histogram child: `labels` costs a lock
+    # and a validation per call.
+    children: dict[tuple[str, str], Any] = {}
 
-    async def timed(context: RequestContext, request: Any) -> Any:
-        start = time.perf_counter()
-        response = await handler(context, request)
-        elapsed_ms = (time.perf_counter() - start) * 1000
-        name = kafka_request_name(api_key, request) if api_key == _FETCH else plain_name
-        metrics.request_time_ms.labels(name, context.listener_name).observe(elapsed_ms)
+    def account(name: str, listener: str, elapsed_ms: float, request: Any, response: Any) -> None:
         try:
+            child = children.get((name, listener))
+            if child is None:
+                child = children[(name, listener)] = metrics.request_time_ms.labels(name, listener)
+            child.observe(elapsed_ms)
             if api_key == _PRODUCE:
                 metrics.count_produce(request)
             elif api_key == _FETCH:
                 metrics.count_fetch(request, response)
         except Exception:  # metrics never fail a request
             pass
+
+    async def timed(context: RequestContext, request: Any) -> Any:
+        start = time.perf_counter()
+        response = await handler(context, request)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        name = kafka_request_name(api_key, request) if api_key == _FETCH else plain_name
+        # Counted once the response is on its way: a produce's answer and a
+        # follower's fetch answer are on the acks=all critical path.
+        asyncio.get_running_loop().call_soon(
+            account, name, context.listener_name, elapsed_ms, request, response)
         return response
 
     return timed
