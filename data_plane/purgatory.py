@@ -252,20 +252,28 @@ class DelayedFetch(DelayedOperation):
         min_bytes: int,
         deadline_ms: int,
         lookup: PartitionLookup,
+        idle: Mapping[TopicPartition, FetchPartition] | None = None,
     ) -> None:
-        super().__init__(requests.keys(), deadline_ms)
-        self.requests = dict(requests)
+        """``idle``: more partitions of the fetch, known to have nothing to
+        read right now (a fetch session's idle partitions); they are watched
+        like the others but not asked at the first check."""
+        all_requests = dict(requests)
+        if idle:
+            all_requests.update(idle)
+        super().__init__(all_requests.keys(), deadline_ms)
+        self.requests = all_requests
         self.min_bytes = min_bytes
         self._lookup = lookup
         self.outcome: FetchOutcome | None = None
         # Partition -> bytes readable at its last check (all of them after the first).
-        self._readable: dict[TopicPartition, int] = {}
+        self._readable: dict[TopicPartition, int] = dict.fromkeys(idle, 0) if idle else {}
+        self._first: tuple[TopicPartition, ...] = tuple(requests)
         # The partition that had to answer at once, if that completed the fetch.
         self._answer_now: TopicPartition | None = None
 
     def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
-        keys = (
-            self.requests
+        keys: Iterable[TopicPartition] = (
+            self._first
             if changed is None or len(self._readable) < len(self.requests)
             else (changed,)
             if changed in self.requests

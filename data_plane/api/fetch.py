@@ -31,6 +31,7 @@ from data_plane.api.fetch_session import (
     SessionMode,
 )
 from data_plane.broker.replica_manager import FetchParams
+from data_plane.replication.partition import IdleFollowerFetch
 from data_plane.replication.types import (
     CONSUMER_REPLICA_ID,
     FetchPartition,
@@ -97,7 +98,25 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     # key -> (topic name or None, validation error or None, session memo), in
     # serve order.
     served: list[tuple[SessionKey, str | None, ErrorCode | None, _Served | None]] = []
+    # A follower session's idle partitions (see `_Served.idle`): not served,
+    # only watched while the fetch long-polls.
+    idle: dict[TopicPartition, FetchPartition] = {}
+    idle_served: list[tuple[SessionKey, str, _Served]] = []
+    incremental = context.mode is SessionMode.INCREMENTAL
+    now_ms = api.replicas.now_ms()
     for key, state in context.partitions:
+        if incremental and replica_id >= 0:
+            held = context.cached(key)
+            was_idle = held.memo if held is not None else None
+            if (isinstance(was_idle, _Served) and was_idle.idle is not None
+                    and key not in context.requested):
+                if (was_idle.name == _topic_name(image, key[0])
+                        and was_idle.request.replica_epoch == replica_epoch
+                        and was_idle.idle.refresh(now_ms)):
+                    idle[(was_idle.name, key[1])] = was_idle.request
+                    idle_served.append((key, was_idle.name, was_idle))
+                    continue
+                was_idle.idle = None
         label, index = key
         if isinstance(label, uuid.UUID):
             found = image.topics.get(label)
@@ -132,11 +151,14 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         max_bytes=max(max_bytes, 0),
         from_follower=replica_id >= 0,
     )
-    results = await api.replicas.fetch(requests, params) if requests else {}
+    results = await api.replicas.fetch(requests, params, idle) if requests or idle else {}
+    # An idle partition that changed while the fetch waited was read: answer
+    # it like the others.
+    served.extend((key, name, None, memo) for key, name, memo in idle_served
+                  if (name, key[1]) in results)
     # Response topics in serve order; an incremental answer leaves out the
     # partitions with nothing new (KIP-227).
     topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}
-    incremental = context.mode is SessionMode.INCREMENTAL
     for key, name, error, memo in served:
         label, index = key
         if error is not None:
@@ -149,6 +171,9 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         must_respond = (result.error is not ErrorCode.none or bool(result.records)
                         or result.diverging_epoch is not None)
         if memo is not None:
+            if replica_id >= 0 and not must_respond:
+                # Idle next time too unless something moves (refreshed then).
+                memo.idle = api.replicas.idle_fetch((memo.name, index), memo.request, result)
             if (incremental and result is memo.last_result and not must_respond
                     and key not in context.requested):
                 # The answer `maybe_include` last left out or recorded as
@@ -183,20 +208,36 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
 class _Served:
     """A session partition's memo (`CachedPartition.memo`): the partition
     request built from its cached state, served on every fetch until that
-    state changes, and the last result `maybe_include` was asked about."""
+    state changes, and the last result `maybe_include` was asked about.
 
-    __slots__ = ("last_result", "name", "request")
+    ``idle`` (follower sessions): the leader's stored idle answer
+    (`IdleFollowerFetch`) while the partition has nothing to say. An
+    incremental fetch then only refreshes it (the follower's fetch state
+    moves as if served) and watches the partition while it long-polls; the
+    answer would leave it out anyway. Anything that changes the answer
+    (an append, a HW, log start or epoch move, a new request state) ends it.
+    """
+
+    __slots__ = ("idle", "last_result", "name", "request")
 
     def __init__(self, name: str, request: FetchPartition) -> None:
         self.name = name
         self.request = request
         self.last_result: FetchPartitionResult | None = None
+        self.idle: IdleFollowerFetch | None = None
 
     def serves(self, name: str, replica_id: int, replica_epoch: int, read_committed: bool) -> bool:
         request = self.request
         return (self.name == name and request.replica_id == replica_id
                 and request.replica_epoch == replica_epoch
                 and request.read_committed == read_committed)
+
+
+def _topic_name(image: Any, label: uuid.UUID | str) -> str | None:
+    if isinstance(label, uuid.UUID):
+        found = image.topics.get(label)
+        return found.name if found is not None else None
+    return label
 
 
 def _fetch_partition(

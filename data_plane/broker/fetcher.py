@@ -57,6 +57,8 @@ FETCH_KEY = 1
 FETCH_VERSION = REPLICA_FETCH_VERSION
 # replica.fetch.response.max.bytes (Kafka's default).
 _RESPONSE_MAX_BYTES = 10 * 1024 * 1024
+# `_Fetcher._build` walks every followed partition at least this often.
+_FULL_BUILD_INTERVAL_MS = 1_000
 
 
 def _default_client(host: str, port: int) -> KafkaProtocolClient:
@@ -125,6 +127,7 @@ class ReplicaFetcherManager:
                 key: tid for key in keys
                 if (tid := image.topic_ids.get(key[0])) is not None
             }
+            fetcher.rebuild_all()
             fetcher.wake()
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
@@ -161,10 +164,17 @@ class _Fetcher:
         #: KIP-227 session with this leader (one per fetcher, as Kafka's
         #: ReplicaFetcherThread keeps one FetchSessionHandler).
         self.session = FollowerFetchSession()
-        # key -> (the partition's request, its topic id, its wire entry): an
-        # unchanged partition (`Partition.fetch_request` hands back the same
-        # object) reuses its entry, which the session's diff then skips.
-        self._entries: dict[TopicPartition, tuple[FetchPartition, uuid.UUID, WantedPartition]] = {}
+        # What the next request asks for, kept between fetches and rebuilt
+        # only where something may have changed (`_build`): key -> the
+        # partition's request, key -> (topic id, wire entry), topic id -> name.
+        self._requests: dict[TopicPartition, FetchPartition] = {}
+        self._wanted: dict[TopicPartition, WantedPartition] = {}
+        self._names: dict[uuid.UUID, str] = {}
+        # Keys to rebuild: those an answer touched, and those without a
+        # request last time (backing off, fenced). None: all of them.
+        self._stale: set[TopicPartition] | None = None
+        self._held: set[TopicPartition] = set()
+        self._next_full_build_ms = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -198,23 +208,66 @@ class _Fetcher:
             except Exception:
                 # An answer applied only in part: start the next session from scratch.
                 self.session.reset()
+                self.rebuild_all()
                 log.exception("fetcher for leader %d failed; backing off", self.leader_id)
                 await self._sleep(self._backoff_s())
 
+    def rebuild_all(self) -> None:
+        """Build every partition's request afresh next time (metadata changed)."""
+        self._stale = None
+
     def _build(self) -> dict[TopicPartition, FetchPartition]:
+        """Each followed partition's next request (`Partition.fetch_request`),
+        and its wire entry in ``_wanted``.
+
+        A follower fetches every partition it follows from this leader, most
+        of them idle. Only an answer (append, truncation, backoff) or
+        metadata (`rebuild_all`) changes what a partition asks for, so only
+        the partitions the last answer named, and those that had no request
+        (backing off), are rebuilt; a full pass runs after metadata changes
+        and at least every `_FULL_BUILD_INTERVAL_MS` (the log start offset a
+        follower reports also moves with its own retention).
+        """
         now = self.replicas.now_ms()
-        sent: dict[TopicPartition, FetchPartition] = {}
-        for key in self.partitions:
-            hosted = self.replicas.get(key)
-            if hosted is None or key not in self.topic_ids:
+        if self._stale is None or now >= self._next_full_build_ms:
+            self._requests, self._wanted, self._names = {}, {}, {}
+            self._held = set()
+            keys: set[TopicPartition] = self.partitions
+            self._next_full_build_ms = now + _FULL_BUILD_INTERVAL_MS
+        else:
+            keys = self._stale | self._held
+        self._stale = set()
+        requests, wanted = self._requests, self._wanted
+        for key in keys:
+            request = self._request_for(key, now)
+            if request is None:
+                self._held.add(key)
+                requests.pop(key, None)
+                wanted.pop(key, None)
                 continue
-            p = hosted.partition
-            if p.role is not Role.FOLLOWER or p.leader_id != self.leader_id:
-                continue
-            request = p.fetch_request(now)
-            if request is not None:
-                sent[key] = request
-        return sent
+            self._held.discard(key)
+            if requests.get(key) is request:
+                continue  # the same object: its entry stands
+            requests[key] = request
+            topic_id = self.topic_ids[key]
+            self._names[topic_id] = key[0]
+            wanted[key] = (topic_id, ReplicaFetchPartition(
+                partition=key[1], current_leader_epoch=request.current_leader_epoch,
+                fetch_offset=request.fetch_offset, last_fetched_epoch=request.last_fetched_epoch,
+                log_start_offset=request.log_start_offset, partition_max_bytes=request.max_bytes,
+            ))
+        return requests
+
+    def _request_for(self, key: TopicPartition, now: int) -> FetchPartition | None:
+        if key not in self.partitions or key not in self.topic_ids:
+            return None
+        hosted = self.replicas.get(key)
+        if hosted is None:
+            return None
+        p = hosted.partition
+        if p.role is not Role.FOLLOWER or p.leader_id != self.leader_id:
+            return None
+        return p.fetch_request(now)
 
     async def _fetch_once(self) -> None:
         sent = self._build()
@@ -223,27 +276,12 @@ class _Fetcher:
             # comes from a metadata change, the timeout ends a backoff.
             await self._sleep(min(self._backoff_s(), 0.1))
             return
+        sent = dict(sent)  # this request's, whatever later builds do
+        names = self._names
         config = self.replicas.broker_config
-        wanted: dict[TopicPartition, WantedPartition] = {}
-        names: dict[uuid.UUID, str] = {}
-        entries = self._entries
-        for key, r in sent.items():
-            topic_id = self.topic_ids[key]
-            names[topic_id] = key[0]
-            entry = entries.get(key)
-            if entry is None or entry[0] is not r or entry[1] != topic_id:
-                entry = entries[key] = (r, topic_id, (topic_id, ReplicaFetchPartition(
-                    partition=key[1], current_leader_epoch=r.current_leader_epoch,
-                    fetch_offset=r.fetch_offset, last_fetched_epoch=r.last_fetched_epoch,
-                    log_start_offset=r.log_start_offset, partition_max_bytes=r.max_bytes,
-                )))
-            wanted[key] = entry[2]
-        if len(entries) > len(sent):
-            for key in [k for k in entries if k not in sent]:
-                del entries[key]
         # KIP-227: after the first (full) fetch, only partitions whose fetch
         # state changed; the leader still serves every partition of the session.
-        session_request = self.session.build(wanted)
+        session_request = self.session.build(self._wanted)
         by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
         for topic_id, partition in session_request.send.values():
             by_topic.setdefault(topic_id, []).append(partition)
@@ -298,6 +336,8 @@ class _Fetcher:
                 continue
             for part in topic.partitions:
                 key = (name, int(part.partition_index))
+                if self._stale is not None:
+                    self._stale.add(key)
                 request = sent.get(key)
                 hosted = self.replicas.get(key)
                 if request is None or hosted is None:

@@ -48,7 +48,7 @@ from data_plane.broker.log_configs import (
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
 from data_plane.purgatory import DelayedFetch, DelayedProduce, ProduceWait, Purgatory, ReplicaView
-from data_plane.replication.partition import Partition
+from data_plane.replication.partition import IdleFollowerFetch, Partition
 from data_plane.replication.types import (
     NO_LEADER,
     AlterPartitionRequest,
@@ -391,23 +391,30 @@ class ReplicaManager:
     # ==== fetch =====================================================================
 
     async def fetch(
-        self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams
+        self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams,
+        idle: Mapping[TopicPartition, FetchPartition] | None = None,
     ) -> dict[TopicPartition, FetchPartitionResult]:
         """Serve a Fetch: read now; if fewer than ``min_bytes`` are readable and
-        nothing needs an immediate answer, long-poll (DelayedFetch) and read again."""
+        nothing needs an immediate answer, long-poll (DelayedFetch) and read again.
+
+        ``idle``: more partitions of a fetch session that the caller found
+        idle (`Partition.idle_fetch`, refreshed for this fetch). They are not
+        read now, but a long poll also waits on them; one that changes while
+        the fetch waits is read and answered with the others."""
         results = await self._read_acks_first(requests, params)
-        if params.max_wait_ms <= 0 or not requests or self._fetch_can_answer_now(results, params):
+        if (params.max_wait_ms <= 0 or not (requests or idle)
+                or (requests and self._fetch_can_answer_now(results, params))):
             return results
         now = self.now_ms()
         op = DelayedFetch(
-            dict(requests), min_bytes=params.min_bytes,
-            deadline_ms=now + params.max_wait_ms, lookup=self._replica_view,
+            requests, min_bytes=params.min_bytes,
+            deadline_ms=now + params.max_wait_ms, lookup=self._replica_view, idle=idle,
         )
         if self.fetch_purgatory.try_complete_else_watch(op, now):
             return self._read_all(requests, params)
         await self._wait_for(op)
         changed = op.changed_partitions()
-        if changed is None or len(changed) == len(requests):
+        if changed is None or (len(changed) == len(requests) and not idle):
             return self._read_all(requests, params)
         # Read again only what changed while waiting: a follower's fetch names
         # every partition it follows from us (tens of them), and the rest
@@ -415,8 +422,19 @@ class ReplicaManager:
         # older, caught up by the next fetch); the follower state was updated
         # by the first read, as Kafka updates it only then
         # (ReplicaManager.fetchMessages, not DelayedFetch.onComplete).
-        fresh = self._read_all({k: r for k, r in requests.items() if k in changed}, params)
-        return {key: fresh.get(key, results[key]) for key in requests}
+        fresh = self._read_all({k: r for k, r in op.requests.items() if k in changed}, params)
+        merged = {key: fresh.get(key, results[key]) for key in requests}
+        for key, result in fresh.items():
+            merged.setdefault(key, result)
+        return merged
+
+    def idle_fetch(
+        self, key: TopicPartition, request: FetchPartition, result: FetchPartitionResult
+    ) -> IdleFollowerFetch | None:
+        """`Partition.idle_fetch` of ``key``: the partition's stored idle answer
+        if ``result`` is it."""
+        hosted = self.partitions.get(key)
+        return None if hosted is None else hosted.partition.idle_fetch(request, result)
 
     async def _read_acks_first(
         self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams

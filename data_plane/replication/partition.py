@@ -140,8 +140,8 @@ class Partition:
         self.txn.load(log)
         self.txn.on_high_watermark(self._high_watermark)
         # Leader: follower id -> its last fetch that found nothing to do
-        # (`_IdleFetch`). Follower: the last request `fetch_request` built.
-        self._idle_fetches: dict[int, _IdleFetch] = {}
+        # (`IdleFollowerFetch`). Follower: the last request `fetch_request` built.
+        self._idle_fetches: dict[int, IdleFollowerFetch] = {}
         self._last_fetch_request: FetchPartition | None = None
 
     # ==== views =====================================================================
@@ -574,7 +574,7 @@ class Partition:
         result = self._result(ErrorCode.none, records=records, aborted_transactions=aborted)
         if (request.is_from_follower and request.fetch_offset == leo == self._high_watermark
                 and request.replica_id in leader.isr):
-            self._idle_fetches[request.replica_id] = _IdleFetch(self, request, result)
+            self._idle_fetches[request.replica_id] = IdleFollowerFetch(self, request, result)
         return result
 
     def _consumer_read_bound(self, request: FetchPartition) -> int:
@@ -582,6 +582,18 @@ class Partition:
         if request.read_committed:
             return self.txn.last_stable_offset(self._high_watermark)
         return self._high_watermark
+
+    def idle_fetch(
+        self, request: FetchPartition, result: FetchPartitionResult
+    ) -> IdleFollowerFetch | None:
+        """The stored idle answer if ``result`` is it (`handle_fetch` just
+        answered ``request`` with it), else None."""
+        if not request.is_from_follower:
+            return None
+        idle = self._idle_fetches.get(request.replica_id)
+        if idle is None or idle.request is not request or idle.result is not result:
+            return None
+        return idle
 
     def delayed_fetch_bytes(self, request: FetchPartition) -> int | None:
         """For DelayedFetch: bytes now readable for ``request``, or None if the
@@ -755,7 +767,7 @@ class Partition:
         last_fetched_epoch = self.last_fetched_epoch
         last = self._last_fetch_request
         # The same fields give the same object: the leader's session and its
-        # idle-fetch memo (`_IdleFetch`) recognise an unchanged partition by identity.
+        # idle-fetch memo (`IdleFollowerFetch`) recognise an unchanged partition by identity.
         if (last is not None and last.fetch_offset == leo
                 and last.current_leader_epoch == follower.leader_epoch
                 and last.last_fetched_epoch == last_fetched_epoch
@@ -912,7 +924,7 @@ def _placed(headers: list[BatchHeader], first_offset: int) -> list[tuple[BatchHe
     return out
 
 
-class _IdleFetch:
+class IdleFollowerFetch:
     """A follower's fetch that found the partition idle: the follower at our
     LEO, the HW there too, the follower in the ISR, nothing to read.
 
@@ -923,17 +935,19 @@ class _IdleFetch:
     has moved (leader term and state, partition epoch, LEO, HW, log start,
     latest epoch), the answer is the same: `Partition.handle_fetch` records
     the fetch in the follower's state, as the full path would, and returns
-    the stored result.
+    the stored result. A fetch session may also keep this object and call
+    `refresh` instead of serving the partition (`Partition.idle_fetch`).
     """
 
-    __slots__ = ("fingerprint", "leader", "request", "result")
+    __slots__ = ("fingerprint", "leader", "partition", "request", "result")
 
     def __init__(self, partition: Partition, request: FetchPartition,
                  result: FetchPartitionResult) -> None:
+        self.partition = partition
         self.leader = partition._leader
         self.request = request
         self.result = result
-        self.fingerprint = _IdleFetch._fingerprint(partition)
+        self.fingerprint = IdleFollowerFetch._fingerprint(partition)
 
     @staticmethod
     def _fingerprint(partition: Partition) -> tuple[int, int, int, int, int, int]:
@@ -943,4 +957,20 @@ class _IdleFetch:
 
     def still_idle(self, partition: Partition) -> bool:
         return (self.leader is partition._leader
-                and self.fingerprint == _IdleFetch._fingerprint(partition))
+                and partition._idle_fetches.get(self.request.replica_id) is self
+                and self.fingerprint == IdleFollowerFetch._fingerprint(partition))
+
+    def refresh(self, now_ms: int) -> bool:
+        """The follower fetched again with the same request: if the partition
+        is still idle, record the fetch as `Partition.handle_fetch` would and
+        return True (its answer is `result` again). False: serve it fully."""
+        partition = self.partition
+        if not self.still_idle(partition):
+            return False
+        request = self.request
+        assert self.leader is not None
+        self.leader.update_follower_fetch_state(
+            request.replica_id, fetch_offset=request.fetch_offset,
+            log_start_offset=request.log_start_offset, broker_epoch=request.replica_epoch,
+            leader_log_end_offset=request.fetch_offset, now_ms=now_ms)
+        return True

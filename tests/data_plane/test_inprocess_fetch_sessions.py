@@ -82,14 +82,14 @@ def _batch(values: list[bytes]) -> bytes:
     return builder.build()
 
 
-async def _produce(port: int, records: bytes) -> tuple[int, int]:
+async def _produce(port: int, records: bytes, index: int = WRITTEN) -> tuple[int, int]:
     client = KafkaProtocolClient("127.0.0.1", port, request_timeout_ms=10_000)
     try:
         response: Any = await client.send(p9.ProduceRequest(
             transactional_id=None, acks=-1,  # type: ignore[arg-type]
             timeout=datetime.timedelta(seconds=10),  # type: ignore[arg-type]
             topic_data=(p9.TopicProduceData(name=TOPIC, partition_data=(  # type: ignore[arg-type]
-                p9.PartitionProduceData(index=WRITTEN, records=records),),),),  # type: ignore[arg-type]
+                p9.PartitionProduceData(index=index, records=records),),),),  # type: ignore[arg-type]
         ))
     finally:
         await client.close()
@@ -154,6 +154,55 @@ def test_follower_sessions_carry_only_changed_partitions_and_keep_idle_ones_in_s
     # Many empty round trips happened (idle partitions, long polls) while
     # the ISR held: the leaders served the cached partitions each time.
     assert sum(1 for f in fetches if not f["requested"] and not f["answered"]) >= 6
+
+
+@pytest.fixture
+def long_poll_cluster(tmp_path: object) -> Iterator[ClusterThread]:
+    # Followers' fetches park for up to 20 s: a write that did not wake them
+    # would take that long to be acknowledged.
+    c = InProcessCluster(str(tmp_path), 3, {"min.insync.replicas": "2",
+                                            "replica.fetch.wait.max.ms": "20000"})
+    with ClusterThread(c) as ct:
+        yield ct
+
+
+def test_a_write_to_an_idle_session_partition_wakes_the_parked_follower_fetch(
+    long_poll_cluster: ClusterThread,
+) -> None:
+    ct = long_poll_cluster
+    c = ct.cluster
+    ct.call(c.controller.create_topic, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    ct.run(c.wait_until(lambda: sum(
+        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
+        if k[0] == TOPIC and h.partition.is_leader) == PARTITIONS))
+    # The first (full) fetches park too: one write per leader answers them,
+    # and the followers' sessions start.
+    first: dict[int, int] = {}
+    for index in range(PARTITIONS):
+        first.setdefault(c.leader_of(TOPIC, index), index)
+    for leader, index in first.items():
+        error, _ = ct.run(_produce(c.brokers[leader].server.port, _batch([b"first"]), index))
+        assert error == ErrorCode.none
+    ct.run(c.wait_until(lambda: all(
+        f.session.session_id != 0 and f.partitions
+        for b in c.brokers.values() for f in b.fetchers._fetchers.values()
+    ) and sum(len(b.fetchers._fetchers) for b in c.brokers.values()) == 6))
+    time.sleep(1.0)  # a few incremental fetches: every partition is idle and parked
+    # One acks=all write to each never-written partition in turn, each
+    # acknowledged long before the 20 s long poll would end on its own.
+    written = [i for i in range(PARTITIONS) if i not in first.values()][::3]
+    for index in written:
+        port = c.brokers[c.leader_of(TOPIC, index)].server.port
+        started = time.monotonic()
+        error, base = ct.run(_produce(port, _batch([b"x%d" % index]), index))
+        elapsed = time.monotonic() - started
+        assert (error, base) == (ErrorCode.none, 0), index
+        assert elapsed < 5.0, (index, elapsed)
+    for index in written:
+        topic = topic_now(c)
+        for broker in topic.partitions[index].replicas:
+            hosted = c.brokers[broker].replicas.partitions[(TOPIC, index)]
+            assert hosted.partition.log_end_offset == 1, (index, broker)
 
 
 def topic_now(c: InProcessCluster) -> Any:

@@ -717,3 +717,29 @@ def test_no_stored_answer_while_the_high_watermark_waits_for_a_follower(ctx: Ctx
 def _values(records: bytes) -> list[bytes | None]:
     return [rec.value for header, pos in iter_batches(records)
             for rec in decode_records(records, pos=pos)]
+
+
+def test_a_session_refreshes_an_idle_partition_instead_of_serving_it(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    requests = {r: ctx.parts[r].fetch_request(0) for r in (2, 3)}
+    tokens = {}
+    for r, req in requests.items():
+        assert req is not None
+        answer = leader.handle_fetch(req, 0)
+        assert leader.idle_fetch(req, replace(answer)) is None  # not the stored answer
+        tokens[r] = leader.idle_fetch(req, answer)
+        assert tokens[r] is not None
+    # Refreshing records each fetch like serving it: no shrink, and right
+    # after an append a follower that "fetched" 300 ms ago is within the lag.
+    for t in range(300, 5_000, 300):
+        assert all(token is not None and token.refresh(t) for token in tokens.values())
+        assert not leader.maybe_shrink_isr(t)
+    ctx.now_ms = 5_000
+    ctx.produce(1, b"c")
+    assert not leader.maybe_shrink_isr(5_200)
+    # The append ends the idle state: the session must serve the partition.
+    assert not any(token is not None and token.refresh(5_300) for token in tokens.values())
+    req = requests[2]
+    assert req is not None
+    assert _values(leader.handle_fetch(req, 5_300).records) == [b"c"]

@@ -244,3 +244,39 @@ def test_a_satisfied_delayed_fetch_names_the_partitions_to_read_again() -> None:
                            lookup={A: FakeReplica(readable=0)}.get)
     purgatory.try_complete_else_watch(expired, 4)
     assert purgatory.expire(10) == [expired] and expired.changed_partitions() is None
+
+
+def test_idle_partitions_are_watched_but_not_asked_at_the_first_check() -> None:
+    # A fetch session's idle partitions: known to have nothing to read now.
+    asked: list[TopicPartition] = []
+
+    class Counting(FakeReplica):
+        def delayed_fetch_bytes(self, request: FetchPartition) -> int | None:
+            asked.append(self.key)
+            return self.readable
+
+        key: TopicPartition = A
+
+    replicas = {A: Counting(readable=0), B: Counting(readable=0)}
+    replicas[B].key = B
+    purgatory: Purgatory[DelayedFetch] = Purgatory()
+    op = DelayedFetch({A: FetchPartition(0)}, min_bytes=1, deadline_ms=500,
+                      lookup=replicas.get, idle={B: FetchPartition(3)})
+    assert not purgatory.try_complete_else_watch(op, 0)
+    assert asked == [A]
+    assert purgatory.watched(B) == 1
+    assert purgatory.check_and_complete(B, 1) == []  # B checked, still nothing
+    replicas[B].readable = 10
+    assert purgatory.check_and_complete(B, 2) == [op]
+    assert op.changed_partitions() == {B}
+    assert op.requests[B] == FetchPartition(3)
+    # Only idle partitions: nothing is asked until one changes.
+    asked.clear()
+    replicas[B].readable = 0
+    only_idle = DelayedFetch({}, min_bytes=1, deadline_ms=500, lookup=replicas.get,
+                             idle={A: FetchPartition(0), B: FetchPartition(0)})
+    assert not purgatory.try_complete_else_watch(only_idle, 3)
+    assert asked == []
+    replicas[A].readable = None  # must answer (a leader change)
+    assert purgatory.check_and_complete(A, 4) == [only_idle]
+    assert only_idle.changed_partitions() == {A}
