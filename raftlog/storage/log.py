@@ -572,11 +572,7 @@ class Log:
         log end offset; `LogClosedError`.
         """
         with self._lock:
-            self._check_open()
-            leo = self.log_end_offset
-            if offset < self._log_start_offset or offset > leo:
-                raise OffsetOutOfRangeError(offset, self._log_start_offset, leo)
-            segment = self._segments[bisect.bisect_right(self._bases, offset) - 1]
+            segment, leo = self._segment_for_read(offset)
             data = segment.read(offset, max_bytes, max_offset)
             return FetchData(offset, data, self._log_start_offset, leo)
 
@@ -584,12 +580,16 @@ class Log:
         """``len(read(offset, max_bytes, max_offset).records)``: usually without
         reading (a long-polling fetch asks on every append). Raises as `read`."""
         with self._lock:
-            self._check_open()
-            leo = self.log_end_offset
-            if offset < self._log_start_offset or offset > leo:
-                raise OffsetOutOfRangeError(offset, self._log_start_offset, leo)
-            segment = self._segments[bisect.bisect_right(self._bases, offset) - 1]
+            segment, _ = self._segment_for_read(offset)
             return segment.readable_bytes(offset, max_bytes, max_offset)
+
+    def _segment_for_read(self, offset: int) -> tuple[LogSegment, int]:
+        """The segment holding ``offset`` and the log end offset (caller holds the lock)."""
+        self._check_open()
+        leo = self.log_end_offset
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, leo)
+        return self._segments[bisect.bisect_right(self._bases, offset) - 1], leo
 
     # ==== truncation and retention ==================================================
 

@@ -97,20 +97,31 @@ async def _produce(port: int, records: bytes, index: int = WRITTEN) -> tuple[int
     return int(part.error_code), int(part.base_offset)
 
 
-def test_follower_sessions_carry_only_changed_partitions_and_keep_idle_ones_in_sync(
-    cluster: ClusterThread,
-) -> None:
-    ct = cluster
+def _create_topic(ct: ClusterThread) -> None:
     c = ct.cluster
     ct.call(c.controller.create_topic, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
     ct.run(c.wait_until(lambda: sum(
         1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
         if k[0] == TOPIC and h.partition.is_leader) == PARTITIONS))
-    # Every follower fetcher has a session with its leader.
+
+
+def _wait_for_sessions(ct: ClusterThread) -> None:
+    """Until every follower fetcher (6: 2 per broker) has a session with its leader."""
+    c = ct.cluster
     ct.run(c.wait_until(lambda: all(
         f.session.session_id != 0 and f.partitions
         for b in c.brokers.values() for f in b.fetchers._fetchers.values()
     ) and sum(len(b.fetchers._fetchers) for b in c.brokers.values()) == 6))
+
+
+def test_follower_sessions_carry_only_changed_partitions_and_keep_idle_ones_in_sync(
+    cluster: ClusterThread,
+) -> None:
+    ct = cluster
+    c = ct.cluster
+    _create_topic(ct)
+    # Every follower fetcher has a session with its leader.
+    _wait_for_sessions(ct)
     topic = c.controller.image.topic_by_name(TOPIC)
     assert topic is not None
     topic_id: uuid.UUID = topic.topic_id
@@ -171,10 +182,7 @@ def test_a_write_to_an_idle_session_partition_wakes_the_parked_follower_fetch(
 ) -> None:
     ct = long_poll_cluster
     c = ct.cluster
-    ct.call(c.controller.create_topic, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-    ct.run(c.wait_until(lambda: sum(
-        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
-        if k[0] == TOPIC and h.partition.is_leader) == PARTITIONS))
+    _create_topic(ct)
     # The first (full) fetches park too: one write per leader answers them,
     # and the followers' sessions start.
     first: dict[int, int] = {}
@@ -183,10 +191,7 @@ def test_a_write_to_an_idle_session_partition_wakes_the_parked_follower_fetch(
     for leader, index in first.items():
         error, _ = ct.run(_produce(c.brokers[leader].server.port, _batch([b"first"]), index))
         assert error == ErrorCode.none
-    ct.run(c.wait_until(lambda: all(
-        f.session.session_id != 0 and f.partitions
-        for b in c.brokers.values() for f in b.fetchers._fetchers.values()
-    ) and sum(len(b.fetchers._fetchers) for b in c.brokers.values()) == 6))
+    _wait_for_sessions(ct)
     time.sleep(1.0)  # a few incremental fetches: every partition is idle and parked
     # One acks=all write to each never-written partition in turn, each
     # acknowledged long before the 20 s long poll would end on its own.
