@@ -13,7 +13,10 @@ session epoch -1 (librdkafka, kafka-python) is a full fetch answered with
 session id 0, as before sessions existed. Epoch 0 creates a session;
 later requests carry only what changed and the answer only partitions with
 news. Every fetch still serves all the session's partitions, so follower
-fetch state and the ISR move as with full requests.
+fetch state and the ISR move as with full requests; a follower's idle
+partition is served by refreshing the leader's stored idle answer (it
+records the fetch as serving would, `_Served.idle`) and is only watched
+while the fetch long-polls.
 """
 
 from __future__ import annotations

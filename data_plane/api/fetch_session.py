@@ -20,7 +20,9 @@ Every fetch serves *all* the session's partitions with their cached request
 state, so the leader's follower fetch state (LEO, lastCaughtUpTime, ISR
 expansion and shrink) moves exactly as it would with full requests. Only the
 answer shrinks: an incremental answer names a partition only when it has
-something to say (`FetchContext.maybe_include`).
+something to say (`FetchContext.maybe_include`). (The fetch handler serves
+a follower's idle partitions by refreshing the leader's stored idle answer,
+which records the fetch the same way: `data_plane.api.fetch`.)
 
 Sessions are keyed per partition by the label the request version names
 topics with: the topic id (v13+) or the name (older). Names are resolved by

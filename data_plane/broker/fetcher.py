@@ -280,7 +280,8 @@ class _Fetcher:
         names = self._names
         config = self.replicas.broker_config
         # KIP-227: after the first (full) fetch, only partitions whose fetch
-        # state changed; the leader still serves every partition of the session.
+        # state changed; the leader still serves (or refreshes, when idle)
+        # every partition of the session.
         session_request = self.session.build(self._wanted)
         by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
         for topic_id, partition in session_request.send.values():

@@ -5,8 +5,9 @@ requests are observed by wrapping each fetcher's client (production code is
 untouched): once their sessions exist, requests and answers name only the
 written partition; the high watermark still reaches the followers; acks=all
 works; and idle partitions stay in the ISR well past a short
-``replica.lag.time.max.ms``, because the leader serves every session
-partition on every fetch.
+``replica.lag.time.max.ms``, because the leader serves (idle: refreshes)
+every session partition on every fetch; and a write to an idle partition
+wakes the followers' parked fetches at once.
 """
 
 from __future__ import annotations
