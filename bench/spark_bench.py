@@ -29,6 +29,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ def run(
         .load()
     )
     cp = tempfile.mkdtemp(prefix="spark-bench-")
+    close_sink: Callable[[], None] = lambda: None  # noqa: E731
     if writer.startswith("foreachBatch"):
         sink = raftlog_sink(
             bootstrap_servers=bootstrap,
@@ -100,6 +102,7 @@ def run(
             exactly_once=exactly_once,
             **producer,
         )
+        close_sink = sink.close
         if writer == "foreachBatch-shuffle":
             # The earlier design: hash-partition each batch on the key into
             # one task per topic partition before writing.
@@ -129,6 +132,7 @@ def run(
             raise RuntimeError(q.exception())
         time.sleep(0.2)
     q.stop()
+    close_sink()  # the sink's state consumers
     wall = time.monotonic() - started
     progress = [p for p in q.recentProgress if p["numInputRows"]][: batches + 1]
     measured = progress[1:]  # the first batch warms up the Python workers

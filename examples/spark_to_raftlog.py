@@ -85,6 +85,7 @@ def main() -> None:
     while len(written) < 3:
         query.awaitTermination(0.5)
     query.stop()
+    sink.close()  # its state-group consumer
 
     df = (
         spark.read.format("raftlog")

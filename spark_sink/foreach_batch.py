@@ -39,7 +39,7 @@ from typing import Any
 from .kafka_io import SinkError, WriteConfig, write_task
 from .staged import StagedTxn, StateStore, commit_batch, settle_batch, stage_task
 
-__all__ = ("SinkError", "raftlog_sink")
+__all__ = ("ForeachBatchWriter", "SinkError", "raftlog_sink")
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 STATS_SCHEMA = (
@@ -108,15 +108,19 @@ def raftlog_sink(
     fail_first_attempt_after: int | None = None,
     on_batch: Callable[[int, list[Any]], None] | None = None,
     **producer_config: Any,
-) -> Callable[[Any, int], None]:
-    """A function for ``writeStream.foreachBatch`` writing each micro-batch
+) -> ForeachBatchWriter:
+    """A callable for ``writeStream.foreachBatch`` writing each micro-batch
     to ``topic``. ``sink_id`` names the transactional ids and the state
     group (default: the streaming query's id, kept in its checkpoint).
     ``on_batch(batch_id, stats)`` receives one row per write task (task,
     batch_id, rows, skipped, attempt, transactional_id, producer_id,
     producer_epoch), or no rows when the batch was decided before (a
     replay). ``fail_first_attempt_after`` is fault injection for recovery
-    tests: the first attempt of each task fails after writing that many rows."""
+    tests: the first attempt of each task fails after writing that many rows.
+
+    With ``exactly_once`` the writer keeps one consumer open per sink id
+    for the state group; `ForeachBatchWriter.close` (or a ``with`` block)
+    releases it once the query has stopped."""
     cfg = WriteConfig(
         bootstrap_servers,
         topic,
@@ -167,7 +171,33 @@ def raftlog_sink(
             )
         _report(on_batch, batch_id, stats, "committed" if exactly_once else "written")
 
-    return write_batch
+    return ForeachBatchWriter(write_batch, stores)
+
+
+class ForeachBatchWriter:
+    """What `raftlog_sink` returns: call it as Spark's foreachBatch function;
+    `close` (or leaving a ``with`` block) closes the state consumers it
+    keeps open across batches. Writing after `close` opens them again."""
+
+    def __init__(self, write_batch: Callable[[Any, int], None],
+                 stores: dict[str, StateStore]) -> None:
+        self._write_batch = write_batch
+        self._stores = stores
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self._write_batch(df, batch_id)
+
+    def close(self) -> None:
+        stores = list(self._stores.values())
+        self._stores.clear()
+        for store in stores:
+            store.close()
+
+    def __enter__(self) -> ForeachBatchWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _task_writer(

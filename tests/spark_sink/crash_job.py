@@ -28,15 +28,15 @@ def main() -> None:
     def write(df, batch_id):  # type: ignore[no-untyped-def]
         print(f"batch {batch_id} starting", flush=True)
         stats = []
-        wrapped = raftlog_sink(
+        with raftlog_sink(
             bootstrap_servers=bootstrap,
             topic=topic,
             key="id",
             value=None,
             on_batch=lambda b, s: stats.extend(s),
             **{"linger.ms": 5},
-        )
-        wrapped(df, batch_id)
+        ) as wrapped:
+            wrapped(df, batch_id)
         if not stats:
             print(f"batch {batch_id} skipped: decided before the crash", flush=True)
             return

@@ -196,6 +196,7 @@ def test_task_retry_after_partial_write_adds_no_duplicates(
     # the driver skips it without running a task.
     stats.clear()
     sink(df, 0)
+    sink.close()
     assert stats == [], stats
     assert len(read_topic(bootstrap, topic)) == 30_000
 
@@ -212,14 +213,15 @@ def test_datasource_writer_round_trip_with_task_retries(
         "cast(id as string) as value",
         "array(named_struct('key', 'h', 'value', cast(cast(id as string) as binary))) as headers",
     )
-    raftlog_sink(
+    with raftlog_sink(
         bootstrap_servers=bootstrap,
         topic=src,
         key="key",
         value="value",
         headers="headers",
         sink_id="ds-src",
-    )(df, 0)
+    ) as sink:
+        sink(df, 0)
     stream = raftlog_stream(spark, bootstrap, src, 4000)
     q = (
         stream.select("key", "value", "headers")
@@ -260,9 +262,10 @@ def test_datasource_writer_commit_failure_then_restart_writes_every_row_once(
     df = spark.range(0, 6000, numPartitions=3).selectExpr(
         "concat('k-', id) as key", "cast(id as string) as value"
     )
-    raftlog_sink(
+    with raftlog_sink(
         bootstrap_servers=bootstrap, topic=src, key="key", value="value", sink_id=f"cf-src-{fail}"
-    )(df, 0)
+    ) as sink:
+        sink(df, 0)
 
     def start(fail_commit: str | None) -> Any:
         stream = raftlog_stream(spark, bootstrap, src, 4000)

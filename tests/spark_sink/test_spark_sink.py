@@ -67,22 +67,21 @@ def test_file_source_to_sink_then_source_to_datasource_writer_round_trip(
         .option("maxFilesPerTrigger", 1)
         .json(str(tmp_path / "in"))
     )
-    q = (
-        source.writeStream.foreachBatch(
-            raftlog_sink(
-                bootstrap_servers=bootstrap,
-                topic=first,
-                key="id",
-                value=None,
-                exactly_once=eos,
-                on_batch=lambda b, s: batches.append((b, s)),
-            )
+    with raftlog_sink(
+        bootstrap_servers=bootstrap,
+        topic=first,
+        key="id",
+        value=None,
+        exactly_once=eos,
+        on_batch=lambda b, s: batches.append((b, s)),
+    ) as sink:
+        q = (
+            source.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "cp1"))
+            .trigger(availableNow=True)
+            .start()
         )
-        .option("checkpointLocation", str(tmp_path / "cp1"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination(120)
+        q.awaitTermination(120)
     assert q.exception() is None, q.exception()
     assert [b for b, _ in batches] == [0, 1, 2]
     assert sum(r.rows for _, s in batches for r in s) == len(rows)
