@@ -108,9 +108,9 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     incremental = context.mode is SessionMode.INCREMENTAL
     now_ms = api.replicas.now_ms()
     for key, state in context.partitions:
+        cached = context.cached(key)
         if incremental and replica_id >= 0:
-            held = context.cached(key)
-            was_idle = held.memo if held is not None else None
+            was_idle = cached.memo if cached is not None else None
             if (isinstance(was_idle, _Served) and was_idle.idle is not None
                     and key not in context.requested):
                 if (was_idle.name == _topic_name(image, key[0])
@@ -134,18 +134,15 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             error = ErrorCode.unknown_topic_or_partition
         elif state.fetch_offset < 0:
             error = ErrorCode.offset_out_of_range
+        elif cached is not None:
+            memo = cached.memo if isinstance(cached.memo, _Served) else None
+            if memo is None or not memo.serves(name, replica_id, replica_epoch, read_committed):
+                memo = cached.memo = _Served(name, _fetch_partition(
+                    state, replica_id, replica_epoch, read_committed))
+            requests[(name, index)] = memo.request
         else:
-            cached = context.cached(key)
-            if cached is not None:
-                memo = cached.memo if isinstance(cached.memo, _Served) else None
-                if memo is None or not memo.serves(name, replica_id, replica_epoch,
-                                                   read_committed):
-                    memo = cached.memo = _Served(name, _fetch_partition(
-                        state, replica_id, replica_epoch, read_committed))
-                requests[(name, index)] = memo.request
-            else:
-                requests[(name, index)] = _fetch_partition(
-                    state, replica_id, replica_epoch, read_committed)
+            requests[(name, index)] = _fetch_partition(
+                state, replica_id, replica_epoch, read_committed)
         served.append((key, name, error, memo))
     max_bytes = int(getattr(request, "max_bytes", _INT32_MAX))
     params = FetchParams(

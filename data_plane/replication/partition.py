@@ -523,13 +523,8 @@ class Partition:
             return self._error_result(ErrorCode.not_leader_or_follower)
         if request.is_from_follower:
             idle = self._idle_fetches.get(request.replica_id)
-            if idle is not None and idle.request is request and idle.still_idle(self):
+            if idle is not None and idle.request is request and idle.refresh(now_ms):
                 # The same request, and nothing its answer depends on moved.
-                leader.update_follower_fetch_state(
-                    request.replica_id, fetch_offset=request.fetch_offset,
-                    log_start_offset=request.log_start_offset,
-                    broker_epoch=request.replica_epoch,
-                    leader_log_end_offset=request.fetch_offset, now_ms=now_ms)
                 return idle.result
         error = self._check_current_leader_epoch(request.current_leader_epoch)
         if error is not None:
@@ -603,7 +598,7 @@ class Partition:
             return None
         if request.is_from_follower:
             idle = self._idle_fetches.get(request.replica_id)
-            if idle is not None and idle.request is request and idle.still_idle(self):
+            if idle is not None and idle.request is request and idle.still_idle():
                 return 0
         if self._check_current_leader_epoch(request.current_leader_epoch) is not None:
             return None
@@ -955,7 +950,8 @@ class IdleFollowerFetch:
         return (partition._leader_epoch, partition._partition_epoch, log.log_end_offset,
                 partition._high_watermark, log.log_start_offset, log.latest_epoch)
 
-    def still_idle(self, partition: Partition) -> bool:
+    def still_idle(self) -> bool:
+        partition = self.partition
         return (self.leader is partition._leader
                 and partition._idle_fetches.get(self.request.replica_id) is self
                 and self.fingerprint == IdleFollowerFetch._fingerprint(partition))
@@ -964,8 +960,7 @@ class IdleFollowerFetch:
         """The follower fetched again with the same request: if the partition
         is still idle, record the fetch as `Partition.handle_fetch` would and
         return True (its answer is `result` again). False: serve it fully."""
-        partition = self.partition
-        if not self.still_idle(partition):
+        if not self.still_idle():
             return False
         request = self.request
         assert self.leader is not None
