@@ -65,6 +65,8 @@ __all__ = (
     "LocalClusterError",
     "NodeLayout",
     "Timeouts",
+    "process_state",
+    "wait_process_state",
 )
 
 COMBINED: Final = "broker,controller"
@@ -74,6 +76,35 @@ SERVER_CLI: Final = (sys.executable, "-m", "data_plane.cli", "server", "start")
 
 class LocalClusterError(Exception):
     """A local-cluster operation failed; the message is one readable line."""
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter from ``/proc/<pid>/stat`` (``R``, ``S``, ``T``
+    stopped, ``Z`` zombie...); None once the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat[stat.rindex(")") + 2]
+
+
+def wait_process_state(pid: int, *, stopped: bool, timeout_s: float = 5.0) -> None:
+    """Wait until ``pid`` is (``stopped``) or is no longer (not ``stopped``)
+    in state ``T``. A signal is delivered asynchronously: right after
+    ``kill(pid, SIGSTOP)`` a process running on another CPU still reads
+    ``R``. A process that is gone counts as not stopped. Raises
+    `LocalClusterError` at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = process_state(pid)
+        if (state == "T") == stopped and not (stopped and state is None):
+            return
+        if stopped and state is None:
+            raise LocalClusterError(f"pid {pid} exited instead of stopping")
+        if time.monotonic() >= deadline:
+            want = "stopped" if stopped else "running"
+            raise LocalClusterError(f"pid {pid} not {want} after {timeout_s} s (state {state})")
+        time.sleep(0.002)
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,18 +462,14 @@ class LocalCluster:
             return proc.poll() is None
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+        except (FileNotFoundError, ProcessLookupError):
             return False
-        return state != "Z" and str(self.config_path(node_id)).encode() in cmdline
+        state = process_state(pid)
+        return state not in (None, "Z") and str(self.config_path(node_id)).encode() in cmdline
 
     def is_paused(self, node_id: int) -> bool:
         pid = self.pids.get(node_id)
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, IndexError):
-            return False
-        return state == "T"
+        return pid is not None and process_state(pid) == "T"
 
     def pid(self, node_id: int) -> int:
         if not self.is_alive(node_id):
@@ -468,12 +495,20 @@ class LocalCluster:
                                     f"(stacks in {self.log_path(node_id)})")
         return code
 
-    def pause(self, node_id: int) -> None:
-        """SIGSTOP: the node keeps its sockets but answers nothing (a GC pause)."""
-        self.send_signal(node_id, signal.SIGSTOP)
+    def pause(self, node_id: int, timeout_s: float = 5.0) -> None:
+        """SIGSTOP: the node keeps its sockets but answers nothing (a GC pause).
+        Returns once /proc shows the node stopped: the signal is delivered
+        asynchronously, and a caller that reads `is_paused` right after must
+        see the pause it asked for."""
+        pid = self.pid(node_id)
+        os.kill(pid, signal.SIGSTOP)
+        wait_process_state(pid, stopped=True, timeout_s=timeout_s)
 
-    def resume(self, node_id: int) -> None:
-        self.send_signal(node_id, signal.SIGCONT)
+    def resume(self, node_id: int, timeout_s: float = 5.0) -> None:
+        """SIGCONT, returning once /proc no longer shows the node stopped."""
+        pid = self.pid(node_id)
+        os.kill(pid, signal.SIGCONT)
+        wait_process_state(pid, stopped=False, timeout_s=timeout_s)
 
     def restart(self, node_id: int, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int:
         """Stop node ``node_id`` with ``sig`` (if running), start it again; the new PID."""

@@ -25,6 +25,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+from data_plane.local_cluster import wait_process_state
+
 LIBFAKETIME_PATHS = (
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
     "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
@@ -45,19 +47,17 @@ def kill(pid: int) -> None:
 
 
 def pause(pid: int) -> None:
+    """SIGSTOP, returning once /proc shows the process stopped (delivery is
+    asynchronous)."""
     os.kill(pid, signal.SIGSTOP)
+    wait_process_state(pid, stopped=True)
 
 
 def resume(pid: int) -> None:
     """SIGCONT; no error if the process is already gone (heal is idempotent)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)
-
-
-def process_state(pid: int) -> str:
-    """The state letter from /proc (``R``, ``S``, ``T`` stopped, ``Z``...)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2]
+        wait_process_state(pid, stopped=False)
 
 
 def find_libfaketime() -> str | None:
