@@ -40,11 +40,13 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import logging
 import socket
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type hints
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -56,6 +58,9 @@ from .kafka_io import (
     produce_batches,
     reporting_producer_settings,
 )
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Long enough for a batch's slowest task plus the driver's commit; the
 #: broker caps it at ``transaction.max.timeout.ms`` (15 min).
@@ -95,6 +100,20 @@ class SinkState:
 
 # --- the sink's state (a consumer-group offset with metadata) -----------------------------
 
+# Group-coordinator errors worth asking again: the coordinator moved or is
+# loading, the connection dropped, or a transactional offset commit is pending.
+_STATE_RETRY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.UNSTABLE_OFFSET_COMMIT,
+        KafkaError._TRANSPORT,
+        KafkaError._WAIT_COORD,
+    }
+)
+
 
 class StateStore:
     """The sink's state group, through one consumer kept open until `close`
@@ -118,10 +137,36 @@ class StateStore:
         return self._consumer
 
     def read(self) -> SinkState:
-        return _read_state(self.cfg, self.sink_id, self.consumer())
+        return self._retrying(
+            "read", lambda left: _read_state(self.cfg, self.sink_id, self.consumer(), left)
+        )
 
     def write(self, state: SinkState) -> None:
-        _write_state(self.cfg, self.sink_id, state, self.consumer())
+        self._retrying(
+            "write", lambda _: _write_state(self.cfg, self.sink_id, state, self.consumer())
+        )
+
+    def _retrying(self, what: str, call: Callable[[float], _T]) -> _T:
+        """``call(seconds left)`` until it succeeds, a non-retriable error, or
+        ``cfg.timeout_s``. librdkafka retries a group-coordinator error only
+        twice, then ``committed`` / ``commit`` raise it; the state group's
+        coordinator moves when its offsets partition changes leader (a broker
+        fenced or restarted), and a Kafka consumer rides that out until its
+        timeout, as this does. An OffsetCommit is safe to repeat."""
+        deadline = time.monotonic() + self.cfg.timeout_s
+        attempt = 0
+        while True:
+            try:
+                return call(max(0.1, deadline - time.monotonic()))
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                code = error.code() if isinstance(error, KafkaError) else None
+                if code not in _STATE_RETRY or time.monotonic() >= deadline:
+                    raise
+                attempt += 1
+                log.info("sink %s: state %s failed (%s); retrying (attempt %d)",
+                         self.sink_id, what, error.name() if error else exc, attempt)
+                time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0, max(0.0, deadline - time.monotonic())))
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -147,8 +192,11 @@ def write_state(cfg: WriteConfig, sink_id: str, state: SinkState) -> None:
         store.close()
 
 
-def _read_state(cfg: WriteConfig, sink_id: str, consumer: Consumer) -> SinkState:
-    tp = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=cfg.timeout_s)[0]
+def _read_state(
+    cfg: WriteConfig, sink_id: str, consumer: Consumer, timeout_s: float | None = None
+) -> SinkState:
+    timeout = cfg.timeout_s if timeout_s is None else timeout_s
+    tp = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=timeout)[0]
     if tp.error is not None:
         raise KafkaException(tp.error)
     if tp.offset < 0:
