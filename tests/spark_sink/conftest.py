@@ -8,6 +8,7 @@ Every test here is skipped, with the reason, when pyspark is not installed
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,10 @@ def spark() -> Iterator[Any]:
     print(f"\nSparkSession ready in {time.monotonic() - started:.1f} s")
     yield session
     session.stop()
+    # py4j's connection objects log "Closing down clientserver connection"
+    # from __del__ at interpreter exit, after pytest has closed the stream the
+    # handler writes to ("--- Logging error ---" after the summary).
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
