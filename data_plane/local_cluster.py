@@ -97,10 +97,10 @@ def wait_process_state(pid: int, *, stopped: bool, timeout_s: float = 5.0) -> No
     deadline = time.monotonic() + timeout_s
     while True:
         state = process_state(pid)
-        if (state == "T") == stopped and not (stopped and state is None):
-            return
         if stopped and state is None:
             raise LocalClusterError(f"pid {pid} exited instead of stopping")
+        if (state == "T") == stopped:
+            return
         if time.monotonic() >= deadline:
             want = "stopped" if stopped else "running"
             raise LocalClusterError(f"pid {pid} not {want} after {timeout_s} s (state {state})")

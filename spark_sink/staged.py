@@ -115,6 +115,11 @@ _STATE_RETRY = frozenset(
 )
 
 
+def _backoff_s(attempt: int) -> float:
+    """Before retry ``attempt`` (1, 2, ...): 0.1 s, doubling, at most 1 s."""
+    return min(0.05 * (1 << min(attempt, 5)), 1.0)
+
+
 class StateStore:
     """The sink's state group, through one consumer kept open until `close`
     (a foreachBatch driver keeps one per sink across batches, which saves
@@ -166,7 +171,7 @@ class StateStore:
                 attempt += 1
                 log.info("sink %s: state %s failed (%s); retrying (attempt %d)",
                          self.sink_id, what, error.name() if error else exc, attempt)
-                time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0, max(0.0, deadline - time.monotonic())))
+                time.sleep(min(_backoff_s(attempt), max(0.0, deadline - time.monotonic())))
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -192,11 +197,8 @@ def write_state(cfg: WriteConfig, sink_id: str, state: SinkState) -> None:
         store.close()
 
 
-def _read_state(
-    cfg: WriteConfig, sink_id: str, consumer: Consumer, timeout_s: float | None = None
-) -> SinkState:
-    timeout = cfg.timeout_s if timeout_s is None else timeout_s
-    tp = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=timeout)[0]
+def _read_state(cfg: WriteConfig, sink_id: str, consumer: Consumer, timeout_s: float) -> SinkState:
+    tp = consumer.committed([TopicPartition(cfg.topic, 0)], timeout=timeout_s)[0]
     if tp.error is not None:
         raise KafkaException(tp.error)
     if tp.offset < 0:
@@ -453,7 +455,7 @@ def _end_one(
     attempt = 0
     while time.monotonic() < deadline:
         if attempt:
-            time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
+            time.sleep(_backoff_s(attempt))
         host, port = bootstrap[attempt % len(bootstrap)]
         attempt += 1
         try:
