@@ -102,6 +102,8 @@ class NodeMetrics:
     def __init__(self, sources: NodeSources) -> None:
         self.sources = sources
         self._names: tuple[MetadataImage, Mapping[Any, str]] | None = None
+        # (counter, topic) -> the counter's child for that topic.
+        self._topic_children: dict[tuple[Counter, str], Any] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_time_ms = Histogram(
             "kafka_network_requestmetrics_totaltimems",
@@ -182,8 +184,8 @@ class NodeMetrics:
                 size += len(data)
                 records += _record_count(data)
             if size:
-                self.bytes_in.labels(name).inc(size)
-                self.messages_in.labels(name).inc(records)
+                self._topic_child(self.bytes_in, name).inc(size)
+                self._topic_child(self.messages_in, name).inc(records)
 
     def count_fetch(self, request: Any, response: Any) -> None:
         counter = self.replication_bytes_out if _fetch_replica_id(request) >= 0 else self.bytes_out
@@ -202,7 +204,15 @@ class NodeMetrics:
                 if names is None:
                     names = self._topic_names()
                 name = names.get(name, str(name))
-            counter.labels(str(name)).inc(size)
+            self._topic_child(counter, str(name)).inc(size)
+
+    def _topic_child(self, counter: Counter, topic: str) -> Any:
+        """``counter.labels(topic)``, remembered (children are never removed)."""
+        key = (counter, topic)
+        child = self._topic_children.get(key)
+        if child is None:
+            child = self._topic_children[key] = counter.labels(topic)
+        return child
 
     def _topic_names(self) -> Mapping[Any, str]:
         """Topic id -> name in the current image (rebuilt when the image changes)."""
@@ -230,37 +240,60 @@ def instrument_handlers(
 ) -> dict[int, Handler]:
     """``handlers`` with each one timed into ``kafka_network_requestmetrics_totaltimems``
     (and Produce/Fetch counted into the per-topic byte counters)."""
-    return {key: _timed(key, handler, metrics) for key, handler in handlers.items()}
+    pending = _PendingAccounts(metrics)
+    return {key: _timed(key, handler, pending) for key, handler in handlers.items()}
 
 
-def _timed(api_key: int, handler: Handler, metrics: NodeMetrics) -> Handler:
+class _PendingAccounts:
+    """Requests answered since the last loop turn, accounted together.
+
+    Accounting runs after the responses are written (a produce's answer and a
+    follower's fetch answer are on the acks=all critical path), in one
+    callback per loop turn rather than one per request."""
+
+    def __init__(self, metrics: NodeMetrics) -> None:
+        self.metrics = metrics
+        self._items: list[tuple[int, str, str, float, Any, Any]] = []
+        # (request name, listener) -> the histogram child: `labels` costs a
+        # lock and a validation per call.
+        self._children: dict[tuple[str, str], Any] = {}
+
+    def add(self, api_key: int, plain_name: str, listener: str, elapsed_ms: float,
+            request: Any, response: Any) -> None:
+        items = self._items
+        if not items:
+            asyncio.get_running_loop().call_soon(self._flush)
+        items.append((api_key, plain_name, listener, elapsed_ms, request, response))
+
+    def _flush(self) -> None:
+        items, self._items = self._items, []
+        metrics, children = self.metrics, self._children
+        for api_key, name, listener, elapsed_ms, request, response in items:
+            try:
+                if api_key == _FETCH:
+                    name = kafka_request_name(api_key, request)
+                child = children.get((name, listener))
+                if child is None:
+                    child = children[(name, listener)] = metrics.request_time_ms.labels(
+                        name, listener)
+                child.observe(elapsed_ms)
+                if api_key == _PRODUCE:
+                    metrics.count_produce(request)
+                elif api_key == _FETCH:
+                    metrics.count_fetch(request, response)
+            except Exception:  # metrics never fail a request
+                pass
+
+
+def _timed(api_key: int, handler: Handler, pending: _PendingAccounts) -> Handler:
     plain_name = kafka_request_name(api_key)
-    # (request name, listener) -> the histogram child: `labels` costs a lock
-    # and a validation per call.
-    children: dict[tuple[str, str], Any] = {}
-
-    def account(name: str, listener: str, elapsed_ms: float, request: Any, response: Any) -> None:
-        try:
-            child = children.get((name, listener))
-            if child is None:
-                child = children[(name, listener)] = metrics.request_time_ms.labels(name, listener)
-            child.observe(elapsed_ms)
-            if api_key == _PRODUCE:
-                metrics.count_produce(request)
-            elif api_key == _FETCH:
-                metrics.count_fetch(request, response)
-        except Exception:  # metrics never fail a request
-            pass
+    add = pending.add
 
     async def timed(context: RequestContext, request: Any) -> Any:
         start = time.perf_counter()
         response = await handler(context, request)
-        elapsed_ms = (time.perf_counter() - start) * 1000
-        name = kafka_request_name(api_key, request) if api_key == _FETCH else plain_name
-        # Counted once the response is on its way: a produce's answer and a
-        # follower's fetch answer are on the acks=all critical path.
-        asyncio.get_running_loop().call_soon(
-            account, name, context.listener_name, elapsed_ms, request, response)
+        add(api_key, plain_name, context.listener_name,
+            (time.perf_counter() - start) * 1000, request, response)
         return response
 
     return timed

@@ -1,0 +1,128 @@
+"""Request metrics (`instrument_handlers`): what the wrapper counts, and when.
+
+The counting is deferred until after the responses are on their way, and
+requests answered in one event-loop turn are counted together; these tests
+check that nothing is lost or counted twice on the way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import SimpleNamespace
+from typing import Any
+
+from data_plane.http.metrics import NodeMetrics, NodeSources, instrument_handlers
+from data_plane.http.testing import FakeBackend
+from raftlog.net import EncodedBody, RequestContext
+from raftlog.records import BatchBuilder
+
+PRODUCE, FETCH = 0, 1
+PRODUCED = EncodedBody(b"produced")
+
+
+def _metrics() -> NodeMetrics:
+    return NodeMetrics(NodeSources(node_id=1, cluster_id="c", image=FakeBackend().image))
+
+
+def _context(api_key: int) -> RequestContext:
+    return RequestContext(api_key=api_key, api_version=9, correlation_id=1, client_id="t",
+                          peer=None, listener_name="PLAINTEXT")
+
+
+def _sample(metrics: NodeMetrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def _batch(records: int) -> bytes:
+    builder = BatchBuilder()
+    for i in range(records):
+        builder.append(b"v%d" % i, timestamp_ms=1_000)
+    return builder.build()
+
+
+def _produce_request(topic: str, *batches: bytes) -> Any:
+    return SimpleNamespace(topic_data=[SimpleNamespace(
+        name=topic,
+        partition_data=[SimpleNamespace(index=i, records=b) for i, b in enumerate(batches)],
+    )])
+
+
+def _follower_fetch() -> Any:
+    return SimpleNamespace(replica_state=SimpleNamespace(replica_id=2, replica_epoch=5))
+
+
+def _consumer_fetch() -> Any:
+    return SimpleNamespace(replica_state=SimpleNamespace(replica_id=-1, replica_epoch=-1))
+
+
+def test_requests_of_one_loop_turn_are_all_counted_after_their_responses() -> None:
+    metrics = _metrics()
+    seen_before_answer: list[float] = []
+
+    async def produce(context: RequestContext, request: Any) -> EncodedBody:
+        seen_before_answer.append(_sample(
+            metrics, "kafka_server_brokertopicmetrics_bytesin_total", topic="orders"))
+        return PRODUCED
+
+    async def fetch(context: RequestContext, request: Any) -> EncodedBody:
+        return EncodedBody(b"answer", (("orders", 100),))
+
+    handlers = instrument_handlers({PRODUCE: produce, FETCH: fetch}, metrics)
+    three, two = _batch(3), _batch(2)
+
+    async def main() -> None:
+        answer = await handlers[PRODUCE](_context(PRODUCE), _produce_request("orders", three, two))
+        assert answer is PRODUCED
+        # Answered, not yet counted: counting waits for a later loop turn.
+        assert _sample(metrics, "kafka_server_brokertopicmetrics_bytesin_total",
+                       topic="orders") == 0
+        answers = await asyncio.gather(
+            handlers[PRODUCE](_context(PRODUCE), _produce_request("orders", three)),
+            handlers[FETCH](_context(FETCH), _follower_fetch()),
+            handlers[FETCH](_context(FETCH), _consumer_fetch()),
+            handlers[FETCH](_context(FETCH), _consumer_fetch()),
+        )
+        assert answers[0] is PRODUCED
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    # The first produce was counted before the second one ran: once per turn.
+    assert seen_before_answer == [0.0, len(three) + len(two)]
+    bytes_in = _sample(metrics, "kafka_server_brokertopicmetrics_bytesin_total", topic="orders")
+    assert bytes_in == 2 * len(three) + len(two)
+    assert _sample(metrics, "kafka_server_brokertopicmetrics_messagesin_total",
+                   topic="orders") == 3 + 2 + 3
+    assert _sample(metrics, "kafka_server_brokertopicmetrics_replicationbytesout_total",
+                   topic="orders") == 100
+    assert _sample(metrics, "kafka_server_brokertopicmetrics_bytesout_total",
+                   topic="orders") == 200
+    count = "kafka_network_requestmetrics_totaltimems_count"
+    assert _sample(metrics, count, request="Produce", listener="PLAINTEXT") == 2
+    assert _sample(metrics, count, request="FetchFollower", listener="PLAINTEXT") == 1
+    assert _sample(metrics, count, request="FetchConsumer", listener="PLAINTEXT") == 2
+
+
+def test_later_turns_keep_counting_and_a_failed_request_is_not_counted() -> None:
+    metrics = _metrics()
+
+    async def produce(context: RequestContext, request: Any) -> EncodedBody:
+        if request is None:
+            raise RuntimeError("handler failed")
+        return PRODUCED
+
+    handlers = instrument_handlers({PRODUCE: produce}, metrics)
+    batch = _batch(4)
+
+    async def main() -> None:
+        for _ in range(3):
+            await handlers[PRODUCE](_context(PRODUCE), _produce_request("t", batch))
+            await asyncio.sleep(0)
+        with contextlib.suppress(RuntimeError):
+            await handlers[PRODUCE](_context(PRODUCE), None)
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert _sample(metrics, "kafka_server_brokertopicmetrics_messagesin_total", topic="t") == 12
+    assert _sample(metrics, "kafka_network_requestmetrics_totaltimems_count",
+                   request="Produce", listener="PLAINTEXT") == 3
