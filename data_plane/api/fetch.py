@@ -106,14 +106,18 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     idle: dict[TopicPartition, FetchPartition] = {}
     idle_served: list[tuple[SessionKey, str, _Served]] = []
     incremental = context.mode is SessionMode.INCREMENTAL
+    follower_session = incremental and replica_id >= 0
     now_ms = api.replicas.now_ms()
-    for key, state in context.partitions:
-        cached = context.cached(key)
-        if incremental and replica_id >= 0:
-            was_idle = cached.memo if cached is not None else None
-            if (isinstance(was_idle, _Served) and was_idle.idle is not None
-                    and key not in context.requested):
-                if (was_idle.name == _topic_name(image, key[0])
+    # Most of a follower's session is idle partitions: this loop runs for
+    # each of them on every fetch, so their path does no lookups by key.
+    for key, state, cached in context.entries:
+        if follower_session and cached is not None:
+            # The partitions this request named had their memos cleared
+            # (`FetchSessionCache.new_context`): an idle memo is for one it
+            # left out.
+            was_idle = cached.memo
+            if isinstance(was_idle, _Served) and was_idle.idle is not None:
+                if ((was_idle.image is image or was_idle.still_named_in(image, key[0]))
                         and was_idle.request.replica_epoch == replica_epoch
                         and was_idle.idle.refresh(now_ms)):
                     idle[(was_idle.name, key[1])] = was_idle.request
@@ -137,7 +141,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         elif cached is not None:
             memo = cached.memo if isinstance(cached.memo, _Served) else None
             if memo is None or not memo.serves(name, replica_id, replica_epoch, read_committed):
-                memo = cached.memo = _Served(name, _fetch_partition(
+                memo = cached.memo = _Served(name, image, _fetch_partition(
                     state, replica_id, replica_epoch, read_committed))
             requests[(name, index)] = memo.request
         else:
@@ -218,13 +222,23 @@ class _Served:
     (an append, a HW, log start or epoch move, a new request state) ends it.
     """
 
-    __slots__ = ("idle", "last_result", "name", "request")
+    __slots__ = ("idle", "image", "last_result", "name", "request")
 
-    def __init__(self, name: str, request: FetchPartition) -> None:
+    def __init__(self, name: str, image: Any, request: FetchPartition) -> None:
         self.name = name
+        # A metadata image in which the session key names topic ``name``.
+        self.image = image
         self.request = request
         self.last_result: FetchPartitionResult | None = None
         self.idle: IdleFollowerFetch | None = None
+
+    def still_named_in(self, image: Any, label: uuid.UUID | str) -> bool:
+        """Whether ``label`` still names topic ``name`` in ``image`` (a newer
+        image than the one last checked); remembers ``image`` if so."""
+        if _topic_name(image, label) != self.name:
+            return False
+        self.image = image
+        return True
 
     def serves(self, name: str, replica_id: int, replica_epoch: int, read_committed: bool) -> bool:
         request = self.request

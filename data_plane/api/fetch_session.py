@@ -137,27 +137,33 @@ class SessionMode(Enum):
 class FetchContext:
     """What one Fetch serves and how it answers (Kafka's ``FetchContext``).
 
-    ``partitions`` is every (key, request) to serve, in order. After serving,
-    the handler asks `maybe_include` per partition; in a session that also
-    records what was sent. `cached` gives the session's entry for a key
-    (None without a session), where the handler keeps its ``memo``.
+    ``entries`` is every (key, request, session entry) to serve, in order;
+    the session entry (None without a session) is where the handler keeps
+    its ``memo``. After serving, the handler asks `maybe_include` per
+    partition; in a session that also records what was sent.
     """
 
-    __slots__ = ("mode", "partitions", "requested", "session", "session_id")
+    __slots__ = ("entries", "mode", "requested", "session", "session_id")
 
     def __init__(
         self,
         mode: SessionMode,
-        partitions: list[tuple[SessionKey, PartitionFetchState]],
+        entries: list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]],
         session: FetchSession | None,
         requested: frozenset[SessionKey] = frozenset(),
     ) -> None:
         self.mode = mode
-        self.partitions = partitions
+        self.entries = entries
         self.session = session
         self.session_id = session.session_id if session is not None else INVALID_SESSION_ID
-        #: The keys this request named (added or changed).
+        #: The keys this request named (added or changed). Their session
+        #: entries' memos were cleared (`FetchSessionCache.new_context`).
         self.requested = requested
+
+    @property
+    def partitions(self) -> list[tuple[SessionKey, PartitionFetchState]]:
+        """Every (key, request) to serve, in order."""
+        return [(key, state) for key, state, _ in self.entries]
 
     def cached(self, key: SessionKey) -> CachedPartition | None:
         return self.session.partitions.get(key) if self.session is not None else None
@@ -189,6 +195,18 @@ class FetchContext:
         if cached is not None:
             cached.sent = position
         return True
+
+
+def _without_session(
+    requested: Mapping[SessionKey, PartitionFetchState],
+) -> list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]]:
+    return [(key, state, None) for key, state in requested.items()]
+
+
+def _entries(
+    session: FetchSession,
+) -> list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]]:
+    return [(key, cached.request, cached) for key, cached in session.partitions.items()]
 
 
 class FetchSessionCache:
@@ -228,16 +246,16 @@ class FetchSessionCache:
         if session_epoch == FINAL_EPOCH:
             if session_id != INVALID_SESSION_ID:
                 self._sessions.pop(session_id, None)
-            return FetchContext(SessionMode.SESSIONLESS, list(requested.items()), None)
+            return FetchContext(SessionMode.SESSIONLESS, _without_session(requested), None)
         if session_epoch == INITIAL_EPOCH:
             if session_id != INVALID_SESSION_ID:
                 self._sessions.pop(session_id, None)
             session = self._maybe_create(replica_id, uses_topic_ids, now_ms)
             if session is None:
-                return FetchContext(SessionMode.NEW_SESSION, list(requested.items()), None)
+                return FetchContext(SessionMode.NEW_SESSION, _without_session(requested), None)
             for key, state in requested.items():
                 session.partitions[key] = CachedPartition(state)
-            return FetchContext(SessionMode.NEW_SESSION, list(requested.items()), session)
+            return FetchContext(SessionMode.NEW_SESSION, _entries(session), session)
         if session_epoch < FINAL_EPOCH:
             return ErrorCode.invalid_fetch_session_epoch
         session = self._sessions.get(session_id)
@@ -260,8 +278,8 @@ class FetchSessionCache:
         session.epoch = next_epoch(session.epoch)
         session.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)
-        serve = [(key, cached.request) for key, cached in session.partitions.items()]
-        return FetchContext(SessionMode.INCREMENTAL, serve, session, frozenset(requested))
+        return FetchContext(SessionMode.INCREMENTAL, _entries(session), session,
+                            frozenset(requested))
 
     def _maybe_create(self, replica_id: int, uses_topic_ids: bool, now_ms: int) -> FetchSession | None:
         if len(self._sessions) >= self.max_slots and not self._maybe_evict(replica_id >= 0, now_ms):
