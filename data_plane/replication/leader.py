@@ -178,6 +178,25 @@ class LeaderState:
         state.broker_epoch = broker_epoch
         state.fetched_in_current_epoch = True
 
+    def record_fetch_at_log_end(
+        self, replica_id: int, log_end_offset: int, log_start_offset: int, broker_epoch: int,
+        now_ms: int,
+    ) -> None:
+        """`update_follower_fetch_state` for a fetch at the leader's LEO
+        (``fetch_offset == leader_log_end_offset == log_end_offset``): an idle
+        partition's follower, refreshed on every fetch of its session, so
+        spelled out without the general case's keyword calls. The follower is
+        caught up now (`isr.next_last_caught_up_time_ms`, first case)."""
+        state = self.followers[replica_id]
+        if now_ms > state.last_caught_up_time_ms:
+            state.last_caught_up_time_ms = now_ms
+        state.log_end_offset = log_end_offset
+        state.log_start_offset = log_start_offset
+        state.last_fetch_leader_log_end_offset = log_end_offset
+        state.last_fetch_time_ms = now_ms
+        state.broker_epoch = broker_epoch
+        state.fetched_in_current_epoch = True
+
     # ---- ISR changes -----------------------------------------------------------
 
     def maybe_propose_expand(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +16,8 @@ from data_plane.partition import (
     next_high_watermark,
     next_last_caught_up_time_ms,
 )
-from data_plane.replication.types import EpochEndOffset
+from data_plane.replication.leader import LeaderState
+from data_plane.replication.types import EpochEndOffset, ReplicationConfig
 
 offsets = st.integers(min_value=0, max_value=1_000)
 replica_ids = st.integers(min_value=1, max_value=6)
@@ -159,3 +162,43 @@ def test_kip320_divergence_truncation_keeps_only_the_common_prefix_and_progresse
         assert target >= min(common_len, len(follower_log))
         follower_log = follower_log[:target]
     assert follower_log == leader_log[:len(follower_log)]
+
+
+# ---- the idle-partition refresh is the general fetch update, specialised ----
+
+
+def _leader_with(state: dict[str, int | bool]) -> LeaderState:
+    leader = LeaderState(
+        topic="t", partition=0, local_id=1, local_broker_epoch=1, leader_epoch=3,
+        partition_epoch=1, epoch_start_offset=0, replicas=(1, 2), isr=(1, 2),
+        config=ReplicationConfig(), now_ms=0, change_ids=itertools.count(),
+    )
+    follower = leader.followers[2]
+    for name, value in state.items():
+        setattr(follower, name, value)
+    return leader
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.fixed_dictionaries({
+        "log_end_offset": st.integers(-1, 50),
+        "log_start_offset": st.integers(-1, 50),
+        "last_fetch_leader_log_end_offset": st.integers(-1, 50),
+        "last_fetch_time_ms": st.integers(0, 1_000),
+        "last_caught_up_time_ms": st.integers(0, 1_000),
+        "broker_epoch": st.integers(-1, 9),
+        "fetched_in_current_epoch": st.booleans(),
+    }),
+    log_end=st.integers(0, 50), log_start=st.integers(0, 50), broker_epoch=st.integers(0, 9),
+    now_ms=st.integers(0, 2_000),
+)
+def test_record_fetch_at_log_end_matches_the_general_update(
+    before: dict[str, int | bool], log_end: int, log_start: int, broker_epoch: int, now_ms: int,
+) -> None:
+    general, special = _leader_with(before), _leader_with(before)
+    general.update_follower_fetch_state(
+        2, fetch_offset=log_end, log_start_offset=log_start, broker_epoch=broker_epoch,
+        leader_log_end_offset=log_end, now_ms=now_ms)
+    special.record_fetch_at_log_end(2, log_end, log_start, broker_epoch, now_ms)
+    assert special.followers[2] == general.followers[2]
