@@ -22,7 +22,6 @@ on the tail (`data_plane.txn.replica_state`).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 
@@ -914,7 +913,7 @@ def _placed(headers: list[BatchHeader], first_offset: int) -> list[tuple[BatchHe
     out: list[tuple[BatchHeader, None]] = []
     offset = first_offset
     for header in headers:
-        out.append((dataclasses.replace(header, base_offset=offset), None))
+        out.append((header.at_offset(offset), None))
         offset += header.last_offset_delta + 1
     return out
 

@@ -151,6 +151,16 @@ class BatchHeader:
     base_sequence: int
     records_count: int
 
+    def at_offset(self, base_offset: int) -> BatchHeader:
+        """This header with ``base_offset`` (the offset a log assigned):
+        ``dataclasses.replace`` spelled out, which costs several times less
+        (it runs once per appended batch)."""
+        return BatchHeader(
+            base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
+            self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
+            self.producer_id, self.producer_epoch, self.base_sequence, self.records_count,
+        )
+
     @property
     def compression(self) -> Compression:
         """The codec; raises UnsupportedCompressionError for ids 5-7."""

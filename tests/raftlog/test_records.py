@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -514,3 +515,13 @@ def test_varlong_extremes_and_range_checks() -> None:
         read_varint(b"\xff\xff\xff\xff\x1f", 0, 5)
     with pytest.raises(VarintError, match="cut off"):
         read_varint(b"\x80\x80", 0, 2)
+
+
+def test_at_offset_is_replace_of_the_base_offset_only() -> None:
+    builder = BatchBuilder(producer_id=7, producer_epoch=2, base_sequence=11)
+    for i in range(3):
+        builder.append(b"v%d" % i, timestamp_ms=1_000 + i)
+    header = parse_header(builder.build())
+    moved = header.at_offset(42)
+    assert moved == dataclasses.replace(header, base_offset=42)
+    assert moved.base_offset == 42 and header.base_offset == 0
