@@ -75,13 +75,21 @@ class FollowerFetchSession:
         wanted = dict(wanted)
         if self.session_id == INVALID_SESSION_ID:
             return SessionRequest(INVALID_SESSION_ID, INITIAL_EPOCH, wanted, (), wanted)
+        # Runs on every fetch over every followed partition; most entries are
+        # the very objects carried last time, so identity is checked first
+        # (a topic id's == is a Python-level call).
         carried = self.carried
-        send = {key: w for key, w in wanted.items() if carried.get(key) != w}
-        forgotten = tuple(
-            (topic_id, key[1]) for key, (topic_id, _) in carried.items()
-            if key not in wanted or wanted[key][0] != topic_id
-        )
-        return SessionRequest(self.session_id, self.epoch, send, forgotten, wanted)
+        send: dict[TopicPartition, WantedPartition] = {}
+        for key, w in wanted.items():
+            c = carried.get(key)
+            if c is not w and c != w:
+                send[key] = w
+        forgotten: list[tuple[uuid.UUID, int]] = []
+        for key, (topic_id, _) in carried.items():
+            kept = wanted.get(key)
+            if kept is None or (kept[0] is not topic_id and kept[0] != topic_id):
+                forgotten.append((topic_id, key[1]))
+        return SessionRequest(self.session_id, self.epoch, send, tuple(forgotten), wanted)
 
     def handle_response(self, request: SessionRequest, error: ErrorCode, session_id: int) -> bool:
         """Take the answer to ``request`` (its top-level error and session id).
