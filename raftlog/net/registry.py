@@ -86,6 +86,7 @@ def _versions(api_key: int) -> frozenset[int]:
     return frozenset(schema_name_map[api_name(api_key)])
 
 
+@functools.cache  # known keys only: an unknown one raises, which is not cached
 def kio_version_range(api_key: int) -> tuple[int, int]:
     """The inclusive (min, max) versions kio has schemas for.
 
@@ -121,6 +122,8 @@ def api_registry(api_keys: typing.Iterable[int] | None = None) -> dict[int, dict
     return {key: {v: schemas(key, v) for v in sorted(_versions(key))} for key in keys}
 
 
+# Read for every request header: cached, bounded (the version comes off the wire).
+@functools.lru_cache(maxsize=4096)
 def is_flexible(api_key: int, version: int) -> bool:
     """Whether ``(api_key, version)`` uses flexible encoding (KIP-482).
 
