@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
@@ -30,6 +29,7 @@ from sortedcontainers import SortedList
 
 from data_plane.replication.types import FetchPartition, TopicPartition
 from raftlog.net.errors import ErrorCode
+from raftlog.values import value
 
 
 class ReplicaView(Protocol):
@@ -167,7 +167,7 @@ class Purgatory(Generic[Op]):
 # ---- DelayedProduce -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProduceWait:
     """One partition of an acks=all produce: the HW it needs, in which epoch."""
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
+
+from raftlog.values import value
 
 __all__ = (
     "REPLICA_FETCH_VERSION",
@@ -72,7 +73,7 @@ _NO_TAGS: Final = b"\x00"
 _ZERO_UUID: Final = bytes(16)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProducePartitionData:
     """One partition of a Produce response (``record_errors`` is always empty)."""
 
@@ -84,7 +85,7 @@ class ProducePartitionData:
     log_append_time_ms: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchPartitionData:
     """One partition of a Fetch response. ``diverging_epoch`` is (epoch,
     end_offset) and ``current_leader`` (leader id, leader epoch); both are
@@ -237,7 +238,7 @@ def _fetch_partition(out: list[bytes], p: FetchPartitionData, version: int, flex
 # ---- the follower's Fetch request ----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ReplicaFetchPartition:
     """One partition of a follower's Fetch request."""
 

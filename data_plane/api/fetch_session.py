@@ -44,11 +44,11 @@ import random
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
 from raftlog.net.errors import ErrorCode
+from raftlog.values import value
 
 __all__ = (
     "FINAL_EPOCH",
@@ -78,7 +78,7 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch >= _INT32_MAX else epoch + 1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PartitionFetchState:
     """One partition's fields of a Fetch request, as the session caches them."""
 

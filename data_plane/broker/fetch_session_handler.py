@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from data_plane.api.encoders import ReplicaFetchPartition
 from data_plane.api.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from data_plane.replication.types import TopicPartition
 from raftlog.net.errors import ErrorCode
+from raftlog.values import value
 
 __all__ = ("FollowerFetchSession", "SessionRequest", "WantedPartition")
 
@@ -45,7 +45,7 @@ _SESSION_ERRORS = frozenset({
 })
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SessionRequest:
     """What to send: ``send`` partitions, ``forgotten`` (topic id, index)
     pairs, under ``(session_id, session_epoch)``. ``wanted`` is everything the

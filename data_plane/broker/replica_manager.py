@@ -65,6 +65,7 @@ from metadata_quorum.image import MetadataImage
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
 from raftlog.storage import FileSystem, Log, RealFileSystem
+from raftlog.values import value
 
 __all__ = ("FetchParams", "HostedPartition", "ProduceOutcome", "ReplicaManager")
 
@@ -100,7 +101,7 @@ class HostedPartition:
     directory: str
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProduceOutcome:
     """One partition of a produce: the append result and the final error
     (after the acks=all wait, if any)."""
@@ -109,7 +110,7 @@ class ProduceOutcome:
     append: AppendResult
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchParams:
     """The request-level part of a Fetch (Kafka's ``FetchParams``)."""
 

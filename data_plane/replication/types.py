@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 
 from raftlog.net.errors import ErrorCode
+from raftlog.values import value
 
 NO_LEADER = -1
 CONSUMER_REPLICA_ID = -1
@@ -109,7 +110,7 @@ class ReplicationConfig:
 # ---- produce -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class AppendResult:
     """The leader's answer to one partition of a Produce (before any wait).
 
@@ -135,7 +136,7 @@ class AppendResult:
 # ---- fetch -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EpochEndOffset:
     """Fetch v12+ ``DivergingEpoch``: the largest epoch <= the follower's last
     fetched epoch that the leader has, and where it ends in the leader's log."""
@@ -144,7 +145,7 @@ class EpochEndOffset:
     end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchPartition:
     """One partition of a Fetch request.
 
@@ -175,7 +176,7 @@ class FetchPartition:
         return self.replica_id >= 0
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchPartitionResult:
     """One partition of a Fetch response (records stay opaque batch bytes).
 

@@ -34,6 +34,7 @@ from raftlog.net.errors import (
     RequestDecodeError,
     ResponseDecodeError,
 )
+from raftlog.values import value
 
 __all__ = (
     "DEFAULT_MAX_REQUEST_BYTES",
@@ -149,7 +150,7 @@ class FrameDecoder:
 # --- requests -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RequestHeader:
     """The fields of a request header, whichever header version carried them."""
 

@@ -61,6 +61,7 @@ from raftlog.net.errors import (
     ResponseDecodeError,
     UnsupportedVersionError,
 )
+from raftlog.values import value
 
 __all__ = (
     "ClientConnection",
@@ -76,7 +77,7 @@ __all__ = (
 _MAX_CORRELATION_ID: Final = 2**31 - 1
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class IncomingRequest:
     """A decoded request the shell must hand to the handler for its API key."""
 

@@ -24,7 +24,6 @@ import logging
 import socket
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from kio.static.protocol import ResponsePayload
@@ -40,13 +39,14 @@ from raftlog.net.connection import (
 )
 from raftlog.net.errors import ErrorCode, KafkaApiError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
+from raftlog.values import value
 
 __all__ = ("NO_RESPONSE", "EncodedBody", "Handler", "KafkaProtocolServer", "RequestContext")
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RequestContext:
     """What a handler knows about a request besides its body."""
 
@@ -74,7 +74,7 @@ acks=0 (the client does not read one, so an answer would desynchronise its
 correlation ids). The connection keeps its response order."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EncodedBody:
     """A response body a handler encoded itself, at the request's API and
     version (hand-written encoders for hot responses, checked against kio's

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
 from crc32c import crc32c
+
+from raftlog.values import value
 
 from .errors import (
     CorruptRecordError,
@@ -131,7 +132,7 @@ def make_attributes(
 # BatchHeader has no __post_init__ on purpose: it is a parsed view built on
 # the hot path, and parse_header has already checked what matters (magic,
 # length). Validating in __post_init__ would double the cost of a produce.
-@dataclass(frozen=True, slots=True)
+@value
 class BatchHeader:
     """Every field of a v2 batch header, as read from the wire."""
 

@@ -44,7 +44,6 @@ import bisect
 import logging
 import os
 import threading
-from dataclasses import dataclass
 
 from raftlog.clock import Clock
 from raftlog.records import (
@@ -74,6 +73,7 @@ from raftlog.storage.segment import (
     LogSegment,
     parse_segment_file_name,
 )
+from raftlog.values import value
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -81,7 +81,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class LogAppendInfo:
     """What an append wrote (Kafka's ``LogAppendInfo``).
 
@@ -98,7 +98,7 @@ class LogAppendInfo:
     valid_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FetchData:
     """Whole batches read from ``fetch_offset`` (the first batch may start below it)."""
 
