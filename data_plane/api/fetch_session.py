@@ -165,9 +165,6 @@ class FetchContext:
         """Every (key, request) to serve, in order."""
         return [(key, state) for key, state, _ in self.entries]
 
-    def cached(self, key: SessionKey) -> CachedPartition | None:
-        return self.session.partitions.get(key) if self.session is not None else None
-
     def maybe_include(
         self,
         key: SessionKey,
