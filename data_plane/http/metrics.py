@@ -102,8 +102,9 @@ class NodeMetrics:
     def __init__(self, sources: NodeSources) -> None:
         self.sources = sources
         self._names: tuple[MetadataImage, Mapping[Any, str]] | None = None
-        # (counter, topic) -> the counter's child for that topic.
-        self._topic_children: dict[tuple[Counter, str], Any] = {}
+        # (metric, label values) -> its child: `labels` costs a lock and a
+        # validation per call, and children are never removed.
+        self._children: dict[tuple[Counter | Histogram, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_time_ms = Histogram(
             "kafka_network_requestmetrics_totaltimems",
@@ -184,8 +185,8 @@ class NodeMetrics:
                 size += len(data)
                 records += _record_count(data)
             if size:
-                self._topic_child(self.bytes_in, name).inc(size)
-                self._topic_child(self.messages_in, name).inc(records)
+                self.child(self.bytes_in, name).inc(size)
+                self.child(self.messages_in, name).inc(records)
 
     def count_fetch(self, request: Any, response: Any) -> None:
         counter = self.replication_bytes_out if _fetch_replica_id(request) >= 0 else self.bytes_out
@@ -204,15 +205,15 @@ class NodeMetrics:
                 if names is None:
                     names = self._topic_names()
                 name = names.get(name, str(name))
-            self._topic_child(counter, str(name)).inc(size)
+            self.child(counter, str(name)).inc(size)
 
-    def _topic_child(self, counter: Counter, topic: str) -> Any:
-        """``counter.labels(topic)``, remembered (children are never removed)."""
-        key = (counter, topic)
-        child = self._topic_children.get(key)
-        if child is None:
-            child = self._topic_children[key] = counter.labels(topic)
-        return child
+    def child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        """``metric.labels(*labels)``, remembered."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def _topic_names(self) -> Mapping[Any, str]:
         """Topic id -> name in the current image (rebuilt when the image changes)."""
@@ -254,9 +255,6 @@ class _PendingAccounts:
     def __init__(self, metrics: NodeMetrics) -> None:
         self.metrics = metrics
         self._items: list[tuple[int, str, str, float, Any, Any]] = []
-        # (request name, listener) -> the histogram child: `labels` costs a
-        # lock and a validation per call.
-        self._children: dict[tuple[str, str], Any] = {}
 
     def add(self, api_key: int, plain_name: str, listener: str, elapsed_ms: float,
             request: Any, response: Any) -> None:
@@ -267,16 +265,12 @@ class _PendingAccounts:
 
     def _flush(self) -> None:
         items, self._items = self._items, []
-        metrics, children = self.metrics, self._children
+        metrics = self.metrics
         for api_key, name, listener, elapsed_ms, request, response in items:
             try:
                 if api_key == _FETCH:
                     name = kafka_request_name(api_key, request)
-                child = children.get((name, listener))
-                if child is None:
-                    child = children[(name, listener)] = metrics.request_time_ms.labels(
-                        name, listener)
-                child.observe(elapsed_ms)
+                metrics.child(metrics.request_time_ms, name, listener).observe(elapsed_ms)
                 if api_key == _PRODUCE:
                     metrics.count_produce(request)
                 elif api_key == _FETCH:
