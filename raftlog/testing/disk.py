@@ -9,6 +9,9 @@ power loss: files and entries go back to their synced state, and with
 that reached the platter before the power went), chosen by the seeded
 ``random.Random`` the caller passes (STYLE.md section 5).
 
+``full = True`` is a full disk: every append raises ``ENOSPC`` and writes
+nothing, until it is set back.
+
 Simplifications, stated so tests do not rely on more: directories made with
 ``make_dirs`` are durable at once; a truncation that was not synced is undone
 by a crash (the old synced bytes come back), never half-done.
@@ -16,6 +19,7 @@ by a crash (the old synced bytes come back), never half-done.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import threading
@@ -66,12 +70,15 @@ class FakeFile:
 
     def append(self, data: BytesLike) -> None:
         with self._fs.lock:
-            self._check().data += data
+            inode = self._check()
+            self._fs.check_space()
+            inode.data += data
             self._fs.bytes_written += len(data)
 
     def append_many(self, buffers: Sequence[BytesLike]) -> None:
         with self._fs.lock:
             inode = self._check()
+            self._fs.check_space()
             for buf in buffers:
                 inode.data += buf
                 self._fs.bytes_written += len(buf)
@@ -113,6 +120,11 @@ class FakeFileSystem:
         self.dir_sync_count = 0
         self.bytes_written = 0
         self.reads = 0  # read_at calls, for tests of the read path
+        self.full = False  # a full disk: appends raise ENOSPC
+
+    def check_space(self) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
 
     # --- FileSystem ---------------------------------------------------------
 

@@ -16,7 +16,7 @@ import datetime
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kio.schema.fetch.v16 import request as fetch_req
@@ -46,34 +46,42 @@ def cluster(tmp_path: object) -> Iterator[ClusterThread]:
 
 
 class _Recorder:
-    """Wraps every fetcher's ``send_encoded``: (session id, epoch, requested,
-    forgotten, answered) per fetch, partitions as (topic id, index)."""
+    """Stands between every fetcher and its client: (session id, epoch,
+    requested, forgotten, answered) per fetch, partitions as (topic id, index)."""
 
     def __init__(self) -> None:
         self.fetches: list[dict[str, Any]] = []
 
     def install(self, manager: ReplicaFetcherManager) -> None:
         for fetcher in manager._fetchers.values():
-            client = fetcher.client
-            original = client.send_encoded
+            fetcher.client = cast(Any, _RecordingClient(fetcher.client, self.fetches))
 
-            async def send_encoded(api_key: int, version: int, body: bytes,
-                                   _original: Any = original) -> Any:
-                request, _ = entity_reader(fetch_req.FetchRequest)(body, 0)
-                response = await _original(api_key, version, body)
-                self.fetches.append({
-                    "session": (int(request.session_id), int(request.session_epoch)),
-                    "requested": {(t.topic_id, int(p.partition))
-                                  for t in request.topics for p in t.partitions},
-                    "forgotten": {(t.topic_id, int(i))
-                                  for t in request.forgotten_topics_data for i in t.partitions},
-                    "error": response.error_code,
-                    "answered": {(t.topic_id, int(p.partition_index))
-                                 for t in response.responses for p in t.partitions},
-                })
-                return response
 
-            client.send_encoded = send_encoded  # type: ignore[method-assign]
+class _RecordingClient:
+    """A fetcher's client that records each fetch (`_Recorder`). The client
+    itself may be compiled (dev.py), so it is wrapped, not patched."""
+
+    def __init__(self, client: Any, fetches: list[dict[str, Any]]) -> None:
+        self._client = client
+        self._fetches = fetches
+
+    async def send_encoded(self, api_key: int, version: int, body: bytes) -> Any:
+        request, _ = entity_reader(fetch_req.FetchRequest)(body, 0)
+        response = await self._client.send_encoded(api_key, version, body)
+        self._fetches.append({
+            "session": (int(request.session_id), int(request.session_epoch)),
+            "requested": {(t.topic_id, int(p.partition))
+                          for t in request.topics for p in t.partitions},
+            "forgotten": {(t.topic_id, int(i))
+                          for t in request.forgotten_topics_data for i in t.partitions},
+            "error": response.error_code,
+            "answered": {(t.topic_id, int(p.partition_index))
+                         for t in response.responses for p in t.partitions},
+        })
+        return response
+
+    async def close(self) -> None:
+        await self._client.close()
 
 
 def _batch(values: list[bytes]) -> bytes:

@@ -4,7 +4,6 @@ on a `FakeFileSystem` to `Partition` objects and moves fetches between them."""
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -55,11 +54,13 @@ class Ctx:
     log_config: LogConfig = field(default_factory=LogConfig)
     clock: FakeClock = field(default_factory=FakeClock)
     parts: dict[int, Partition] = field(default_factory=dict)
+    disks: dict[int, FakeFileSystem] = field(default_factory=dict)
     now_ms: int = 0
 
     def __post_init__(self) -> None:
         for r in REPLICAS:
-            log = Log.open(f"/d{r}", self.log_config, fs=FakeFileSystem(), clock=self.clock)
+            self.disks[r] = FakeFileSystem()
+            log = Log.open(f"/d{r}", self.log_config, fs=self.disks[r], clock=self.clock)
             self.parts[r] = Partition(TOPIC, 0, local_id=r, log=log, config=self.config,
                                       broker_epoch=100 + r)
 
@@ -604,32 +605,29 @@ def test_a_follower_ahead_of_its_leader_with_no_epoch_info_truncates_on_out_of_r
 # ---- a disk that fails ---------------------------------------------------------------
 
 
-def test_a_failed_append_answers_kafka_storage_error_and_appends_nothing(
-    ctx: Ctx, monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_failed_append_answers_kafka_storage_error_and_appends_nothing(ctx: Ctx) -> None:
     """Disk full on the leader: the produce gets KAFKA_STORAGE_ERROR (Kafka's
     answer for a log it cannot write), the log and producer state are as
     before, and the same produce succeeds once the disk is back. A follower
     whose disk fails keeps its log and retries the fetch later."""
     ctx.produce(1, b"a")
     leader = ctx.parts[1]
-    real = leader.log.append_as_leader
-
-    def full(*args: object, **kwargs: object) -> object:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(leader.log, "append_as_leader", full)
+    ctx.disks[1].full = True
     result = leader.append_records(batch(b"b"), Acks.ALL, ctx.now_ms)
     assert result.error == ErrorCode.kafka_storage_error
     assert leader.log_end_offset == 1
-    monkeypatch.setattr(leader.log, "append_as_leader", real)
+    ctx.disks[1].full = False
     assert ctx.produce(1, b"b") == 1
 
     follower = ctx.parts[2]
-    monkeypatch.setattr(follower.log, "append_as_follower", full)
+    ctx.disks[2].full = True
     _, outcome = ctx.fetch_once(2)
     assert outcome is FollowerFetchOutcome.RETRY_LATER
     assert follower.log_end_offset == 0
+    ctx.disks[2].full = False
+    ctx.now_ms += ctx.config.replica_fetch_backoff_ms
+    ctx.fetch_once(2)
+    assert follower.log_end_offset == 2
 
 
 # ---- idle follower fetches (the stored answer) --------------------------------------
