@@ -6,9 +6,7 @@
 
 Set-up makes a virtual environment in .venv and installs the project with
 its dev, bench, chaos and spark extras into it. It reinstalls only when pyproject.toml changes (a
-hash is kept in .venv/.dev-stamp), then compiles the hot paths with mypyc
-(`raftlog/native.py`) when their sources changed; RAFTLOG_NATIVE=0 runs pure
-Python instead. Any further arguments go to the command:
+hash is kept in .venv/.dev-stamp). Any further arguments go to the command:
 `python3 dev.py test -k records`, `python3 dev.py up --base-port 19092 --detach`.
 """
 
@@ -57,15 +55,6 @@ def setup() -> None:
     _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench,chaos,spark]")
     STAMP.write_text(want)
-
-
-def native() -> None:
-    """Compile the hot paths (raftlog.native), or remove them with RAFTLOG_NATIVE=0.
-
-    Without a C compiler or Python headers the build says so and everything
-    runs as pure Python; a build that fails stops set-up."""
-    command = "clean" if os.environ.get("RAFTLOG_NATIVE") == "0" else "build"
-    _check(BIN / "python", "-m", "raftlog.native", command)
 
 
 # Debian packages the tests use: the chaos suite's fault backends
@@ -139,7 +128,6 @@ def main() -> int:
         return 2
     os.chdir(ROOT)
     setup()
-    native()
     command, rest = sys.argv[1], sys.argv[2:]
     if command == "test":
         system_tools()

@@ -58,7 +58,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from raftlog import native
 from raftlog.runtime import event_loop
 
 MB = 1_000_000
@@ -820,8 +819,7 @@ def main() -> int:
     one, batch = zstd_ratio(payloads)
     print(
         f"produce bench: {args.records:,} records of {RECORD_BYTES} B per full-load run, "
-        f"acks=all / R3, cpus={os.cpu_count()}, node event loop: {event_loop.describe()}, "
-        f"hot paths: {native.describe()}\n"
+        f"acks=all / R3, cpus={os.cpu_count()}, node event loop: {event_loop.describe()}\n"
         f"payloads: random words from a 2,000-word vocabulary; zstd-3 ratio "
         f"{one:.2f}x per record, {batch:.2f}x per 64-record batch\n{versions()}",
         flush=True,

@@ -44,7 +44,6 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from raftlog import native
 from raftlog.runtime import event_loop
 from raftlog.runtime.local_quorum import LocalQuorum, free_ports
 from raftlog.runtime.quorum_client import QuorumClient
@@ -408,7 +407,7 @@ def main() -> None:
     print(
         f"quorum bench: 3 voters on loopback, {len(VALUE)}-byte values, "
         f"{args.seconds:.0f} s throughput runs, cpus={os.cpu_count()}, "
-        f"node event loop: {event_loop.describe()}, hot paths: {native.describe()}",
+        f"node event loop: {event_loop.describe()}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="quorum-bench-") as base:

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
-from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedList
 
 from data_plane.replication.types import FetchPartition, TopicPartition
@@ -46,8 +45,6 @@ class ReplicaView(Protocol):
 PartitionLookup = Callable[[TopicPartition], "ReplicaView | None"]
 
 
-# Purgatory is generic over operations; tests bring their own.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(abc.ABC):
     """One waiting request. Subclasses implement `try_complete` and
     `on_expiration`; the purgatory calls each at most until one finishes it.

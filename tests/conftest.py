@@ -5,28 +5,11 @@ runs) and `--long` runs tests marked `long` (minutes-long real-process
 scenarios); without them those are skipped with the reason shown, so the
 default suite stays inside its 15-minute budget. A short version of each
 stays in the default run.
-
-The suite runs what `python3 dev.py` built: the hot paths compiled by
-`raftlog.native` if this machine can compile them, pure Python otherwise. It
-refuses to start if compiled modules are older than their sources.
 """
 
 from __future__ import annotations
 
 import pytest
-
-from raftlog import native
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    try:
-        native.check_fresh()
-    except native.StaleNativeBuildError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"raftlog.native: {native.state()} ({len(native.MODULES)} hot-path modules)"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

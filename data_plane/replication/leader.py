@@ -12,9 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar
-
-from mypy_extensions import mypyc_attr
 
 from data_plane.replication import isr as isr_math
 from data_plane.replication.types import (
@@ -68,8 +65,6 @@ class PendingIsrChange:
         return self.committed_isr + extra
 
 
-# Deliberately broken variants subclass it (data_plane/testing/broken_replication.py).
-@mypyc_attr(allow_interpreted_subclasses=True)
 class LeaderState:
     """Leader of a partition for one ``leader_epoch`` (immutable).
 
@@ -80,10 +75,8 @@ class LeaderState:
     """
 
     # Safety switches, only ever flipped by the deliberately broken variants.
-    # ClassVars, so that a subclass's override is what compiled code reads
-    # (raftlog.native: a plain class attribute is an instance default there).
-    hw_over_maximal_isr: ClassVar[bool] = True  # KIP-497: count the HW over committed + proposed
-    expand_requires_epoch_start: ClassVar[bool] = True  # KIP-320 rule 4
+    hw_over_maximal_isr = True  # KIP-497: count the HW over committed + proposed
+    expand_requires_epoch_start = True  # KIP-320 rule 4
 
     def __init__(
         self,

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import ClassVar
-
-from mypy_extensions import mypyc_attr
 
 from data_plane.replication import isr as isr_math
 from data_plane.replication.follower import FollowerState, divergence_truncation_offset
@@ -80,8 +77,6 @@ class PartitionStateError(ValueError):
     """Caller misuse: metadata for another partition, or a role this broker cannot take."""
 
 
-# Deliberately broken variants subclass it (data_plane/testing/broken_replication.py).
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Partition:
     """A replica of ``(topic, partition)`` on broker ``local_id``.
 
@@ -100,12 +95,10 @@ class Partition:
     HW never decreases within an epoch.
     """
 
-    # ClassVars, so that a subclass's override is what compiled code reads
-    # (raftlog.native: a plain class attribute is an instance default there).
-    leader_state_class: ClassVar[type[LeaderState]] = LeaderState
+    leader_state_class: type[LeaderState] = LeaderState
     # Deliberately broken variants only: pre-KIP-101 truncation to the HW on
     # becoming a follower.
-    truncate_to_high_watermark_on_become_follower: ClassVar[bool] = False
+    truncate_to_high_watermark_on_become_follower = False
 
     def __init__(
         self,
