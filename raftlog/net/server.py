@@ -23,7 +23,7 @@ import contextlib
 import logging
 import socket
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from kio.static.protocol import ResponsePayload
@@ -141,11 +141,8 @@ class KafkaProtocolServer:
     @property
     def port(self) -> int:
         """The bound port (the real one when constructed with port 0, once started)."""
-        # uvloop hands back a list where typeshed says tuple.
-        server: Any = self._server
-        sockets: Sequence[socket.socket] = server.sockets if server is not None else ()
-        if sockets:
-            return int(sockets[0].getsockname()[1])
+        if self._server is not None and self._server.sockets:
+            return int(self._server.sockets[0].getsockname()[1])
         return self._port
 
     async def start(self) -> None:

@@ -58,8 +58,8 @@ class _Recorder:
 
 
 class _RecordingClient:
-    """A fetcher's client that records each fetch (`_Recorder`). The client
-    itself may be compiled (dev.py), so it is wrapped, not patched."""
+    """A fetcher's client that records each fetch (`_Recorder`): wrapped,
+    not patched in place, so the client object stays as built."""
 
     def __init__(self, client: Any, fetches: list[dict[str, Any]]) -> None:
         self._client = client
