@@ -148,13 +148,20 @@ class _Worker:
 
     def crash(self) -> None:
         """After an info: fresh clients under a fresh process id (Jepsen)."""
+        self.close()
+        self.process += 1000
+
+    def close(self) -> None:
+        """Close this worker's clients. A client left open outlives its
+        cluster: kafka-python's network thread keeps reconnecting to the
+        dead brokers (and draws its backoff jitter from the global
+        `random`, which a later Hypothesis test reports)."""
         for c in (self.producer, self.poller):
             if c is not None:
                 with contextlib.suppress(Exception):
                     c.close()
         self.producer = None
         self.poller = None
-        self.process += 1000
 
     def do(self, op: PlannedOp) -> tuple[OpType, JSON]:
         if op.f == "txn":
@@ -241,6 +248,12 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
     loop = asyncio.get_running_loop()
     rec = HistoryRecorder(out / "history.jsonl")
     counts = {"ok": 0, "fail": 0, "info": 0}
+    workers: list[_Worker] = []
+
+    async def close_workers() -> None:
+        await asyncio.gather(*(loop.run_in_executor(pool, w.close) for w in workers),
+                             return_exceptions=True)
+
     try:
         await db.setup()
         await _create_topic(db, opts.partitions, pool)
@@ -256,7 +269,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             ]
         )
         await nemesis.setup()
-        workers = [_Worker(i, db.bootstrap_servers(), opts) for i in range(opts.processes)]
+        workers.extend(_Worker(i, db.bootstrap_servers(), opts) for i in range(opts.processes))
         t0 = time.monotonic_ns()
 
         def now() -> int:
@@ -312,6 +325,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             await db.resume_node(n)
             await db.start_node(n)
         not_ready = await _settle(db, rec, now)
+        await close_workers()  # healed and idle: they close cleanly now
         quiet_end = opts.time_limit_s + opts.quiet_s
         while now() / 1e9 < quiet_end:
             if progress is not None:
@@ -362,6 +376,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         write_report(history, overall, out, meta=meta)
         return RunOutcome(overall.valid, overall, out, len(history), mode, why, counts)
     finally:
+        await close_workers()  # a no-op for workers already closed
         rec.close()
         await db.teardown()
         await db.release()

@@ -19,6 +19,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,17 @@ def test_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
     assert outcome.counts["ok"] > 100
     assert outcome.valid is True, outcome.result.to_json()
     assert (tmp_path / "run" / "index.html").exists()
+    # The run closed its clients: nothing keeps reconnecting to the stopped
+    # cluster (kafka-python's network thread would, drawing on the global
+    # `random` under later tests).
+    deadline = time.monotonic() + 10
+    while (left := _client_threads()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], left
+
+
+def _client_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("kafka-python")]
 
 
 def test_netns_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
