@@ -1,7 +1,8 @@
 """Delayed operations (Kafka's ``DelayedOperationPurgatory``), sans-I/O.
 
-An operation waits, keyed by the partitions it concerns, until its condition
-holds or its deadline passes:
+An operation waits, keyed by the partitions it concerns (and, for a
+follower's fetch, by its session's parked partitions: `FetchParking`), until
+its condition holds or its deadline passes:
 
 - `DelayedProduce`: acks=all waits for the HW to reach each partition's
   required offset (done with NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, or
@@ -21,7 +22,7 @@ says what to answer.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
@@ -45,26 +46,47 @@ class ReplicaView(Protocol):
 PartitionLookup = Callable[[TopicPartition], "ReplicaView | None"]
 
 
+class FetchParking(Hashable, Protocol):
+    """A follower fetch session's parked partitions (`data_plane.api.fetch`):
+    idle partitions its fetches neither serve nor ask while nothing moves
+    them. A `DelayedFetch` of the session watches the parking itself as one
+    key. When a parked partition changes, the shell calls `unpark`; if that
+    returns True, it checks the fetch purgatory under the parking, and the
+    waiting fetch then asks the partitions in ``woken``."""
+
+    @property
+    def woken(self) -> Mapping[TopicPartition, FetchPartition]:
+        """Partitions unparked by a change since the current fetch began,
+        with the request their session holds."""
+        ...
+
+    def unpark(self, key: TopicPartition) -> bool:
+        """``key`` changed: stop skipping it. Returns whether the current
+        fetch should look at it (it was parked, or was woken during this
+        fetch already); False also tells the shell to stop telling it."""
+        ...
+
+
 class DelayedOperation(abc.ABC):
     """One waiting request. Subclasses implement `try_complete` and
     `on_expiration`; the purgatory calls each at most until one finishes it.
 
-    ``keys`` are the partitions whose changes may complete it;
-    ``deadline_ms`` is when it expires.
+    ``keys`` are the partitions (or a `FetchParking`) whose changes may
+    complete it; ``deadline_ms`` is when it expires.
     """
 
-    def __init__(self, keys: Iterable[TopicPartition], deadline_ms: int) -> None:
-        self.keys: tuple[TopicPartition, ...] = tuple(dict.fromkeys(keys))
+    def __init__(self, keys: Iterable[Hashable], deadline_ms: int) -> None:
+        self.keys: tuple[Hashable, ...] = tuple(dict.fromkeys(keys))
         if not self.keys:
             raise ValueError("a delayed operation needs at least one key")
         self.deadline_ms = deadline_ms
         self.completed = False
 
     @abc.abstractmethod
-    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
+    def try_complete(self, now_ms: int, changed: Hashable | None = None) -> bool:
         """Return True (having set the outcome) if the operation can finish now.
 
-        ``changed``: the partition whose change prompted the check
+        ``changed``: the key whose change prompted the check
         (`Purgatory.check_and_complete`), None for a first check; an
         operation may re-examine only that partition."""
 
@@ -85,7 +107,7 @@ class Purgatory(Generic[Op]):
 
     def __init__(self, name: str = "purgatory") -> None:
         self.name = name
-        self._by_key: dict[TopicPartition, dict[int, Op]] = {}
+        self._by_key: dict[Hashable, dict[int, Op]] = {}
         self._ops: dict[int, Op] = {}
         # (deadline_ms, sequence, id(op)): sequence breaks ties in insertion order.
         self._deadlines: SortedList = SortedList()
@@ -95,7 +117,7 @@ class Purgatory(Generic[Op]):
     def __len__(self) -> int:
         return len(self._ops)
 
-    def watched(self, key: TopicPartition) -> int:
+    def watched(self, key: Hashable) -> int:
         """How many operations wait on ``key``."""
         return len(self._by_key.get(key, ()))
 
@@ -119,7 +141,7 @@ class Purgatory(Generic[Op]):
             self._by_key.setdefault(key, {})[id(op)] = op
         return False
 
-    def check_and_complete(self, key: TopicPartition, now_ms: int) -> list[Op]:
+    def check_and_complete(self, key: Hashable, now_ms: int) -> list[Op]:
         """Try every operation watching ``key``; return those that completed
         (in the order they were watched)."""
         watchers = self._by_key.get(key)
@@ -196,7 +218,7 @@ class DelayedProduce(DelayedOperation):
         self._lookup = lookup
         self.outcome: dict[TopicPartition, ErrorCode] = {}
 
-    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
+    def try_complete(self, now_ms: int, changed: Hashable | None = None) -> bool:
         for key, wait in self.waits.items():
             if key in self.outcome:
                 continue
@@ -239,10 +261,13 @@ class DelayedFetch(DelayedOperation):
     append re-checks each parked fetch, so asking them all made each append
     cost O(partitions) on the acks=all path. The shell calls
     `Purgatory.check_and_complete` for every change that can move a
-    partition's answer (append, HW move, ISR or role change); one it does
-    not signal (retention moving the log start) is seen at the next check
-    of that partition or at ``fetch.max.wait.ms``, when the fetch reads
-    again anyway.
+    partition's answer (append, HW move, ISR or role change, log start
+    moved by retention).
+
+    ``parking``: the follower session's parked partitions (`FetchParking`),
+    watched as one key. They are not asked at the first check; each one a
+    change unparks (``parking.woken``) joins ``requests`` and is asked at
+    the next check, so `changed_partitions` can name it.
     """
 
     def __init__(
@@ -252,33 +277,42 @@ class DelayedFetch(DelayedOperation):
         min_bytes: int,
         deadline_ms: int,
         lookup: PartitionLookup,
-        idle: Mapping[TopicPartition, FetchPartition] | None = None,
+        parking: FetchParking | None = None,
     ) -> None:
-        """``idle``: more partitions of the fetch, known to have nothing to
-        read right now (a fetch session's idle partitions); they are watched
-        like the others but not asked at the first check."""
-        all_requests = dict(requests)
-        if idle:
-            all_requests.update(idle)
-        super().__init__(all_requests.keys(), deadline_ms)
-        self.requests = all_requests
+        keys: list[Hashable] = list(requests)
+        if parking is not None:
+            keys.append(parking)
+        super().__init__(keys, deadline_ms)
+        self.requests = dict(requests)
         self.min_bytes = min_bytes
         self._lookup = lookup
+        self._parking = parking
         self.outcome: FetchOutcome | None = None
-        # Partition -> bytes readable at its last check (all of them after the first).
-        self._readable: dict[TopicPartition, int] = dict.fromkeys(idle, 0) if idle else {}
-        self._first: tuple[TopicPartition, ...] = tuple(requests)
+        # Partition -> bytes readable at its last check.
+        self._readable: dict[TopicPartition, int] = {}
+        # Whether the first check asked every partition of ``requests``.
+        self._first_done = False
         # The partition that had to answer at once, if that completed the fetch.
         self._answer_now: TopicPartition | None = None
 
-    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
-        keys: Iterable[TopicPartition] = (
-            self._first
-            if changed is None or len(self._readable) < len(self.requests)
-            else (changed,)
-            if changed in self.requests
-            else ()
-        )
+    def try_complete(self, now_ms: int, changed: Hashable | None = None) -> bool:
+        keys: list[TopicPartition]
+        if not self._first_done:
+            keys = list(self.requests)
+        elif changed is not None and changed in self._readable:
+            keys = [changed]  # a partition key
+        else:
+            keys = []
+        parking = self._parking
+        if parking is not None and parking.woken:
+            # Woken parked partitions join; a check under the parking itself
+            # (one of them changed again) asks them all again.
+            for key, request in parking.woken.items():
+                if key not in self.requests:
+                    self.requests[key] = request
+                    keys.append(key)
+                elif changed is parking and key not in keys:
+                    keys.append(key)
         for key in keys:
             replica = self._lookup(key)
             readable = None if replica is None else replica.delayed_fetch_bytes(self.requests[key])
@@ -287,6 +321,7 @@ class DelayedFetch(DelayedOperation):
                 self._answer_now = key
                 return True
             self._readable[key] = readable
+        self._first_done = True
         if sum(self._readable.values()) >= self.min_bytes:
             self.outcome = FetchOutcome.SATISFIED
             return True
@@ -298,9 +333,10 @@ class DelayedFetch(DelayedOperation):
     def changed_partitions(self) -> set[TopicPartition] | None:
         """After a SATISFIED outcome: the partitions that had readable bytes or
         had to answer at its last checks (the others had nothing new to
-        read). None if that is not known (expired, or completed on the first
-        check)."""
-        if self.outcome is not FetchOutcome.SATISFIED or len(self._readable) < len(self.requests):
+        read; a woken parked partition not asked yet is left for the next
+        fetch, which serves it). None if that is not known (expired, or
+        completed during the first check)."""
+        if self.outcome is not FetchOutcome.SATISFIED or not self._first_done:
             return None
         changed = {key for key, readable in self._readable.items() if readable > 0}
         if self._answer_now is not None:

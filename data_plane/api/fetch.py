@@ -12,11 +12,17 @@ Fetch sessions (KIP-227, `data_plane.api.fetch_session`): a request with
 session epoch -1 (librdkafka, kafka-python) is a full fetch answered with
 session id 0, as before sessions existed. Epoch 0 creates a session;
 later requests carry only what changed and the answer only partitions with
-news. Every fetch still serves all the session's partitions, so follower
-fetch state and the ISR move as with full requests; a follower's idle
-partition is served by refreshing the leader's stored idle answer (it
-records the fetch as serving would, `_Served.idle`) and is only watched
-while the fetch long-polls.
+news. Every fetch still serves the session's partitions, so follower fetch
+state and the ISR move as with full requests, with one shortcut for a
+follower's idle partitions (most of its session: ``__consumer_offsets``):
+- an idle partition is served by refreshing the leader's stored idle answer
+  (it records the fetch as serving would, `_Served.idle`);
+- once refreshed, it is parked (`_Parking`): later fetches skip it, so a
+  fetch costs O(partitions that moved), not O(session). The replica manager
+  unparks it when it changes (and wakes a long poll of the session); the
+  ISR check first records the fetches that skipped it
+  (`IdleFollowerFetch.settle`); and once a second a fetch unparks them all,
+  so anything that moved unannounced is seen.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from data_plane.api.encoders import FetchPartitionData, encode_fetch_response
 from data_plane.api.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
     PartitionFetchState,
     SessionKey,
     SessionMode,
@@ -47,6 +55,8 @@ from raftlog.net.errors import ErrorCode
 __all__ = ("MAX_FETCH_WAIT_MS", "handle_fetch")
 
 MAX_FETCH_WAIT_MS: Final = 60_000
+# How often a follower session's parked partitions are all looked at again.
+_VERIFY_PARKED_MS: Final = 1_000
 READ_COMMITTED: Final = 1
 _INT32_MAX: Final = 2**31 - 1
 _NONE: Final = ErrorCode.none.value
@@ -101,17 +111,18 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     # key -> (topic name or None, validation error or None, session memo), in
     # serve order.
     served: list[tuple[SessionKey, str | None, ErrorCode | None, _Served | None]] = []
-    # A follower session's idle partitions (see `_Served.idle`): not served,
-    # only watched while the fetch long-polls.
-    idle: dict[TopicPartition, FetchPartition] = {}
-    idle_served: list[tuple[SessionKey, str, _Served]] = []
     incremental = context.mode is SessionMode.INCREMENTAL
-    follower_session = incremental and replica_id >= 0
     now_ms = api.replicas.now_ms()
-    # Most of a follower's session is idle partitions: this loop runs for
-    # each of them on every fetch, so their path does no lookups by key.
+    # A follower session's idle partitions are parked (see the module docstring).
+    parking: _Parking | None = None
+    if incremental and replica_id >= 0 and context.session is not None:
+        session = context.session
+        if not isinstance(session.parking, _Parking):
+            session.parking = _Parking(session)
+        parking = session.parking
+        parking.begin(now_ms, image, replica_epoch)  # before `entries`: it may unpark
     for key, state, cached in context.entries:
-        if follower_session and cached is not None:
+        if parking is not None and cached is not None:
             # The partitions this request named had their memos cleared
             # (`FetchSessionCache.new_context`): an idle memo is for one it
             # left out.
@@ -120,8 +131,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
                 if ((was_idle.image is image or was_idle.still_named_in(image, key[0]))
                         and was_idle.request.replica_epoch == replica_epoch
                         and was_idle.idle.refresh(now_ms)):
-                    idle[(was_idle.name, key[1])] = was_idle.request
-                    idle_served.append((key, was_idle.name, was_idle))
+                    api.replicas.park(parking.park(key, cached, was_idle), parking)
                     continue
                 was_idle.idle = None
         label, index = key
@@ -155,11 +165,15 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         max_bytes=max(max_bytes, 0),
         from_follower=replica_id >= 0,
     )
-    results = await api.replicas.fetch(requests, params, idle) if requests or idle else {}
-    # An idle partition that changed while the fetch waited was read: answer
-    # it like the others.
-    served.extend((key, name, None, memo) for key, name, memo in idle_served
-                  if (name, key[1]) in results)
+    if parking is not None and not parking.by_partition:
+        parking = None
+    results = await api.replicas.fetch(requests, params, parking) if requests or parking else {}
+    if parking is not None:
+        # A parked partition that changed while the fetch waited was read:
+        # answer it like the others.
+        served.extend((key, memo.name, None, memo)
+                      for partition, (key, memo) in parking.woken_memos.items()
+                      if partition in results and partition not in requests)
     # Response topics in serve order; an incremental answer leaves out the
     # partitions with nothing new (KIP-227).
     topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}
@@ -215,11 +229,11 @@ class _Served:
     state changes, and the last result `maybe_include` was asked about.
 
     ``idle`` (follower sessions): the leader's stored idle answer
-    (`IdleFollowerFetch`) while the partition has nothing to say. An
-    incremental fetch then only refreshes it (the follower's fetch state
-    moves as if served) and watches the partition while it long-polls; the
-    answer would leave it out anyway. Anything that changes the answer
-    (an append, a HW, log start or epoch move, a new request state) ends it.
+    (`IdleFollowerFetch`) while the partition has nothing to say. The next
+    incremental fetch only refreshes it (the follower's fetch state moves as
+    if served) and parks the partition (`_Parking`); the answer would leave
+    it out anyway. Anything that changes the answer (an append, a HW, log
+    start or epoch move, a new request state) ends it.
     """
 
     __slots__ = ("idle", "image", "last_result", "name", "request")
@@ -245,6 +259,84 @@ class _Served:
         return (self.name == name and request.replica_id == replica_id
                 and request.replica_epoch == replica_epoch
                 and request.read_committed == read_committed)
+
+
+class _Parking:
+    """A follower session's parked partitions (`FetchParking` for the
+    replica manager, `IdleParking` for the partitions' idle answers).
+
+    A session partition whose stored idle answer was just refreshed is
+    parked (`CachedPartition.parked`): the session's entries leave it out,
+    so fetches neither serve nor refresh it. A request that names or
+    forgets it unparks it (`FetchSessionCache.new_context`); so does a
+    change the replica manager reports (`unpark`), and `begin` unparks all
+    once a second and whenever the metadata image or the follower's broker
+    epoch differs from the last fetch's. The fetch handler then serves (or
+    refreshes and parks again) each one as before."""
+
+    __slots__ = ("__weakref__", "by_partition", "image", "replica_epoch", "session",
+                 "verify_at_ms", "woken", "woken_memos")
+
+    def __init__(self, session: FetchSession) -> None:
+        self.session = session
+        # Partition -> (session key, memo, session entry) while parked.
+        self.by_partition: dict[TopicPartition, tuple[SessionKey, _Served, CachedPartition]] = {}
+        # Unparked by a change during the current fetch (`FetchParking.woken`).
+        self.woken: dict[TopicPartition, FetchPartition] = {}
+        self.woken_memos: dict[TopicPartition, tuple[SessionKey, _Served]] = {}
+        self.image: object = None
+        self.replica_epoch: int | None = None
+        self.verify_at_ms = 0
+
+    def begin(self, now_ms: int, image: object, replica_epoch: int) -> None:
+        """A fetch of the session starts: forget the last one's woken
+        partitions; unpark everything if it is time to look again."""
+        if self.woken:
+            self.woken = {}
+            self.woken_memos = {}
+        if (now_ms >= self.verify_at_ms or image is not self.image
+                or replica_epoch != self.replica_epoch):
+            for _, _, cached in self.by_partition.values():
+                cached.parked = False
+            self.by_partition.clear()
+            self.image = image
+            self.replica_epoch = replica_epoch
+            self.verify_at_ms = now_ms + _VERIFY_PARKED_MS
+
+    def park(self, key: SessionKey, cached: CachedPartition, memo: _Served) -> TopicPartition:
+        """Skip ``key`` (its memo's idle answer was just refreshed); returns
+        the partition to register with the replica manager."""
+        assert memo.idle is not None
+        partition = (memo.name, key[1])
+        cached.parked = True
+        self.by_partition[partition] = (key, memo, cached)
+        memo.idle.parked_by = self
+        return partition
+
+    def _entry(self, partition: TopicPartition) -> tuple[SessionKey, _Served, CachedPartition] | None:
+        entry = self.by_partition.get(partition)
+        if entry is None or not entry[2].parked or entry[2].memo is not entry[1]:
+            return None
+        return entry
+
+    def unpark(self, key: TopicPartition) -> bool:
+        entry = self._entry(key)
+        self.by_partition.pop(key, None)
+        if entry is None:
+            return key in self.woken  # unparked already; woken during this fetch?
+        skey, memo, cached = entry
+        cached.parked = False
+        if memo.idle is not None and memo.idle.parked_by is self:
+            memo.idle.unparked(self.session.last_used_ms)
+        self.woken[key] = memo.request
+        self.woken_memos[key] = (skey, memo)
+        return True
+
+    def parked_fetch_ms(self, idle: IdleFollowerFetch) -> int | None:
+        entry = self._entry(idle.partition.key)
+        if entry is None or entry[1].idle is not idle:
+            return None
+        return self.session.last_used_ms
 
 
 def _topic_name(image: Any, label: uuid.UUID | str) -> str | None:

@@ -16,13 +16,14 @@ A Fetch request carries ``(session_id, session_epoch)``:
 - ``(id, -1)`` closes the session and is served as a sessionless full fetch;
   ``(id, 0)`` closes it and creates a new one.
 
-Every fetch serves *all* the session's partitions with their cached request
+Every fetch serves the session's partitions with their cached request
 state, so the leader's follower fetch state (LEO, lastCaughtUpTime, ISR
-expansion and shrink) moves exactly as it would with full requests. Only the
-answer shrinks: an incremental answer names a partition only when it has
-something to say (`FetchContext.maybe_include`). (The fetch handler serves
-a follower's idle partitions by refreshing the leader's stored idle answer,
-which records the fetch the same way: `data_plane.api.fetch`.)
+expansion and shrink) moves as it would with full requests. Only the answer
+shrinks: an incremental answer names a partition only when it has something
+to say (`FetchContext.maybe_include`). The one exception is a follower's
+idle partitions, which the fetch handler parks (``CachedPartition.parked``):
+fetches skip them until they change, and the fetches they skipped are
+recorded when the ISR is next checked (`data_plane.api.fetch`).
 
 Sessions are keyed per partition by the label the request version names
 topics with: the topic id (v13+) or the name (older). Names are resolved by
@@ -98,20 +99,27 @@ class CachedPartition:
     partition request it serves, so an unchanged partition is served the
     same object on every fetch)."""
 
-    __slots__ = ("memo", "request", "sent")
+    __slots__ = ("memo", "parked", "request", "sent")
 
     def __init__(self, request: PartitionFetchState) -> None:
         self.request = request
         # (high watermark, last stable offset, log start offset) last sent.
         self.sent: tuple[int, int, int] | None = None
         self.memo: object = None
+        #: Parked by the fetch handler: left out of the session's entries.
+        #: A request that names or forgets the partition unparks it.
+        self.parked = False
 
 
 class FetchSession:
     """One client's session. ``epoch`` is the epoch its next incremental
-    request must carry. ``partitions`` keeps request order (the serve order)."""
+    request must carry. ``partitions`` keeps request order (the serve order).
+    ``parking`` is the fetch handler's (`data_plane.api.fetch`), like a
+    partition's ``memo``: what it keeps about the partitions it parked
+    (`CachedPartition.parked`)."""
 
-    __slots__ = ("epoch", "last_used_ms", "partitions", "replica_id", "session_id", "uses_topic_ids")
+    __slots__ = ("epoch", "last_used_ms", "parking", "partitions", "replica_id",
+                 "session_id", "uses_topic_ids")
 
     def __init__(self, session_id: int, replica_id: int, uses_topic_ids: bool, now_ms: int) -> None:
         self.session_id = session_id
@@ -120,6 +128,7 @@ class FetchSession:
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.last_used_ms = now_ms
         self.partitions: dict[SessionKey, CachedPartition] = {}
+        self.parking: object = None
 
     @property
     def is_follower(self) -> bool:
@@ -137,28 +146,39 @@ class SessionMode(Enum):
 class FetchContext:
     """What one Fetch serves and how it answers (Kafka's ``FetchContext``).
 
-    ``entries`` is every (key, request, session entry) to serve, in order;
-    the session entry (None without a session) is where the handler keeps
-    its ``memo``. After serving, the handler asks `maybe_include` per
-    partition; in a session that also records what was sent.
+    ``entries`` is every (key, request, session entry) to serve, in order,
+    but the session's parked partitions, read when first asked for (the
+    handler may unpark partitions before); the session entry (None without
+    a session) is where the handler keeps its ``memo``. After serving, the
+    handler asks `maybe_include` per partition; in a session that also
+    records what was sent.
     """
 
-    __slots__ = ("entries", "mode", "requested", "session", "session_id")
+    __slots__ = ("_entries", "mode", "requested", "session", "session_id")
 
     def __init__(
         self,
         mode: SessionMode,
-        entries: list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]],
+        entries: list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]] | None,
         session: FetchSession | None,
         requested: frozenset[SessionKey] = frozenset(),
     ) -> None:
+        """``entries`` None: the session's unparked partitions."""
         self.mode = mode
-        self.entries = entries
+        self._entries = entries
         self.session = session
         self.session_id = session.session_id if session is not None else INVALID_SESSION_ID
         #: The keys this request named (added or changed). Their session
         #: entries' memos were cleared (`FetchSessionCache.new_context`).
         self.requested = requested
+
+    @property
+    def entries(self) -> list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]]:
+        entries = self._entries
+        if entries is None:
+            assert self.session is not None
+            entries = self._entries = _entries(self.session)
+        return entries
 
     @property
     def partitions(self) -> list[tuple[SessionKey, PartitionFetchState]]:
@@ -203,7 +223,8 @@ def _without_session(
 def _entries(
     session: FetchSession,
 ) -> list[tuple[SessionKey, PartitionFetchState, CachedPartition | None]]:
-    return [(key, cached.request, cached) for key, cached in session.partitions.items()]
+    return [(key, cached.request, cached) for key, cached in session.partitions.items()
+            if not cached.parked]
 
 
 class FetchSessionCache:
@@ -252,7 +273,7 @@ class FetchSessionCache:
                 return FetchContext(SessionMode.NEW_SESSION, _without_session(requested), None)
             for key, state in requested.items():
                 session.partitions[key] = CachedPartition(state)
-            return FetchContext(SessionMode.NEW_SESSION, _entries(session), session)
+            return FetchContext(SessionMode.NEW_SESSION, None, session)
         if session_epoch < FINAL_EPOCH:
             return ErrorCode.invalid_fetch_session_epoch
         session = self._sessions.get(session_id)
@@ -264,7 +285,9 @@ class FetchSessionCache:
         if session.uses_topic_ids != uses_topic_ids:
             return ErrorCode.fetch_session_topic_id_error
         for key in forgotten:
-            session.partitions.pop(key, None)
+            gone = session.partitions.pop(key, None)
+            if gone is not None:
+                gone.parked = False
         for key, state in requested.items():
             cached = session.partitions.get(key)
             if cached is None:
@@ -272,11 +295,11 @@ class FetchSessionCache:
             else:
                 cached.request = state
                 cached.memo = None
+                cached.parked = False
         session.epoch = next_epoch(session.epoch)
         session.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)
-        return FetchContext(SessionMode.INCREMENTAL, _entries(session), session,
-                            frozenset(requested))
+        return FetchContext(SessionMode.INCREMENTAL, None, session, frozenset(requested))
 
     def _maybe_create(self, replica_id: int, uses_topic_ids: bool, now_ms: int) -> FetchSession | None:
         if len(self._sessions) >= self.max_slots and not self._maybe_evict(replica_id >= 0, now_ms):

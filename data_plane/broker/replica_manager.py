@@ -36,6 +36,7 @@ import logging
 import os
 import shutil
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -47,7 +48,14 @@ from data_plane.broker.log_configs import (
 )
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
-from data_plane.purgatory import DelayedFetch, DelayedProduce, ProduceWait, Purgatory, ReplicaView
+from data_plane.purgatory import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchParking,
+    ProduceWait,
+    Purgatory,
+    ReplicaView,
+)
 from data_plane.replication.partition import IdleFollowerFetch, Partition
 from data_plane.replication.types import (
     NO_LEADER,
@@ -151,6 +159,8 @@ class ReplicaManager:
             self.static_config, metadata.image, metadata.broker_id
         )
         self._waiters: dict[int, asyncio.Future[None]] = {}
+        # Partition -> the follower sessions that parked it (`park`).
+        self._parked: dict[TopicPartition, weakref.WeakSet[FetchParking]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], Awaitable[None]]] = []
         self._alter_pending: set[TopicPartition] = set()
@@ -393,29 +403,29 @@ class ReplicaManager:
 
     async def fetch(
         self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams,
-        idle: Mapping[TopicPartition, FetchPartition] | None = None,
+        parking: FetchParking | None = None,
     ) -> dict[TopicPartition, FetchPartitionResult]:
         """Serve a Fetch: read now; if fewer than ``min_bytes`` are readable and
         nothing needs an immediate answer, long-poll (DelayedFetch) and read again.
 
-        ``idle``: more partitions of a fetch session that the caller found
-        idle (`Partition.idle_fetch`, refreshed for this fetch). They are not
-        read now, but a long poll also waits on them; one that changes while
-        the fetch waits is read and answered with the others."""
+        ``parking``: the follower session's parked partitions (`park`), not
+        read now; a long poll also waits on them, and one that changes while
+        the fetch waits is read and answered with the others (its key is in
+        the result, not in ``requests``)."""
         results = await self._read_acks_first(requests, params)
-        if (params.max_wait_ms <= 0 or not (requests or idle)
+        if (params.max_wait_ms <= 0 or not (requests or parking)
                 or (requests and self._fetch_can_answer_now(results, params))):
             return results
         now = self.now_ms()
         op = DelayedFetch(
             requests, min_bytes=params.min_bytes,
-            deadline_ms=now + params.max_wait_ms, lookup=self._replica_view, idle=idle,
+            deadline_ms=now + params.max_wait_ms, lookup=self._replica_view, parking=parking,
         )
         if self.fetch_purgatory.try_complete_else_watch(op, now):
             return self._read_all(requests, params)
         await self._wait_for(op)
         changed = op.changed_partitions()
-        if changed is None or (len(changed) == len(requests) and not idle):
+        if changed is None or (len(changed) == len(requests) == len(op.requests)):
             return self._read_all(requests, params)
         # Read again only what changed while waiting: a follower's fetch names
         # every partition it follows from us (tens of them), and the rest
@@ -428,6 +438,15 @@ class ReplicaManager:
         for key, result in fresh.items():
             merged.setdefault(key, result)
         return merged
+
+    def park(self, key: TopicPartition, parking: FetchParking) -> None:
+        """A follower session skips ``key`` from now on: call
+        ``parking.unpark(key)`` when it changes, and check the fetch
+        purgatory under ``parking`` if it asks to (`FetchParking`)."""
+        parkers = self._parked.get(key)
+        if parkers is None:
+            parkers = self._parked[key] = weakref.WeakSet()
+        parkers.add(parking)
 
     def idle_fetch(
         self, key: TopicPartition, request: FetchPartition, result: FetchPartitionResult
@@ -536,6 +555,15 @@ class ReplicaManager:
     def _wake_purgatories(self, key: TopicPartition, now_ms: int) -> None:
         self._resolve(self.produce_purgatory.check_and_complete(key, now_ms))
         self._resolve(self.fetch_purgatory.check_and_complete(key, now_ms))
+        parkers = self._parked.get(key)
+        if parkers is not None:
+            for parking in list(parkers):
+                if parking.unpark(key):
+                    self._resolve(self.fetch_purgatory.check_and_complete(parking, now_ms))
+                else:
+                    parkers.discard(parking)
+            if not parkers:
+                del self._parked[key]
 
     def on_follower_progress(self, key: TopicPartition) -> None:
         """Called by the fetcher after it appended or moved a follower's HW.
@@ -582,10 +610,11 @@ class ReplicaManager:
             interval = int(self.broker_config["log.retention.check.interval.ms"])
             self._next_retention_ms = now + max(interval, 1)
             wall_now = self.clock.wall_ms()
-            for hosted in self.partitions.values():
+            for key, hosted in list(self.partitions.items()):
                 p = hosted.partition
                 if p.log.apply_retention(high_watermark=p.high_watermark):
                     p.txn.after_log_start_moved(p.log)
+                    self._wake_purgatories(key, now)  # the log start is news
                 p.txn.remove_expired_producers(wall_now)
 
     # ==== AlterPartition ============================================================

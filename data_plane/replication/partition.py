@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from typing import Protocol
 
 from data_plane.replication import isr as isr_math
 from data_plane.replication.follower import FollowerState, divergence_truncation_offset
@@ -211,6 +212,9 @@ class Partition:
         """Leader's view of a follower: (LEO, last caught-up ms, fetched in epoch)."""
         if self._leader is None or replica_id not in self._leader.followers:
             return None
+        idle = self._idle_fetches.get(replica_id)
+        if idle is not None:
+            idle.settle()
         s = self._leader.followers[replica_id]
         return (s.log_end_offset, s.last_caught_up_time_ms, s.fetched_in_current_epoch)
 
@@ -517,58 +521,85 @@ class Partition:
         fetch updates their state, may expand the ISR and advance the HW;
         consumers read only below the HW.
         """
+        # Runs for every partition of every fetch: attributes are read once.
         leader = self._leader
         if leader is None:
             return self._error_result(ErrorCode.not_leader_or_follower)
-        if request.is_from_follower:
-            idle = self._idle_fetches.get(request.replica_id)
-            if idle is not None and idle.request is request and idle.refresh(now_ms):
-                # The same request, and nothing its answer depends on moved.
-                return idle.result
-        error = self._check_current_leader_epoch(request.current_leader_epoch)
-        if error is not None:
+        replica_id = request.replica_id
+        follower = replica_id >= 0  # request.is_from_follower
+        if follower:
+            idle = self._idle_fetches.get(replica_id)
+            if idle is not None:
+                if idle.request is request and idle.refresh(now_ms):
+                    # The same request, and nothing its answer depends on moved.
+                    return idle.result
+                del self._idle_fetches[replica_id]  # replaced by this fetch
+        current_epoch = request.current_leader_epoch
+        if current_epoch >= 0 and current_epoch != self._leader_epoch:
+            error = self._check_current_leader_epoch(current_epoch)
+            assert error is not None
             return self._error_result(error)
-        if request.is_from_follower and request.replica_id not in leader.followers:
-            return self._error_result(ErrorCode.not_leader_or_follower)
-        if request.is_from_follower and request.last_fetched_epoch >= 0:
-            diverging = self._diverging_epoch(request.last_fetched_epoch, request.fetch_offset)
-            if diverging is not None:
-                return self._result(ErrorCode.none, diverging_epoch=diverging)
-        leo = self.log.log_end_offset
-        if not self.log.log_start_offset <= request.fetch_offset <= leo:
+        log = self.log
+        leo = log.log_end_offset
+        fetch_offset = request.fetch_offset
+        if follower:
+            if replica_id not in leader.followers:
+                return self._error_result(ErrorCode.not_leader_or_follower)
+            last_fetched_epoch = request.last_fetched_epoch
+            # An in-step follower (its last epoch is our latest, not past our
+            # end) cannot diverge: `_diverging_epoch` without the call.
+            if last_fetched_epoch >= 0 and not (
+                fetch_offset <= leo and last_fetched_epoch == log.latest_epoch
+            ):
+                diverging = self._diverging_epoch(last_fetched_epoch, fetch_offset)
+                if diverging is not None:
+                    return self._result(ErrorCode.none, diverging_epoch=diverging)
+        log_start = log.log_start_offset
+        if not log_start <= fetch_offset <= leo:
             return self._result(ErrorCode.offset_out_of_range)
-        max_offset = None if request.is_from_follower else self._consumer_read_bound(request)
+        max_offset = None if follower else self._consumer_read_bound(request)
         # Nothing to read at the end (an idle partition, most of a follower's
         # fetch): skip the segment lookup.
         end = leo if max_offset is None else min(leo, max_offset)
-        records = (self.log.read(request.fetch_offset, request.max_bytes, max_offset).records
-                   if request.fetch_offset < end else b"")
-        if request.is_from_follower:
+        records = (log.read(fetch_offset, request.max_bytes, max_offset).records
+                   if fetch_offset < end else b"")
+        if follower:
             leader.update_follower_fetch_state(
-                request.replica_id,
-                fetch_offset=request.fetch_offset,
+                replica_id,
+                fetch_offset=fetch_offset,
                 log_start_offset=request.log_start_offset,
                 broker_epoch=request.replica_epoch,
                 leader_log_end_offset=leo,
                 now_ms=now_ms,
             )
-            leader.maybe_propose_expand(
-                request.replica_id,
-                high_watermark=self._high_watermark,
-                ineligible=self._ineligible,
-                now_ms=now_ms,
-            )
+            if replica_id not in leader.isr:  # an ISR member has nothing to join
+                leader.maybe_propose_expand(
+                    replica_id,
+                    high_watermark=self._high_watermark,
+                    ineligible=self._ineligible,
+                    now_ms=now_ms,
+                )
             if self._high_watermark < leo:  # at the LEO already it cannot move
                 self._maybe_increment_leader_hw()
         aborted: tuple[tuple[int, int], ...] = ()
         if request.read_committed and max_offset is not None:
             # Kafka's collectAbortedTxns over [fetch offset, LSO).
             aborted = tuple((a.producer_id, a.first_offset) for a in
-                            self.txn.aborted_transactions(request.fetch_offset, max_offset))
-        result = self._result(ErrorCode.none, records=records, aborted_transactions=aborted)
-        if (request.is_from_follower and request.fetch_offset == leo == self._high_watermark
-                and request.replica_id in leader.isr):
-            self._idle_fetches[request.replica_id] = IdleFollowerFetch(self, request, result)
+                            self.txn.aborted_transactions(fetch_offset, max_offset))
+        hw = self._high_watermark
+        result = FetchPartitionResult(
+            ErrorCode.none,
+            high_watermark=hw,
+            log_start_offset=log_start,
+            log_end_offset=leo,
+            records=records,
+            leader_id=self._leader_id,
+            leader_epoch=self._leader_epoch,
+            last_stable_offset=self.txn.last_stable_offset(hw),
+            aborted_transactions=aborted,
+        )
+        if follower and fetch_offset == leo == hw and replica_id in leader.isr:
+            self._idle_fetches[replica_id] = IdleFollowerFetch(self, request, result)
         return result
 
     def _consumer_read_bound(self, request: FetchPartition) -> int:
@@ -595,25 +626,32 @@ class Partition:
         follower diverged, the offset fell out of range)."""
         if self._leader is None:
             return None
-        if request.is_from_follower:
+        follower = request.replica_id >= 0  # request.is_from_follower
+        if follower:
             idle = self._idle_fetches.get(request.replica_id)
             if idle is not None and idle.request is request and idle.still_idle():
                 return 0
-        if self._check_current_leader_epoch(request.current_leader_epoch) is not None:
+        current_epoch = request.current_leader_epoch
+        if current_epoch >= 0 and current_epoch != self._leader_epoch:
+            return None  # FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH: answer now
+        log = self.log
+        leo = log.log_end_offset
+        fetch_offset = request.fetch_offset
+        if follower:
+            last_fetched_epoch = request.last_fetched_epoch
+            if last_fetched_epoch >= 0 and not (
+                fetch_offset <= leo and last_fetched_epoch == log.latest_epoch
+            ) and self._diverging_epoch(last_fetched_epoch, fetch_offset) is not None:
+                return None
+            end = limit = leo
+        else:
+            end = self._consumer_read_bound(request)
+            limit = self._high_watermark
+        if fetch_offset > limit or fetch_offset < log.log_start_offset:
             return None
-        if request.is_from_follower and request.last_fetched_epoch >= 0 and (
-            self._diverging_epoch(request.last_fetched_epoch, request.fetch_offset) is not None
-        ):
-            return None
-        end = (self.log.log_end_offset if request.is_from_follower
-               else self._consumer_read_bound(request))
-        limit = self.log.log_end_offset if request.is_from_follower else self._high_watermark
-        if request.fetch_offset > limit or request.fetch_offset < self.log.log_start_offset:
-            return None
-        if request.fetch_offset >= end:
+        if fetch_offset >= end:
             return 0
-        max_offset = None if request.is_from_follower else end
-        return self.log.readable_bytes(request.fetch_offset, request.max_bytes, max_offset)
+        return log.readable_bytes(fetch_offset, request.max_bytes, None if follower else end)
 
     def _check_current_leader_epoch(self, current_leader_epoch: int) -> ErrorCode | None:
         if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:
@@ -686,6 +724,8 @@ class Partition:
         with `poll_alter_partition`."""
         if self._leader is None:
             return False
+        for idle in self._idle_fetches.values():
+            idle.settle()  # fetches that skipped a parked partition count
         return self._leader.maybe_propose_shrink(self.log.log_end_offset, now_ms)
 
     def poll_alter_partition(self, now_ms: int) -> AlterPartitionRequest | None:
@@ -918,6 +958,17 @@ def _placed(headers: list[BatchHeader], first_offset: int) -> list[tuple[BatchHe
     return out
 
 
+class IdleParking(Protocol):
+    """A fetch session that parked an idle partition (`data_plane.api.fetch`):
+    its fetches skip the partition and do not `IdleFollowerFetch.refresh`
+    it while it stays parked."""
+
+    def parked_fetch_ms(self, idle: IdleFollowerFetch) -> int | None:
+        """The time of the session's last fetch while ``idle`` is parked there
+        (a fetch that left it idle), or None if it is not parked any more."""
+        ...
+
+
 class IdleFollowerFetch:
     """A follower's fetch that found the partition idle: the follower at our
     LEO, the HW there too, the follower in the ISR, nothing to read.
@@ -930,15 +981,18 @@ class IdleFollowerFetch:
     latest epoch), the answer is the same: `Partition.handle_fetch` records
     the fetch in the follower's state, as the full path would, and returns
     the stored result. A fetch session may also keep this object and call
-    `refresh` instead of serving the partition (`Partition.idle_fetch`).
+    `refresh` instead of serving the partition (`Partition.idle_fetch`), and
+    then park the partition (``parked_by``): its fetches skip it, and what
+    they would have recorded is recorded by `settle` before the follower's
+    state is read, or by `unparked` when the partition changes.
     """
 
     # A follower fetches every idle partition of its session on every fetch:
     # `still_idle` and `refresh` run tens of times per fetch, so they compare
     # fields with early exits instead of building a fingerprint tuple.
     __slots__ = ("end_offset", "high_watermark", "latest_epoch", "leader", "leader_epoch",
-                 "log", "log_start_offset", "partition", "partition_epoch", "request",
-                 "result")
+                 "log", "log_start_offset", "parked_by", "partition", "partition_epoch",
+                 "recorded_ms", "request", "result")
 
     def __init__(self, partition: Partition, request: FetchPartition,
                  result: FetchPartitionResult) -> None:
@@ -953,6 +1007,10 @@ class IdleFollowerFetch:
         self.partition_epoch = partition._partition_epoch
         self.log_start_offset = log.log_start_offset
         self.latest_epoch = log.latest_epoch
+        # The fetch time last recorded in the follower's state through this answer.
+        self.recorded_ms = -1
+        #: The session that parked the partition, while it skips it.
+        self.parked_by: IdleParking | None = None
 
     def still_idle(self) -> bool:
         """Whether nothing the stored answer depends on has moved: leader
@@ -975,9 +1033,39 @@ class IdleFollowerFetch:
         return True (its answer is `result` again). False: serve it fully."""
         if not self.still_idle():
             return False
+        self._record(now_ms)
+        return True
+
+    def settle(self) -> None:
+        """Record the last fetch of the session that parked this partition
+        (`IdleParking`), as `refresh` would have on that fetch, if the answer
+        still stands. Run before the follower's state is read."""
+        parked_by = self.parked_by
+        if parked_by is None:
+            return
+        at = parked_by.parked_fetch_ms(self)
+        if at is None:
+            self.parked_by = None
+        elif at > self.recorded_ms and self.still_idle():
+            self._record(at)
+
+    def unparked(self, last_fetch_ms: int) -> None:
+        """The session that parked this partition stops skipping it because
+        the partition just changed (an append, a HW or epoch move). Its
+        fetches until then, the last at ``last_fetch_ms``, found it idle:
+        record that one, as `refresh` would have, unless this answer was
+        replaced meanwhile (the follower fetched it anew, or leadership
+        moved)."""
+        self.parked_by = None
+        partition = self.partition
+        if (last_fetch_ms > self.recorded_ms and self.leader is partition._leader
+                and partition._idle_fetches.get(self.request.replica_id) is self):
+            self._record(last_fetch_ms)
+
+    def _record(self, now_ms: int) -> None:
         request = self.request
         assert self.leader is not None
         self.leader.record_fetch_at_log_end(
             request.replica_id, request.fetch_offset, request.log_start_offset,
             request.replica_epoch, now_ms)
-        return True
+        self.recorded_ms = now_ms

@@ -4,10 +4,10 @@ A 30-partition RF-3 topic, writes to one partition only. Followers' fetch
 requests are observed by wrapping each fetcher's client (production code is
 untouched): once their sessions exist, requests and answers name only the
 written partition; the high watermark still reaches the followers; acks=all
-works; and idle partitions stay in the ISR well past a short
-``replica.lag.time.max.ms``, because the leader serves (idle: refreshes)
-every session partition on every fetch; and a write to an idle partition
-wakes the followers' parked fetches at once.
+works; idle partitions stay in the ISR well past a short
+``replica.lag.time.max.ms``, and the leaders' sessions park them (fetches
+skip them); and a write to an idle (parked) partition wakes the followers'
+long-polling fetches at once.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from kio.schema.fetch.v16 import request as fetch_req
 from kio.schema.produce.v9 import request as p9
 from kio.serial import entity_reader
 
+from data_plane.api import fetch as fetch_api
 from data_plane.broker.fetcher import ReplicaFetcherManager
 from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
 from raftlog.net.client import KafkaProtocolClient
@@ -174,6 +175,14 @@ def test_follower_sessions_carry_only_changed_partitions_and_keep_idle_ones_in_s
     # Many empty round trips happened (idle partitions, long polls) while
     # the ISR held: the leaders served the cached partitions each time.
     assert sum(1 for f in fetches if not f["requested"] and not f["answered"]) >= 6
+    # Between those, each leader's follower sessions skip their idle
+    # partitions: every partition but the written one is parked by both
+    # followers' sessions (the registry the leader unparks from).
+    for index in range(PARTITIONS):
+        if index == WRITTEN:
+            continue
+        parked = c.brokers[c.leader_of(TOPIC, index)].replicas._parked.get((TOPIC, index))
+        assert parked is not None and len(parked) == 2, index
 
 
 @pytest.fixture
@@ -186,9 +195,13 @@ def long_poll_cluster(tmp_path: object) -> Iterator[ClusterThread]:
         yield ct
 
 
+@pytest.mark.parametrize("look_again_ms", [1_000, 600_000], ids=["default", "never"])
 def test_a_write_to_an_idle_session_partition_wakes_the_parked_follower_fetch(
-    long_poll_cluster: ClusterThread,
+    long_poll_cluster: ClusterThread, look_again_ms: int, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # "never": the sessions never unpark everything to look again
+    # (`_VERIFY_PARKED_MS`), so only the wake-up on the write can serve it.
+    monkeypatch.setattr(fetch_api, "_VERIFY_PARKED_MS", look_again_ms)
     ct = long_poll_cluster
     c = ct.cluster
     _create_topic(ct)

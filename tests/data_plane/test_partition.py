@@ -21,6 +21,7 @@ from data_plane.partition import (
     ReplicationConfig,
     Role,
 )
+from data_plane.replication.partition import IdleFollowerFetch
 from raftlog.net.errors import ErrorCode
 from raftlog.records import BatchBuilder, build_control_batch, decode_records, iter_batches
 from raftlog.records.batch import ControlRecordType
@@ -741,3 +742,91 @@ def test_a_session_refreshes_an_idle_partition_instead_of_serving_it(ctx: Ctx) -
     req = requests[2]
     assert req is not None
     assert _values(leader.handle_fetch(req, 5_300).records) == [b"c"]
+
+
+class _ParkingSession:
+    """A fetch session that parked the partition (`IdleParking`): its fetches
+    skip it, so nothing refreshes the stored idle answers."""
+
+    def __init__(self) -> None:
+        self.last_fetch_ms = 0
+        self.parked = True
+
+    def parked_fetch_ms(self, idle: IdleFollowerFetch) -> int | None:
+        return self.last_fetch_ms if self.parked else None
+
+
+def test_the_isr_check_records_the_fetches_that_skipped_a_parked_partition(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    session = _ParkingSession()
+    for r in (2, 3):
+        req = ctx.parts[r].fetch_request(0)
+        assert req is not None
+        token = leader.idle_fetch(req, leader.handle_fetch(req, 0))
+        assert token is not None
+        token.parked_by = session
+    # The session keeps fetching well past replica.lag.time.max.ms (1,000)
+    # without refreshing: the ISR check counts its fetches.
+    for t in range(300, 5_000, 300):
+        session.last_fetch_ms = t
+        assert not leader.maybe_shrink_isr(t + 200)
+    assert leader.follower_fetch_state(2) == (leader.log_end_offset, 4_800, True)
+    # The session stops fetching (its follower is gone); records arrive at
+    # 5,000: the followers lag, caught up last at 4,800.
+    ctx.now_ms = 5_000
+    ctx.produce(1, b"e")
+    assert not leader.maybe_shrink_isr(5_800)
+    assert leader.maybe_shrink_isr(5_801)
+
+
+def test_an_unparked_or_moved_partition_is_not_recorded_for_the_session(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    session = _ParkingSession()
+    req = ctx.parts[2].fetch_request(0)
+    assert req is not None
+    token = leader.idle_fetch(req, leader.handle_fetch(req, 0))
+    assert token is not None
+    token.parked_by = session
+    session.last_fetch_ms = 500
+    session.parked = False  # the session serves it again: its own fetches count
+    token.settle()
+    assert token.parked_by is None
+    assert leader.follower_fetch_state(2) == (leader.log_end_offset, 0, True)
+    token.parked_by = session
+    session.parked = True
+    ctx.now_ms = 600
+    ctx.produce(1, b"d")  # the answer no longer stands: the follower is behind
+    session.last_fetch_ms = 700
+    token.settle()
+    state2 = leader.follower_fetch_state(2)
+    assert state2 is not None and state2[1] == 0
+
+
+def test_unparking_after_a_change_records_the_sessions_last_fetch_before_it(ctx: Ctx) -> None:
+    _caught_up(ctx)
+    leader = ctx.parts[1]
+    session = _ParkingSession()
+    tokens = {}
+    for r in (2, 3):
+        req = ctx.parts[r].fetch_request(0)
+        assert req is not None
+        token = leader.idle_fetch(req, leader.handle_fetch(req, 0))
+        assert token is not None
+        token.parked_by = session
+        tokens[r] = (req, token)
+    ctx.now_ms = 5_000
+    ctx.produce(1, b"f")  # the change that unparks them; the session last fetched at 4,900
+    for _, token in tokens.values():
+        token.unparked(4_900)
+        assert token.parked_by is None
+    state2 = leader.follower_fetch_state(2)
+    assert state2 is not None and state2[1] == 4_900
+    assert not leader.maybe_shrink_isr(5_900)
+    # A stored answer that was replaced (the follower fetched anew) records nothing.
+    req, token = tokens[2]
+    assert leader.idle_fetch(req, leader.handle_fetch(req, 5_950)) is None
+    token.unparked(6_000)
+    state2 = leader.follower_fetch_state(2)
+    assert state2 is not None and state2[1] == 4_900

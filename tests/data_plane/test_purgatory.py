@@ -4,6 +4,7 @@ replica view; plus a Hypothesis model of the deadline bookkeeping."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import pytest
@@ -156,7 +157,7 @@ def test_cancel_and_double_watch() -> None:
 
 
 class _Never(DelayedOperation):
-    def try_complete(self, now_ms: int, changed: TopicPartition | None = None) -> bool:
+    def try_complete(self, now_ms: int, changed: Hashable | None = None) -> bool:
         return False
 
     def on_expiration(self, now_ms: int) -> None:
@@ -246,8 +247,24 @@ def test_a_satisfied_delayed_fetch_names_the_partitions_to_read_again() -> None:
     assert purgatory.expire(10) == [expired] and expired.changed_partitions() is None
 
 
-def test_idle_partitions_are_watched_but_not_asked_at_the_first_check() -> None:
-    # A fetch session's idle partitions: known to have nothing to read now.
+class FakeParking:
+    """A follower session's parked partitions (`FetchParking`), by hand."""
+
+    def __init__(self, parked: dict[TopicPartition, FetchPartition]) -> None:
+        self.parked = dict(parked)
+        self.woken: dict[TopicPartition, FetchPartition] = {}
+
+    def unpark(self, key: TopicPartition) -> bool:
+        if key in self.parked:
+            self.woken[key] = self.parked.pop(key)
+            return True
+        return key in self.woken
+
+
+def test_parked_partitions_are_watched_through_the_parking_and_asked_once_woken() -> None:
+    # A fetch session's parked (idle) partitions: not asked at the first
+    # check, not watched one by one; a change unparks them and checks the
+    # purgatory under the parking.
     asked: list[TopicPartition] = []
 
     class Counting(FakeReplica):
@@ -260,23 +277,43 @@ def test_idle_partitions_are_watched_but_not_asked_at_the_first_check() -> None:
     replicas = {A: Counting(readable=0), B: Counting(readable=0)}
     replicas[B].key = B
     purgatory: Purgatory[DelayedFetch] = Purgatory()
+    parking = FakeParking({B: FetchPartition(3)})
     op = DelayedFetch({A: FetchPartition(0)}, min_bytes=1, deadline_ms=500,
-                      lookup=replicas.get, idle={B: FetchPartition(3)})
+                      lookup=replicas.get, parking=parking)
     assert not purgatory.try_complete_else_watch(op, 0)
     assert asked == [A]
-    assert purgatory.watched(B) == 1
-    assert purgatory.check_and_complete(B, 1) == []  # B checked, still nothing
-    replicas[B].readable = 10
-    assert purgatory.check_and_complete(B, 2) == [op]
-    assert op.changed_partitions() == {B}
+    assert purgatory.watched(parking) == 1 and purgatory.watched(B) == 0
+    # B changes without bytes for the fetch (its log start moved): asked, still nothing.
+    assert parking.unpark(B)
+    assert purgatory.check_and_complete(parking, 1) == []
+    assert asked == [A, B]
     assert op.requests[B] == FetchPartition(3)
-    # Only idle partitions: nothing is asked until one changes.
+    # B changes again, with bytes: the parking still asks for it.
+    replicas[B].readable = 10
+    assert parking.unpark(B)
+    assert purgatory.check_and_complete(parking, 2) == [op]
+    assert op.changed_partitions() == {B}
+    # Only parked partitions: nothing is asked until one is woken.
     asked.clear()
     replicas[B].readable = 0
-    only_idle = DelayedFetch({}, min_bytes=1, deadline_ms=500, lookup=replicas.get,
-                             idle={A: FetchPartition(0), B: FetchPartition(0)})
-    assert not purgatory.try_complete_else_watch(only_idle, 3)
+    parking = FakeParking({A: FetchPartition(0), B: FetchPartition(0)})
+    only_parked = DelayedFetch({}, min_bytes=1, deadline_ms=500, lookup=replicas.get,
+                               parking=parking)
+    assert not purgatory.try_complete_else_watch(only_parked, 3)
     assert asked == []
     replicas[A].readable = None  # must answer (a leader change)
-    assert purgatory.check_and_complete(A, 4) == [only_idle]
-    assert only_idle.changed_partitions() == {A}
+    assert parking.unpark(A)
+    assert purgatory.check_and_complete(parking, 4) == [only_parked]
+    assert asked == [A]
+    assert only_parked.changed_partitions() == {A}
+
+
+def test_a_partition_woken_before_the_long_poll_starts_is_asked_at_the_first_check() -> None:
+    # A change between parking and watching (the fetch yields while reading).
+    replicas = {A: FakeReplica(readable=0), B: FakeReplica(readable=5)}
+    parking = FakeParking({B: FetchPartition(1)})
+    assert parking.unpark(B)
+    op = DelayedFetch({A: FetchPartition(0)}, min_bytes=1, deadline_ms=500,
+                      lookup=replicas.get, parking=parking)
+    purgatory: Purgatory[DelayedFetch] = Purgatory()
+    assert purgatory.try_complete_else_watch(op, 0)
