@@ -24,8 +24,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from data_plane.api.encoders import ReplicaFetchPartition
 from data_plane.api.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
@@ -70,25 +71,33 @@ class FollowerFetchSession:
         self.epoch = INITIAL_EPOCH
         self.carried: dict[TopicPartition, WantedPartition] = {}
 
-    def build(self, wanted: Mapping[TopicPartition, WantedPartition]) -> SessionRequest:
-        """The request for ``wanted``: full without a session, else the diff."""
+    def build(
+        self, wanted: Mapping[TopicPartition, WantedPartition],
+        changed: Iterable[TopicPartition] | None = None,
+    ) -> SessionRequest:
+        """The request for ``wanted``: full without a session, else the diff.
+
+        ``changed``: every partition whose ``wanted`` entry may differ from
+        the one the last request carried (set, replaced or dropped since
+        that request was built); the diff then looks at those only. None:
+        compare everything."""
         wanted = dict(wanted)
         if self.session_id == INVALID_SESSION_ID:
             return SessionRequest(INVALID_SESSION_ID, INITIAL_EPOCH, wanted, (), wanted)
-        # Runs on every fetch over every followed partition; most entries are
-        # the very objects carried last time, so identity is checked first
-        # (a topic id's == is a Python-level call).
+        # Most entries are the very objects carried last time, so identity
+        # is checked first (a topic id's == is a Python-level call).
         carried = self.carried
         send: dict[TopicPartition, WantedPartition] = {}
-        for key, w in wanted.items():
-            c = carried.get(key)
-            if c is not w and c != w:
-                send[key] = w
         forgotten: list[tuple[uuid.UUID, int]] = []
-        for key, (topic_id, _) in carried.items():
-            kept = wanted.get(key)
-            if kept is None or (kept[0] is not topic_id and kept[0] != topic_id):
-                forgotten.append((topic_id, key[1]))
+        keys: Iterable[TopicPartition] = changed if changed is not None else itertools.chain(
+            wanted, [key for key in carried if key not in wanted])
+        for key in keys:
+            w = wanted.get(key)
+            c = carried.get(key)
+            if w is not None and c is not w and c != w:
+                send[key] = w
+            if c is not None and (w is None or (w[0] is not c[0] and w[0] != c[0])):
+                forgotten.append((c[0], key[1]))
         return SessionRequest(self.session_id, self.epoch, send, tuple(forgotten), wanted)
 
     def handle_response(self, request: SessionRequest, error: ErrorCode, session_id: int) -> bool:

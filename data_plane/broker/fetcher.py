@@ -174,6 +174,9 @@ class _Fetcher:
         # request last time (backing off, fenced). None: all of them.
         self._stale: set[TopicPartition] | None = None
         self._held: set[TopicPartition] = set()
+        # Partitions whose ``_wanted`` entry was set or dropped since the
+        # session last built a request (None: compare them all).
+        self._dirty: dict[TopicPartition, None] | None = None
         self._next_full_build_ms = 0
 
     def start(self) -> None:
@@ -234,20 +237,25 @@ class _Fetcher:
             self._held = set()
             keys: set[TopicPartition] = self.partitions
             self._next_full_build_ms = now + _FULL_BUILD_INTERVAL_MS
+            self._dirty = None
         else:
             keys = self._stale | self._held
         self._stale = set()
-        requests, wanted = self._requests, self._wanted
+        requests, wanted, dirty = self._requests, self._wanted, self._dirty
         for key in keys:
             request = self._request_for(key, now)
             if request is None:
                 self._held.add(key)
                 requests.pop(key, None)
                 wanted.pop(key, None)
+                if dirty is not None:
+                    dirty[key] = None
                 continue
             self._held.discard(key)
             if requests.get(key) is request:
                 continue  # the same object: its entry stands
+            if dirty is not None:
+                dirty[key] = None
             requests[key] = request
             topic_id = self.topic_ids[key]
             self._names[topic_id] = key[0]
@@ -282,7 +290,8 @@ class _Fetcher:
         # KIP-227: after the first (full) fetch, only partitions whose fetch
         # state changed; the leader still serves (or refreshes, when idle)
         # every partition of the session.
-        session_request = self.session.build(self._wanted)
+        session_request = self.session.build(self._wanted, self._dirty)
+        self._dirty = {}
         by_topic: dict[uuid.UUID, list[ReplicaFetchPartition]] = {}
         for topic_id, partition in session_request.send.values():
             by_topic.setdefault(topic_id, []).append(partition)

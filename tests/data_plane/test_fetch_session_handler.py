@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from data_plane.api.encoders import ReplicaFetchPartition
 from data_plane.broker.fetch_session_handler import (
     FollowerFetchSession,
@@ -144,3 +147,35 @@ def test_the_epoch_wraps_past_int32_max() -> None:
     req = s.build(w)
     assert s.handle_response(req, OK, 77)
     assert s.epoch == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    carried=st.dictionaries(st.integers(0, 7), st.integers(0, 3), max_size=8),
+    wanted_now=st.dictionaries(st.integers(0, 7), st.integers(0, 3), max_size=8),
+    retopic=st.sets(st.integers(0, 7)),
+    extra=st.sets(st.integers(0, 7)),
+)
+def test_a_diff_over_the_changed_partitions_equals_the_full_diff(
+    carried: dict[int, int], wanted_now: dict[int, int], retopic: set[int], extra: set[int],
+) -> None:
+    # The fetcher names the partitions whose entry it set or dropped since
+    # the last request (`changed`, possibly more than differ); the diff over
+    # those must be the diff over everything.
+    s = FollowerFetchSession()
+    before = {("t", i): part(i, offset) for i, offset in carried.items()}
+    assert s.handle_response(s.build(before), OK, 77)
+    after = {("t", i): (before[("t", i)] if ("t", i) in before and before[("t", i)][1].fetch_offset
+                        == offset and i not in retopic
+                        else part(i, offset, tid=NEW_TID if i in retopic else TID))
+             for i, offset in wanted_now.items()}
+    changed = [key for key in before.keys() | after.keys()
+               if before.get(key) is not after.get(key)] + [("t", i) for i in extra]
+    full, partial = s.build(after), s.build(after, dict.fromkeys(changed))
+    send = {key: w for key, w in after.items() if before.get(key) != w}
+    forgotten = sorted((c[0], key[1]) for key, c in before.items()
+                       if key not in after or after[key][0] != c[0])
+    for req in (full, partial):
+        assert req.send == send
+        assert sorted(req.forgotten) == forgotten
+        assert req.wanted == after
