@@ -142,6 +142,8 @@ class ServerConnection:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     ) -> None:
         assert registry.API_VERSIONS_KEY in supported
+        for api_key in supported:
+            registry.api_name(api_key)  # only keys kio knows (`_handle_frame` relies on it)
         self.supported = supported
         self._frames = FrameDecoder(max_request_bytes)
         self._violation: ProtocolViolation | None = None
@@ -168,9 +170,9 @@ class ServerConnection:
         api_key, api_version = peek_api_key_and_version(frame)
         if api_key == registry.API_VERSIONS_KEY:
             return self._handle_api_versions(frame, api_version)
-        registry.api_name(api_key)  # UnknownApiKeyError for keys kio lacks
         supported = self.supported.get(api_key)
         if supported is None or not supported[0] <= api_version <= supported[1]:
+            registry.api_name(api_key)  # UnknownApiKeyError for keys kio lacks
             raise UnsupportedVersionError(api_key, api_version, supported)
         header, offset = decode_request_header(frame)
         api = registry.schemas(api_key, api_version)
