@@ -159,8 +159,9 @@ class ReplicaManager:
             self.static_config, metadata.image, metadata.broker_id
         )
         self._waiters: dict[int, asyncio.Future[None]] = {}
-        # Partition -> the follower sessions that parked it (`park`).
-        self._parked: dict[TopicPartition, weakref.WeakSet[FetchParking]] = {}
+        # Partition -> the follower sessions that parked it (`park`), by id,
+        # held weakly: a session the cache dropped goes with its parking.
+        self._parked: dict[TopicPartition, dict[int, weakref.ref[FetchParking]]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], Awaitable[None]]] = []
         self._alter_pending: set[TopicPartition] = set()
@@ -421,18 +422,18 @@ class ReplicaManager:
             requests, min_bytes=params.min_bytes,
             deadline_ms=now + params.max_wait_ms, lookup=self._replica_view, parking=parking,
         )
+        # ``op.requests``: ``requests`` and the parked partitions woken meanwhile.
         if self.fetch_purgatory.try_complete_else_watch(op, now):
-            return self._read_all(requests, params)
+            return self._read_all(op.requests, params)
         await self._wait_for(op)
         changed = op.changed_partitions()
-        if changed is None or (len(changed) == len(requests) == len(op.requests)):
-            return self._read_all(requests, params)
-        # Read again only what changed while waiting: a follower's fetch names
-        # every partition it follows from us (tens of them), and the rest
-        # would read nothing new. Their first answers stand (a HW a moment
-        # older, caught up by the next fetch); the follower state was updated
-        # by the first read, as Kafka updates it only then
-        # (ReplicaManager.fetchMessages, not DelayedFetch.onComplete).
+        if changed is None or len(changed) == len(op.requests):
+            return self._read_all(op.requests, params)
+        # Read again only what changed while waiting: the rest would read
+        # nothing new. Their first answers stand (a HW a moment older, caught
+        # up by the next fetch); the follower state was updated by the first
+        # read, as Kafka updates it only then (ReplicaManager.fetchMessages,
+        # not DelayedFetch.onComplete).
         fresh = self._read_all({k: r for k, r in op.requests.items() if k in changed}, params)
         merged = {key: fresh.get(key, results[key]) for key in requests}
         for key, result in fresh.items():
@@ -445,8 +446,8 @@ class ReplicaManager:
         purgatory under ``parking`` if it asks to (`FetchParking`)."""
         parkers = self._parked.get(key)
         if parkers is None:
-            parkers = self._parked[key] = weakref.WeakSet()
-        parkers.add(parking)
+            parkers = self._parked[key] = {}
+        parkers[id(parking)] = weakref.ref(parking)
 
     def idle_fetch(
         self, key: TopicPartition, request: FetchPartition, result: FetchPartitionResult
@@ -557,11 +558,12 @@ class ReplicaManager:
         self._resolve(self.fetch_purgatory.check_and_complete(key, now_ms))
         parkers = self._parked.get(key)
         if parkers is not None:
-            for parking in list(parkers):
-                if parking.unpark(key):
+            for parking_id, ref in list(parkers.items()):
+                parking = ref()
+                if parking is not None and parking.unpark(key):
                     self._resolve(self.fetch_purgatory.check_and_complete(parking, now_ms))
                 else:
-                    parkers.discard(parking)
+                    del parkers[parking_id]  # gone, or no longer parked here
             if not parkers:
                 del self._parked[key]
 
