@@ -27,15 +27,19 @@ The metric names are listed in ``docs/http.md``.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from metadata_quorum.image import MetadataImage
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, Listener, SnapshotLoad
@@ -44,6 +48,8 @@ from raftlog.net.registry import api_name
 from raftlog.records import iter_batches, parse_header
 
 __all__ = (
+    "LoopCounter",
+    "LoopHistogram",
     "NodeCollector",
     "NodeMetrics",
     "NodeSources",
@@ -96,40 +102,96 @@ def _fetch_replica_id(request: object) -> int:
     return int(getattr(request, "replica_id", -1))
 
 
+class LoopCounter(Collector):
+    """A labelled counter updated on the event loop thread only, as every
+    per-request metric here is (the HTTP server that scrapes it runs there
+    too): `inc` is one dict update, where prometheus_client's `Counter`
+    takes a lock and validates on every call. Exposed like a `Counter`
+    (``<name>_total`` samples) when the registry collects."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.values: dict[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def inc(self, labels: tuple[str, ...], amount: float) -> None:
+        values = self.values
+        values[labels] = values.get(labels, 0.0) + amount
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in self.values.items():
+            family.add_metric(list(labels), value)
+        yield family
+
+
+class LoopHistogram(Collector):
+    """A labelled histogram updated on the event loop thread only (see
+    `LoopCounter`): `observe` adds to a bucket count and a sum. Exposed like
+    a `Histogram` (``_bucket``, ``_count``, ``_sum``); a value equal to a
+    bound counts in that bound's bucket, as there."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 buckets: Sequence[float], registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.bounds = tuple(float(b) for b in buckets)
+        # labels -> (per-bucket counts, the last for +Inf; [sum])
+        self.series: dict[tuple[str, ...], tuple[list[int], list[float]]] = {}
+        registry.register(self)
+
+    def observe(self, labels: tuple[str, ...], value: float) -> None:
+        series = self.series.get(labels)
+        if series is None:
+            series = self.series[labels] = ([0] * (len(self.bounds) + 1), [0.0])
+        series[0][bisect.bisect_left(self.bounds, value)] += 1
+        series[1][0] += value
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        names = [floatToGoString(b) for b in self.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
+        for labels, (counts, total) in self.series.items():
+            cumulative = itertools.accumulate(counts)
+            family.add_metric(list(labels), list(zip(names, cumulative, strict=True)), total[0])
+        yield family
+
+
 class NodeMetrics:
     """The node's registry: the event counters below plus a `NodeCollector`."""
 
     def __init__(self, sources: NodeSources) -> None:
         self.sources = sources
         self._names: tuple[MetadataImage, Mapping[Any, str]] | None = None
-        # (metric, label values) -> its child: `labels` costs a lock and a
-        # validation per call, and children are never removed.
-        self._children: dict[tuple[Counter | Histogram, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=False)
-        self.request_time_ms = Histogram(
+        # Counted per request: loop-thread metrics (`LoopCounter`).
+        self.request_time_ms = LoopHistogram(
             "kafka_network_requestmetrics_totaltimems",
             "Time from receiving a Kafka request to its response being ready, in ms.",
-            ["request", "listener"], buckets=_LATENCY_BUCKETS_MS, registry=self.registry,
+            ["request", "listener"], _LATENCY_BUCKETS_MS, self.registry,
         )
-        self.bytes_in = Counter(
+        self.bytes_in = LoopCounter(
             "kafka_server_brokertopicmetrics_bytesin",
             "Record batch bytes appended by clients (Produce), per topic.",
-            ["topic"], registry=self.registry,
+            ["topic"], self.registry,
         )
-        self.messages_in = Counter(
+        self.messages_in = LoopCounter(
             "kafka_server_brokertopicmetrics_messagesin",
             "Records appended by clients (Produce), per topic.",
-            ["topic"], registry=self.registry,
+            ["topic"], self.registry,
         )
-        self.bytes_out = Counter(
+        self.bytes_out = LoopCounter(
             "kafka_server_brokertopicmetrics_bytesout",
             "Record batch bytes sent to consumers (Fetch, not replication), per topic.",
-            ["topic"], registry=self.registry,
+            ["topic"], self.registry,
         )
-        self.replication_bytes_out = Counter(
+        self.replication_bytes_out = LoopCounter(
             "kafka_server_brokertopicmetrics_replicationbytesout",
             "Record batch bytes sent to follower replicas, per topic.",
-            ["topic"], registry=self.registry,
+            ["topic"], self.registry,
         )
         self.isr_shrinks = Counter(
             "kafka_server_replicamanager_isrshrinks",
@@ -185,8 +247,8 @@ class NodeMetrics:
                 size += len(data)
                 records += _record_count(data)
             if size:
-                self.child(self.bytes_in, name).inc(size)
-                self.child(self.messages_in, name).inc(records)
+                self.bytes_in.inc((name,), size)
+                self.messages_in.inc((name,), records)
 
     def count_fetch(self, request: Any, response: Any) -> None:
         counter = self.replication_bytes_out if _fetch_replica_id(request) >= 0 else self.bytes_out
@@ -205,15 +267,7 @@ class NodeMetrics:
                 if names is None:
                     names = self._topic_names()
                 name = names.get(name, str(name))
-            self.child(counter, str(name)).inc(size)
-
-    def child(self, metric: Counter | Histogram, *labels: str) -> Any:
-        """``metric.labels(*labels)``, remembered."""
-        key = (metric, labels)
-        found = self._children.get(key)
-        if found is None:
-            found = self._children[key] = metric.labels(*labels)
-        return found
+            counter.inc((str(name),), size)
 
     def _topic_names(self) -> Mapping[Any, str]:
         """Topic id -> name in the current image (rebuilt when the image changes)."""
@@ -270,7 +324,7 @@ class _PendingAccounts:
             try:
                 if api_key == _FETCH:
                     name = kafka_request_name(api_key, request)
-                metrics.child(metrics.request_time_ms, name, listener).observe(elapsed_ms)
+                metrics.request_time_ms.observe((name, listener), elapsed_ms)
                 if api_key == _PRODUCE:
                     metrics.count_produce(request)
                 elif api_key == _FETCH:

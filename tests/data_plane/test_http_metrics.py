@@ -11,7 +11,15 @@ import contextlib
 from types import SimpleNamespace
 from typing import Any
 
-from data_plane.http.metrics import NodeMetrics, NodeSources, instrument_handlers
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from data_plane.http.metrics import (
+    LoopCounter,
+    LoopHistogram,
+    NodeMetrics,
+    NodeSources,
+    instrument_handlers,
+)
 from data_plane.http.testing import FakeBackend
 from raftlog.net import EncodedBody, RequestContext
 from raftlog.records import BatchBuilder
@@ -126,3 +134,28 @@ def test_later_turns_keep_counting_and_a_failed_request_is_not_counted() -> None
     assert _sample(metrics, "kafka_server_brokertopicmetrics_messagesin_total", topic="t") == 12
     assert _sample(metrics, "kafka_network_requestmetrics_totaltimems_count",
                    request="Produce", listener="PLAINTEXT") == 3
+
+
+def test_loop_metrics_expose_what_prometheus_clients_own_would() -> None:
+    # The per-request counter and histogram are ours (no lock per call); the
+    # exposition must match prometheus_client's, less its `_created` series.
+    ours, theirs = CollectorRegistry(auto_describe=False), CollectorRegistry(auto_describe=False)
+    hist = LoopHistogram("t_ms", "doc", ["request", "listener"], (0.5, 1, 2.5, 10), ours)
+    their_hist = Histogram("t_ms", "doc", ["request", "listener"], buckets=(0.5, 1, 2.5, 10),
+                           registry=theirs)
+    counter = LoopCounter("t_bytes", "doc", ["topic"], ours)
+    their_counter = Counter("t_bytes", "doc", ["topic"], registry=theirs)
+    for value in (0.0, 0.5, 0.7, 1.0, 2.5, 3.0, 10.0, 11.0, 99.5):
+        hist.observe(("Produce", "PLAINTEXT"), value)
+        their_hist.labels("Produce", "PLAINTEXT").observe(value)
+    hist.observe(("Fetch", "PLAINTEXT"), 4.0)
+    their_hist.labels("Fetch", "PLAINTEXT").observe(4.0)
+    for topic, size in (("a", 10), ("b", 5), ("a", 7)):
+        counter.inc((topic,), size)
+        their_counter.labels(topic).inc(size)
+
+    def lines(registry: CollectorRegistry) -> list[str]:
+        return [line for line in generate_latest(registry).decode().splitlines()
+                if "_created" not in line]
+
+    assert lines(ours) == lines(theirs)
