@@ -383,7 +383,7 @@ def _partition(
         current_leader = api.replicas.leader_hint((name, index))
     return FetchPartitionData(
         partition_index=index,
-        error_code=result.error.value,
+        error_code=result.error,  # an IntEnum: no `.value` lookup per partition
         high_watermark=result.high_watermark,
         last_stable_offset=lso,
         log_start_offset=result.log_start_offset,

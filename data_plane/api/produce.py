@@ -67,7 +67,7 @@ def _partition(index: int, outcome: ProduceOutcome) -> ProducePartitionData:
     ok = outcome.error == ErrorCode.none
     return ProducePartitionData(
         index=index,
-        error_code=outcome.error.value,
+        error_code=outcome.error,  # an IntEnum: no `.value` lookup per partition
         base_offset=append.base_offset if ok else -1,
         log_start_offset=append.log_start_offset if ok else -1,
         error_message=None if ok else append.error_message,

@@ -353,8 +353,9 @@ class _Fetcher:
                 if request is None or hosted is None:
                     continue
                 diverging = part.diverging_epoch
+                error = part.error_code  # kio reads it as an ErrorCode already
                 result = FetchPartitionResult(
-                    error=ErrorCode(part.error_code),
+                    error=error if type(error) is ErrorCode else ErrorCode(error),
                     high_watermark=int(part.high_watermark),
                     log_start_offset=int(part.log_start_offset),
                     records=bytes(part.records or b""),
@@ -366,5 +367,6 @@ class _Fetcher:
                     leader_epoch=int(part.current_leader.leader_epoch),
                 )
                 outcome = hosted.partition.handle_fetch_response(request, result, now)
-                log.debug("%s from leader %d: %s", key, self.leader_id, outcome.value)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("%s from leader %d: %s", key, self.leader_id, outcome.value)
                 self.replicas.on_follower_progress(key)

@@ -833,6 +833,11 @@ class Partition:
         forever. Skipping it gives the epoch Kafka would send.
         """
         leo = self.log.log_end_offset
+        latest = self.log.latest_epoch_entry
+        if latest is None:
+            return -1
+        if latest.start_offset < leo:
+            return latest.epoch  # the common case: no copy of the cache
         for entry in reversed(self.log.epoch_entries):
             if entry.start_offset < leo:
                 return entry.epoch
@@ -848,8 +853,8 @@ class Partition:
         same from ``UnifiedLog.truncateTo``, which always truncates the epoch
         cache). Cheap when there is nothing to drop.
         """
-        entries = self.log.epoch_entries
-        if entries and entries[-1].start_offset >= self.log.log_end_offset:
+        latest = self.log.latest_epoch_entry
+        if latest is not None and latest.start_offset >= self.log.log_end_offset:
             self.log.truncate_to(self.log.log_end_offset)
 
     def handle_fetch_response(

@@ -65,6 +65,11 @@ class LeaderEpochCache:
         return list(self._entries)
 
     @property
+    def latest_entry(self) -> EpochEntry | None:
+        """The newest entry (not a copy of them all), or None when empty."""
+        return self._entries[-1] if self._entries else None
+
+    @property
     def latest_epoch(self) -> int:
         """The newest epoch, or ``UNDEFINED_EPOCH`` (-1) when empty."""
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH

@@ -286,6 +286,11 @@ class Log:
         return self._epoch_cache.latest_epoch
 
     @property
+    def latest_epoch_entry(self) -> EpochEntry | None:
+        """The leader-epoch cache's newest entry, or None if it is empty."""
+        return self._epoch_cache.latest_entry
+
+    @property
     def epoch_entries(self) -> list[EpochEntry]:
         """The leader-epoch cache's entries, oldest first."""
         return self._epoch_cache.entries
