@@ -756,16 +756,27 @@ class _ParkingSession:
         return self.last_fetch_ms if self.parked else None
 
 
-def test_the_isr_check_records_the_fetches_that_skipped_a_parked_partition(ctx: Ctx) -> None:
+def _parked(
+    ctx: Ctx, session: _ParkingSession, *followers: int
+) -> dict[int, tuple[FetchPartition, IdleFollowerFetch]]:
+    """Each follower's idle fetch at time 0, its stored answer parked by ``session``."""
     _caught_up(ctx)
     leader = ctx.parts[1]
-    session = _ParkingSession()
-    for r in (2, 3):
+    parked = {}
+    for r in followers:
         req = ctx.parts[r].fetch_request(0)
         assert req is not None
         token = leader.idle_fetch(req, leader.handle_fetch(req, 0))
         assert token is not None
         token.parked_by = session
+        parked[r] = (req, token)
+    return parked
+
+
+def test_the_isr_check_records_the_fetches_that_skipped_a_parked_partition(ctx: Ctx) -> None:
+    session = _ParkingSession()
+    _parked(ctx, session, 2, 3)
+    leader = ctx.parts[1]
     # The session keeps fetching well past replica.lag.time.max.ms (1,000)
     # without refreshing: the ISR check counts its fetches.
     for t in range(300, 5_000, 300):
@@ -781,14 +792,9 @@ def test_the_isr_check_records_the_fetches_that_skipped_a_parked_partition(ctx: 
 
 
 def test_an_unparked_or_moved_partition_is_not_recorded_for_the_session(ctx: Ctx) -> None:
-    _caught_up(ctx)
-    leader = ctx.parts[1]
     session = _ParkingSession()
-    req = ctx.parts[2].fetch_request(0)
-    assert req is not None
-    token = leader.idle_fetch(req, leader.handle_fetch(req, 0))
-    assert token is not None
-    token.parked_by = session
+    _, token = _parked(ctx, session, 2)[2]
+    leader = ctx.parts[1]
     session.last_fetch_ms = 500
     session.parked = False  # the session serves it again: its own fetches count
     token.settle()
@@ -805,17 +811,8 @@ def test_an_unparked_or_moved_partition_is_not_recorded_for_the_session(ctx: Ctx
 
 
 def test_unparking_after_a_change_records_the_sessions_last_fetch_before_it(ctx: Ctx) -> None:
-    _caught_up(ctx)
+    tokens = _parked(ctx, _ParkingSession(), 2, 3)
     leader = ctx.parts[1]
-    session = _ParkingSession()
-    tokens = {}
-    for r in (2, 3):
-        req = ctx.parts[r].fetch_request(0)
-        assert req is not None
-        token = leader.idle_fetch(req, leader.handle_fetch(req, 0))
-        assert token is not None
-        token.parked_by = session
-        tokens[r] = (req, token)
     ctx.now_ms = 5_000
     ctx.produce(1, b"f")  # the change that unparks them; the session last fetched at 4,900
     for _, token in tokens.values():
