@@ -160,7 +160,7 @@ class ReplicaManager:
         )
         self._waiters: dict[int, asyncio.Future[None]] = {}
         # Partition -> the follower sessions that parked it (`park`), by id,
-        # held weakly: a session the cache dropped goes with its parking.
+        # held weakly: this registry never keeps a dropped session alive.
         self._parked: dict[TopicPartition, dict[int, weakref.ref[FetchParking]]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._close_hooks: list[Callable[[], Awaitable[None]]] = []
