@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import multiprocessing as mp
 import os
@@ -372,12 +373,24 @@ def test_three_consumers_share_partitions_and_survive_a_killed_member(
     assert sorted(resumed) == list(range(total, total + more))
 
 
-def _coordinator(bootstrap: str, group: str) -> int:
+def _coordinator(bootstrap: str, group: str, timeout_s: float = 40) -> int:
     """The group's coordinator broker, as FindCoordinator answers (librdkafka
-    looks it up for DescribeGroups and reports it)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    described = admin.describe_consumer_groups([group], request_timeout=20)
-    return int(described[group].result(timeout=20).coordinator.id)
+    looks it up for DescribeGroups and reports it).
+
+    Just after a failover, a broker whose metadata is a moment behind can
+    still name the killed coordinator. In one CI run the lookup timed out
+    after 20 s while the admin client kept connecting to the killed broker.
+    So each attempt is short, and one that times out is asked again with a
+    new client, until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group], request_timeout=8)
+        try:
+            return int(described[group].result(timeout=10).coordinator.id)
+        except (KafkaException, concurrent.futures.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
 
 
 # Retriable coordinator errors (Kafka's RetriableException subclasses). While
