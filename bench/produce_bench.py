@@ -5,15 +5,20 @@
 In the shape of kafka-producer-perf-test. Both systems run 3 server processes
 on loopback, one system at a time, with the client in this process.
 
-raftlog: a 3-node combined-mode cluster (``data_plane.local_cluster``), a
-topic with 6 partitions, RF 3, ``min.insync.replicas=2``, driven by the
+raftlog: a 3-node combined-mode cluster (``data_plane.local_cluster``),
+topics with RF 3 and ``min.insync.replicas=2``, driven by the
 confluent-kafka (librdkafka) producer with ``acks=all``:
 
-- full-load produce, no compression and zstd: MB/s, records/s, and p50/p99
-  latency from the delivery reports (``Message.latency()``);
-- a fixed moderate rate (``--rate``, default 2,000 records/s): p50/p99;
+- full-load produce to a 6-partition topic, no compression and zstd: MB/s,
+  records/s, and p50/p99 latency from the delivery reports
+  (``Message.latency()``);
+- a fixed moderate rate (``--rate``, default 2,000 records/s) to a
+  1-partition topic: p50/p99;
 - one at a time: produce one record, ``flush()`` until it is delivered,
-  repeat: p50/p99;
+  repeat: p50/p99. Twice, like for like with JetStream (see below): to one
+  log (a 1-partition topic) and to six logs (a 6-partition topic; with
+  ``linger.ms=0`` librdkafka puts each keyless record on a random
+  partition, so the leader changes from record to record);
 - consume: a confluent-kafka consumer, ``assign()`` at the beginning of every
   partition, reads everything the full-load produce wrote: MB/s.
 
@@ -23,7 +28,8 @@ driven by nats-py:
 
 - pipelined publish with acks: ``js.publish_async`` (up to 4,000 in
   flight), and concurrent ``js.publish`` tasks; the faster is the figure;
-- the same fixed rate, and one at a time (``await js.publish`` each);
+- the same fixed rate to one stream; one at a time (``await js.publish``
+  each) to one stream, and to six streams (a random one per publish);
 - pull consume: a pull consumer (``AckPolicy.NONE``) fetching batches.
 
 Records are 1 KiB of semi-compressible text: words drawn at random (seeded)
@@ -63,6 +69,11 @@ from raftlog.runtime import event_loop
 MB = 1_000_000
 RECORD_BYTES = 1024
 PARTITIONS = 6
+# The latency targets, like for like: one log is a 1-partition topic and one
+# JetStream stream; six logs are a 6-partition topic and six streams, each
+# record to a random one. A JetStream stream is one replicated log (one Raft
+# group, one leader), as a partition is.
+LATENCY_LOGS = (1, PARTITIONS)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -228,12 +239,12 @@ def wait_for_local_cluster(poll_s: float = 30.0) -> None:
         time.sleep(poll_s)
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = NewTopic(
-        name, num_partitions=PARTITIONS, replication_factor=3,
+        name, num_partitions=partitions, replication_factor=3,
         config={"min.insync.replicas": "2"},
     )
     for future in admin.create_topics([topic], operation_timeout=30).values():
@@ -243,7 +254,7 @@ def create_topic(bootstrap: str, name: str) -> None:
         meta = admin.list_topics(name, timeout=10).topics[name]
         if (
             meta.error is None
-            and len(meta.partitions) == PARTITIONS
+            and len(meta.partitions) == partitions
             and all(p.leader >= 0 and len(p.isrs) == 3 for p in meta.partitions.values())
         ):
             return
@@ -329,11 +340,11 @@ def kafka_fixed_rate(
 
 
 def kafka_one_at_a_time(
-    bootstrap: str, topic: str, payloads: list[bytes], count: int
+    bootstrap: str, topic: str, partitions: int, payloads: list[bytes], count: int
 ) -> list[float]:
     producer = kafka_producer(bootstrap, **{"linger.ms": 0})
     for i in range(20):  # warm up connections to every leader
-        producer.produce(topic, payloads[i], partition=i % PARTITIONS)
+        producer.produce(topic, payloads[i], partition=i % partitions)
         producer.flush(30)
     samples = []
     for i in range(count):
@@ -391,12 +402,21 @@ def run_raftlog(args: argparse.Namespace, payloads: list[bytes], root: Path) -> 
     return figures
 
 
+def latency_topic(logs: int) -> str:
+    return f"bench-lat{logs}"
+
+
+def one_at_a_time_label(logs: int) -> str:
+    return "one at a time, one log" if logs == 1 else f"one at a time, {logs} logs"
+
+
 def run_kafka_phases(
     args: argparse.Namespace, payloads: list[bytes], bootstrap: str, pids: list[int],
     figures: Figures,
 ) -> None:
-    if "full" not in args.phases:
-        create_topic(bootstrap, "bench-none")  # the fixed-rate and one-at-a-time topic
+    if "rate" in args.phases or "one" in args.phases:
+        for logs in LATENCY_LOGS:
+            create_topic(bootstrap, latency_topic(logs), partitions=logs)
     for compression in ("none", "zstd") if "full" in args.phases else ():
         topic = f"bench-{compression}"
         create_topic(bootstrap, topic)
@@ -423,19 +443,23 @@ def run_kafka_phases(
     if "rate" in args.phases:
         with Phase(pids) as phase:
             latencies, achieved = kafka_fixed_rate(
-                bootstrap, "bench-none", payloads, args.rate, args.rate_seconds
+                bootstrap, latency_topic(1), payloads, args.rate, args.rate_seconds
             )
         figures.add(f"fixed rate {args.rate:,} rec/s",
                     latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
         figures.add("  CPU (fixed rate)", phase.cpu_text())
     if "one" not in args.phases:
         return
-    idle = idle_server_cores(pids)
-    with Phase(pids) as phase:
-        samples = kafka_one_at_a_time(bootstrap, "bench-none", payloads, args.one_count)
-    p50, p99 = percentiles(samples)
-    figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
-    figures.add("  CPU (one at a time)", phase.cpu_text(len(samples) + 20, idle))
+    for logs in LATENCY_LOGS:
+        idle = idle_server_cores(pids)
+        with Phase(pids) as phase:
+            samples = kafka_one_at_a_time(
+                bootstrap, latency_topic(logs), logs, payloads, args.one_count)
+        p50, p99 = percentiles(samples)
+        label = one_at_a_time_label(logs)
+        figures.add(label, latency_text(samples),
+                    **{f"one_p50_{logs}": p50, f"one_p99_{logs}": p99})
+        figures.add(f"  CPU ({label})", phase.cpu_text(len(samples) + 20, idle))
 
 
 # ------------------------------------------------------------ NATS JetStream
@@ -470,6 +494,14 @@ class NatsCluster:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
+
+    def server_name(self, nc: object) -> str:
+        """The name (n1..) of the server the nats-py connection ``nc`` is on."""
+        url = nc.connected_url  # type: ignore[attr-defined]
+        port = url.port if url is not None else None
+        if port in self.client_ports:
+            return f"n{self.client_ports.index(port) + 1}"
+        return "?"
 
     def start(self) -> None:
         binary = shutil.which("nats-server")
@@ -608,16 +640,41 @@ async def js_fixed_rate(
 
 
 async def js_one_at_a_time(
-    js: object, subject: str, payloads: list[bytes], count: int
+    js: object, subjects: list[str], payloads: list[bytes], count: int
 ) -> list[float]:
+    """``await js.publish`` one at a time, each to a random one of ``subjects``
+    (seeded), as librdkafka picks a random partition for a keyless record."""
+    publish = js.publish  # type: ignore[attr-defined]
     for i in range(20):
-        await js.publish(subject, payloads[i])  # type: ignore[attr-defined]
+        await publish(subjects[i % len(subjects)], payloads[i])
+    pick = random.Random(7)
     samples = []
     for i in range(count):
+        subject = subjects[pick.randrange(len(subjects))]
         started = time.perf_counter()
-        await js.publish(subject, payloads[i % len(payloads)])  # type: ignore[attr-defined]
+        await publish(subject, payloads[i % len(payloads)])
         samples.append((time.perf_counter() - started) * 1000)
     return samples
+
+
+def js_latency_streams(logs: int) -> list[tuple[str, str]]:
+    """(stream, subject) for each log of a latency target: the fixed-rate
+    stream LAT for one log; LATn0.. for more."""
+    if logs == 1:
+        return [("LAT", "lat.x")]
+    return [(f"LAT{logs}N{i}", f"lat{logs}.{i}.x") for i in range(logs)]
+
+
+async def js_placement(js: object, connected: str, streams: list[str]) -> str:
+    """Which server leads each stream, and whether it is the one the client
+    is connected to: a publish to a stream led elsewhere takes one more hop
+    (over the route), which moves JetStream's latency from run to run."""
+    leaders = []
+    for stream in streams:
+        info = await js.stream_info(stream)  # type: ignore[attr-defined]
+        leaders.append(str(info.cluster.leader if info.cluster else "?"))
+    local = sum(1 for leader in leaders if leader == connected)
+    return f"leaders {', '.join(leaders)}; client connected to {connected} ({local} of {len(leaders)} local)"
 
 
 async def js_pull_consume(
@@ -697,7 +754,9 @@ async def run_js_phases(
     try:
         await js_add_stream(js, "PIPE", "pipe.>")
         await js_add_stream(js, "CONC", "conc.>")
-        await js_add_stream(js, "LAT", "lat.>")
+        for logs in LATENCY_LOGS:
+            for stream, subject in js_latency_streams(logs):
+                await js_add_stream(js, stream, subject.rsplit(".", 1)[0] + ".>")
         if "full" in args.phases:
             await js_full_load_and_consume(args, payloads, js, pids, figures)
         if "rate" in args.phases:
@@ -709,12 +768,20 @@ async def run_js_phases(
                         latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
             figures.add("  CPU (fixed rate)", phase.cpu_text())
         if "one" in args.phases:
-            idle = idle_server_cores(pids)
-            with Phase(pids) as phase:
-                samples = await js_one_at_a_time(js, "lat.x", payloads, args.one_count)
-            p50, p99 = percentiles(samples)
-            figures.add("one at a time", latency_text(samples), one_p50=p50, one_p99=p99)
-            figures.add("  CPU (one at a time)", phase.cpu_text(len(samples) + 20, idle))
+            connected = cluster.server_name(nc)
+            for logs in LATENCY_LOGS:
+                streams = js_latency_streams(logs)
+                label = one_at_a_time_label(logs)
+                placement = await js_placement(js, connected, [s for s, _ in streams])
+                idle = idle_server_cores(pids)
+                with Phase(pids) as phase:
+                    samples = await js_one_at_a_time(
+                        js, [subject for _, subject in streams], payloads, args.one_count)
+                p50, p99 = percentiles(samples)
+                figures.add(label, latency_text(samples),
+                            **{f"one_p50_{logs}": p50, f"one_p99_{logs}": p99})
+                figures.add(f"  CPU ({label})", phase.cpu_text(len(samples) + 20, idle))
+                figures.add(f"  placement ({label})", placement)
     finally:
         await nc.close()  # type: ignore[attr-defined]
 
@@ -785,13 +852,21 @@ def print_summary(ours: Figures | None, theirs: Figures | None) -> None:
         for label, ours_key, theirs_key, goal in (
             ("produce MB/s", "produce_mbs_none", "produce_mbs_none", " (goal >= 3)"),
             ("produce MB/s, raftlog with zstd", "produce_mbs_zstd", "produce_mbs_none", ""),
-            ("one-at-a-time p50", "one_p50", "one_p50", " (goal <= 2)"),
+            ("one-at-a-time p50, one log: 1 partition vs 1 stream",
+             "one_p50_1", "one_p50_1", " (goal <= 2)"),
+            (f"one-at-a-time p50, {PARTITIONS} logs: {PARTITIONS} partitions vs "
+             f"{PARTITIONS} streams", f"one_p50_{PARTITIONS}", f"one_p50_{PARTITIONS}",
+             " (goal <= 2)"),
+            (f"one-at-a-time p50, {PARTITIONS} partitions vs 1 stream, the pairing "
+             "of runs before 2026-11-21", f"one_p50_{PARTITIONS}", "one_p50_1", ""),
             ("consume MB/s", "consume_mbs", "consume_mbs", " (goal >= 2)"),
         ):
             if ours_key in o and theirs_key in t:  # phases not run (--phases) are skipped
                 print(f"ratio vs JetStream ({label}): {o[ours_key] / t[theirs_key]:.2f}{goal}")
-    if "one_p99" in o:
-        print(f"one-at-a-time p99: {o['one_p99']:.2f} ms (goal <= 10 ms)")
+    for logs in LATENCY_LOGS:
+        if f"one_p99_{logs}" in o:
+            print(f"one-at-a-time p99, {one_at_a_time_label(logs)[len('one at a time, '):]}: "
+                  f"{o[f'one_p99_{logs}']:.2f} ms (goal <= 10 ms)")
 
 
 def main() -> int:
