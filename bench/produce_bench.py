@@ -659,7 +659,7 @@ async def js_one_at_a_time(
 
 def js_latency_streams(logs: int) -> list[tuple[str, str]]:
     """(stream, subject) for each log of a latency target: the fixed-rate
-    stream LAT for one log; LATn0.. for more."""
+    stream LAT for one log; LAT{logs}N0, LAT{logs}N1, ... for more."""
     if logs == 1:
         return [("LAT", "lat.x")]
     return [(f"LAT{logs}N{i}", f"lat{logs}.{i}.x") for i in range(logs)]
