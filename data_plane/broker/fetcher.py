@@ -369,4 +369,3 @@ class _Fetcher:
                 outcome = hosted.partition.handle_fetch_response(request, result, now)
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("%s from leader %d: %s", key, self.leader_id, outcome.value)
-                self.replicas.on_follower_progress(key)

@@ -567,12 +567,6 @@ class ReplicaManager:
             if not parkers:
                 del self._parked[key]
 
-    def on_follower_progress(self, key: TopicPartition) -> None:
-        """Called by the fetcher after it appended or moved a follower's HW.
-        Nothing on a follower waits for it today (no follower reads); kept so
-        the shell has one place to hook follower-side waiters."""
-        del key
-
     async def _timer_loop(self) -> None:
         while True:
             now = self.now_ms()
