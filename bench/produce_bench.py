@@ -233,12 +233,6 @@ def sigterm_as_exit() -> Iterator[None]:
 # ------------------------------------------------------------------- raftlog
 
 
-def wait_for_local_cluster(poll_s: float = 30.0) -> None:
-    while not os.path.exists("/tmp/local_cluster_ready"):
-        print("waiting for /tmp/local_cluster_ready (data_plane.local_cluster) ...", flush=True)
-        time.sleep(poll_s)
-
-
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -385,7 +379,6 @@ def kafka_consume(bootstrap: str, topic: str, expected: int, pids: list[int]) ->
 
 
 def run_raftlog(args: argparse.Namespace, payloads: list[bytes], root: Path) -> Figures:
-    wait_for_local_cluster()
     from data_plane.local_cluster import ClusterLayout, LocalCluster
 
     figures = Figures("raftlog")
