@@ -3,7 +3,10 @@
     .venv/bin/python bench/produce_bench.py [--quick] [--records N] [--rate R]
 
 In the shape of kafka-producer-perf-test. Both systems run 3 server processes
-on loopback, one system at a time, with the client in this process.
+on loopback, with the client in this process: one system at a time for the
+full-load, consume and fixed-rate phases; both at once for the one-at-a-time
+phase, whose blocks are interleaved (``--one-rounds`` rounds, the system that
+goes first alternating), so that the host's drift weighs on both alike.
 
 raftlog: a 3-node combined-mode cluster (``data_plane.local_cluster``),
 topics with RF 3 and ``min.insync.replicas=2``, driven by the
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import resource
@@ -169,6 +173,16 @@ class Phase:
         self.elapsed = time.perf_counter() - self.started
         self.server_cpu = process_cpu_s(self.server_pids) - self._server0
         self.client_cpu = self_cpu_s() - self._client0
+
+    @classmethod
+    def total(cls, phases: list[Phase]) -> Phase:
+        """The blocks of one interleaved measurement, as one phase."""
+        merged = cls([])
+        for phase in phases:
+            merged.elapsed += phase.elapsed
+            merged.server_cpu += phase.server_cpu
+            merged.client_cpu += phase.client_cpu
+        return merged
 
     def cpu_text(self, records: int = 0, idle_cores: float = 0.0) -> str:
         text = (
@@ -333,18 +347,23 @@ def kafka_fixed_rate(
     return latencies, achieved
 
 
+def kafka_warm_up(producer: object, topic: str, partitions: int, payloads: list[bytes]) -> None:
+    """A few records to every partition: connections to every leader, metadata."""
+    for i in range(20):
+        producer.produce(topic, payloads[i], partition=i % partitions)  # type: ignore[attr-defined]
+        producer.flush(30)  # type: ignore[attr-defined]
+
+
 def kafka_one_at_a_time(
-    bootstrap: str, topic: str, partitions: int, payloads: list[bytes], count: int
+    producer: object, topic: str, payloads: list[bytes], count: int, first: int = 0
 ) -> list[float]:
-    producer = kafka_producer(bootstrap, **{"linger.ms": 0})
-    for i in range(20):  # warm up connections to every leader
-        producer.produce(topic, payloads[i], partition=i % partitions)
-        producer.flush(30)
+    """Produce one record, ``flush()`` until it is delivered, ``count`` times."""
+    produce, flush = producer.produce, producer.flush  # type: ignore[attr-defined]
     samples = []
-    for i in range(count):
+    for i in range(first, first + count):
         started = time.perf_counter()
-        producer.produce(topic, payloads[i % len(payloads)])
-        producer.flush(30)
+        produce(topic, payloads[i % len(payloads)])
+        flush(30)
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -407,9 +426,8 @@ def run_kafka_phases(
     args: argparse.Namespace, payloads: list[bytes], bootstrap: str, pids: list[int],
     figures: Figures,
 ) -> None:
-    if "rate" in args.phases or "one" in args.phases:
-        for logs in LATENCY_LOGS:
-            create_topic(bootstrap, latency_topic(logs), partitions=logs)
+    if "rate" in args.phases:
+        create_topic(bootstrap, latency_topic(1), partitions=1)
     for compression in ("none", "zstd") if "full" in args.phases else ():
         topic = f"bench-{compression}"
         create_topic(bootstrap, topic)
@@ -441,18 +459,6 @@ def run_kafka_phases(
         figures.add(f"fixed rate {args.rate:,} rec/s",
                     latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
         figures.add("  CPU (fixed rate)", phase.cpu_text())
-    if "one" not in args.phases:
-        return
-    for logs in LATENCY_LOGS:
-        idle = idle_server_cores(pids)
-        with Phase(pids) as phase:
-            samples = kafka_one_at_a_time(
-                bootstrap, latency_topic(logs), logs, payloads, args.one_count)
-        p50, p99 = percentiles(samples)
-        label = one_at_a_time_label(logs)
-        figures.add(label, latency_text(samples),
-                    **{f"one_p50_{logs}": p50, f"one_p99_{logs}": p99})
-        figures.add(f"  CPU ({label})", phase.cpu_text(len(samples) + 20, idle))
 
 
 # ------------------------------------------------------------ NATS JetStream
@@ -632,22 +638,32 @@ async def js_fixed_rate(
     return latencies, count / (time.perf_counter() - started)
 
 
+async def js_warm_up(js: object, subjects: list[str], payloads: list[bytes]) -> None:
+    for i in range(20):
+        await js.publish(subjects[i % len(subjects)], payloads[i])  # type: ignore[attr-defined]
+
+
 async def js_one_at_a_time(
-    js: object, subjects: list[str], payloads: list[bytes], count: int
+    js: object, subjects: list[str], payloads: list[bytes], count: int,
+    pick: random.Random, first: int = 0,
 ) -> list[float]:
     """``await js.publish`` one at a time, each to a random one of ``subjects``
-    (seeded), as librdkafka picks a random partition for a keyless record."""
+    (``pick``, seeded), as librdkafka picks a random partition for a keyless
+    record."""
     publish = js.publish  # type: ignore[attr-defined]
-    for i in range(20):
-        await publish(subjects[i % len(subjects)], payloads[i])
-    pick = random.Random(7)
     samples = []
-    for i in range(count):
+    for i in range(first, first + count):
         subject = subjects[pick.randrange(len(subjects))]
         started = time.perf_counter()
         await publish(subject, payloads[i % len(payloads)])
         samples.append((time.perf_counter() - started) * 1000)
     return samples
+
+
+async def js_add_latency_streams(js: object, logs_list: tuple[int, ...]) -> None:
+    for logs in logs_list:
+        for stream, subject in js_latency_streams(logs):
+            await js_add_stream(js, stream, subject.rsplit(".", 1)[0] + ".>")
 
 
 def js_latency_streams(logs: int) -> list[tuple[str, str]]:
@@ -747,9 +763,7 @@ async def run_js_phases(
     try:
         await js_add_stream(js, "PIPE", "pipe.>")
         await js_add_stream(js, "CONC", "conc.>")
-        for logs in LATENCY_LOGS:
-            for stream, subject in js_latency_streams(logs):
-                await js_add_stream(js, stream, subject.rsplit(".", 1)[0] + ".>")
+        await js_add_latency_streams(js, (1,))
         if "full" in args.phases:
             await js_full_load_and_consume(args, payloads, js, pids, figures)
         if "rate" in args.phases:
@@ -760,37 +774,131 @@ async def run_js_phases(
             figures.add(f"fixed rate {args.rate:,} rec/s",
                         latency_text(latencies) + f" (achieved {achieved:,.0f}/s)")
             figures.add("  CPU (fixed rate)", phase.cpu_text())
-        if "one" in args.phases:
-            connected = cluster.server_name(nc)
-            for logs in LATENCY_LOGS:
-                streams = js_latency_streams(logs)
-                label = one_at_a_time_label(logs)
-                placement = await js_placement(js, connected, [s for s, _ in streams])
-                idle = idle_server_cores(pids)
-                with Phase(pids) as phase:
-                    samples = await js_one_at_a_time(
-                        js, [subject for _, subject in streams], payloads, args.one_count)
-                p50, p99 = percentiles(samples)
-                figures.add(label, latency_text(samples),
-                            **{f"one_p50_{logs}": p50, f"one_p99_{logs}": p99})
-                figures.add(f"  CPU ({label})", phase.cpu_text(len(samples) + 20, idle))
-                figures.add(f"  placement ({label})", placement)
     finally:
         await nc.close()  # type: ignore[attr-defined]
 
 
-def run_jetstream(args: argparse.Namespace, payloads: list[bytes], root: Path) -> Figures | None:
+def run_jetstream(args: argparse.Namespace, payloads: list[bytes], root: Path) -> Figures:
     figures = Figures("JetStream")
-    try:
-        import nats  # noqa: F401
-    except ImportError:
-        print("  nats-py not installed (pip install nats-py); JetStream skipped")
-        return None
     with NatsCluster(root) as cluster:
         cluster.start()
         print(f"JetStream cluster up: {','.join(cluster.urls)} (pids {cluster.pids})", flush=True)
         asyncio.run(run_js_phases(args, payloads, cluster, figures))
     return figures
+
+
+# ------------------------------------------------ one at a time, interleaved
+
+
+def nats_available() -> bool:
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        print("  nats-py not installed (pip install nats-py); JetStream skipped")
+        return False
+    return True
+
+
+def run_one_at_a_time(
+    args: argparse.Namespace, payloads: list[bytes], root: Path,
+    ours: Figures | None, theirs: Figures | None,
+) -> None:
+    """The one-at-a-time targets, with both systems' clusters up at once and
+    their blocks interleaved.
+
+    ``--one-rounds`` rounds; each runs every target on each system, and the
+    system that goes first alternates from round to round. Run back to back,
+    as the other phases are, the two systems' figures would be minutes apart,
+    and this host's speed has moved by up to 2x within minutes
+    (bench/README.md); interleaved, a drift weighs on both alike. Fresh
+    clusters, so neither carries the full-load phases' data. While one system
+    runs a block, the other's servers idle beside it; both idle figures are
+    printed."""
+    with contextlib.ExitStack() as stack:
+        kafka: tuple[object, list[int]] | None = None
+        if ours is not None:
+            from data_plane.local_cluster import ClusterLayout, LocalCluster
+
+            layout = ClusterLayout.build(base_port=None, properties={"min.insync.replicas": "2"})
+            cluster = LocalCluster(root / "raftlog", layout)
+            stack.callback(cluster.stop, timeout_s=20)
+            cluster.up(timeout_s=90)
+            bootstrap = cluster.bootstrap_servers
+            print(f"raftlog cluster up for the latency phase: {bootstrap} "
+                  f"(pids {list(cluster.pids.values())})", flush=True)
+            producer = kafka_producer(bootstrap, **{"linger.ms": 0})
+            for logs in LATENCY_LOGS:
+                create_topic(bootstrap, latency_topic(logs), partitions=logs)
+                kafka_warm_up(producer, latency_topic(logs), logs, payloads)
+            kafka = (producer, list(cluster.pids.values()))
+        nats: NatsCluster | None = None
+        if theirs is not None:
+            nats = stack.enter_context(NatsCluster(root / "jetstream"))
+            nats.start()
+            print(f"JetStream cluster up for the latency phase: {','.join(nats.urls)} "
+                  f"(pids {nats.pids})", flush=True)
+        asyncio.run(interleave_one_at_a_time(args, payloads, kafka, nats, ours, theirs))
+
+
+async def interleave_one_at_a_time(
+    args: argparse.Namespace, payloads: list[bytes], kafka: tuple[object, list[int]] | None,
+    nats: NatsCluster | None, ours: Figures | None, theirs: Figures | None,
+) -> None:
+    nc = js = None
+    placement: dict[int, str] = {}
+    if nats is not None:
+        nc, js = await js_connect(nats.urls)
+        await js_add_latency_streams(js, LATENCY_LOGS)
+        connected = nats.server_name(nc)
+        for logs in LATENCY_LOGS:
+            streams = js_latency_streams(logs)
+            await js_warm_up(js, [subject for _, subject in streams], payloads)
+            placement[logs] = await js_placement(js, connected, [s for s, _ in streams])
+    try:
+        idle = {
+            "raftlog": idle_server_cores(kafka[1]) if kafka is not None else 0.0,
+            "JetStream": idle_server_cores(nats.pids) if nats is not None else 0.0,
+        }
+        rounds = max(1, args.one_rounds)
+        per_block = -(-args.one_count // rounds)
+        samples: dict[tuple[str, int], list[float]] = {}
+        blocks: dict[tuple[str, int], list[Phase]] = {}
+        pick = random.Random(7)
+        for r in range(rounds):
+            order = ("raftlog", "JetStream") if r % 2 == 0 else ("JetStream", "raftlog")
+            for logs in LATENCY_LOGS:
+                for system in order:
+                    if system == "raftlog" and kafka is not None:
+                        with Phase(kafka[1]) as phase:
+                            got = kafka_one_at_a_time(
+                                kafka[0], latency_topic(logs), payloads, per_block, r * per_block)
+                    elif system == "JetStream" and nats is not None:
+                        subjects = [subject for _, subject in js_latency_streams(logs)]
+                        with Phase(nats.pids) as phase:
+                            got = await js_one_at_a_time(
+                                js, subjects, payloads, per_block, pick, r * per_block)
+                    else:
+                        continue
+                    samples.setdefault((system, logs), []).extend(got)
+                    blocks.setdefault((system, logs), []).append(phase)
+        for figures in (ours, theirs):
+            if figures is None:
+                continue
+            for logs in LATENCY_LOGS:
+                got = samples[(figures.system, logs)]
+                label = one_at_a_time_label(logs)
+                p50, p99 = percentiles(got)
+                figures.add(label, latency_text(got) + f" ({rounds} interleaved rounds)",
+                            **{f"one_p50_{logs}": p50, f"one_p99_{logs}": p99})
+                figures.add(f"  CPU ({label})", Phase.total(blocks[(figures.system, logs)])
+                            .cpu_text(len(got), idle[figures.system]))
+                if logs in placement and figures is theirs:
+                    figures.add(f"  placement ({label})", placement[logs])
+            figures.add("  idle servers (one at a time)",
+                        f"{idle[figures.system]:.3f} cores, also beside the other system's blocks")
+    finally:
+        if nc is not None:
+            await nc.close()  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------- main
@@ -875,7 +983,10 @@ def main() -> int:
         help="comma-separated subset of full (full-load produce and consume), rate, one",
     )
     parser.add_argument("--one-count", type=int, default=None,
-                        help="one-at-a-time produces (default 2,000; 300 with --quick)")
+                        help="one-at-a-time produces per target and system "
+                             "(default 2,000; 300 with --quick)")
+    parser.add_argument("--one-rounds", type=int, default=4,
+                        help="interleaved rounds the one-at-a-time produces are split into")
     args = parser.parse_args()
     args.records = args.records or (100_000 if args.quick else 500_000)
     args.rate_seconds = 3.0 if args.quick else 15.0
@@ -893,12 +1004,17 @@ def main() -> int:
         flush=True,
     )
     ours = theirs = None
+    # full and rate: one system at a time; one: both at once, interleaved.
+    sequential = args.phases - {"one"}
     with sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="produce-bench-") as tmp:
         base = Path(args.dir) if args.dir else Path(tmp)
         if args.only != "jetstream":
-            ours = run_raftlog(args, payloads, base / "raftlog")
-        if args.only != "raftlog":
-            theirs = run_jetstream(args, payloads, base / "jetstream")
+            ours = run_raftlog(args, payloads, base / "raftlog") if sequential else Figures("raftlog")
+        if args.only != "raftlog" and nats_available():
+            theirs = (run_jetstream(args, payloads, base / "jetstream") if sequential
+                      else Figures("JetStream"))
+        if "one" in args.phases:
+            run_one_at_a_time(args, payloads, base / "latency", ours, theirs)
     print()
     print_table(ours, theirs)
     print()
