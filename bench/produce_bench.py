@@ -32,7 +32,10 @@ driven by nats-py:
 - pipelined publish with acks: ``js.publish_async`` (up to 4,000 in
   flight), and concurrent ``js.publish`` tasks; the faster is the figure;
 - the same fixed rate to one stream; one at a time (``await js.publish``
-  each) to one stream, and to six streams (a random one per publish);
+  each) to one stream, and to six streams (a random one per publish), on
+  a connection to each stream leader's server (a Kafka client sends to the
+  partition leader: the same hops), and, as in earlier runs, all through
+  one connection to the first server;
 - pull consume: a pull consumer (``AckPolicy.NONE``) fetching batches.
 
 Records are 1 KiB of semi-compressible text: words drawn at random (seeded)
@@ -638,24 +641,24 @@ async def js_fixed_rate(
     return latencies, count / (time.perf_counter() - started)
 
 
-async def js_warm_up(js: object, subjects: list[str], payloads: list[bytes]) -> None:
+async def js_warm_up(targets: list[tuple[object, str]], payloads: list[bytes]) -> None:
     for i in range(20):
-        await js.publish(subjects[i % len(subjects)], payloads[i])  # type: ignore[attr-defined]
+        js, subject = targets[i % len(targets)]
+        await js.publish(subject, payloads[i])  # type: ignore[attr-defined]
 
 
 async def js_one_at_a_time(
-    js: object, subjects: list[str], payloads: list[bytes], count: int,
+    targets: list[tuple[object, str]], payloads: list[bytes], count: int,
     pick: random.Random, first: int = 0,
 ) -> list[float]:
-    """``await js.publish`` one at a time, each to a random one of ``subjects``
-    (``pick``, seeded), as librdkafka picks a random partition for a keyless
-    record."""
-    publish = js.publish  # type: ignore[attr-defined]
+    """``await js.publish`` one at a time, each to a random one of ``targets``
+    (a JetStream context and a subject; ``pick``, seeded), as librdkafka
+    picks a random partition for a keyless record."""
     samples = []
     for i in range(first, first + count):
-        subject = subjects[pick.randrange(len(subjects))]
+        js, subject = targets[pick.randrange(len(targets))]
         started = time.perf_counter()
-        await publish(subject, payloads[i % len(payloads)])
+        await js.publish(subject, payloads[i % len(payloads)])  # type: ignore[attr-defined]
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -674,16 +677,13 @@ def js_latency_streams(logs: int) -> list[tuple[str, str]]:
     return [(f"LAT{logs}N{i}", f"lat{logs}.{i}.x") for i in range(logs)]
 
 
-async def js_placement(js: object, connected: str, streams: list[str]) -> str:
-    """Which server leads each stream, and whether it is the one the client
-    is connected to: a publish to a stream led elsewhere takes one more hop
-    (over the route), which moves JetStream's latency from run to run."""
+async def js_leaders(js: object, streams: list[str]) -> list[str]:
+    """The server (n1..) that leads each stream."""
     leaders = []
     for stream in streams:
         info = await js.stream_info(stream)  # type: ignore[attr-defined]
         leaders.append(str(info.cluster.leader if info.cluster else "?"))
-    local = sum(1 for leader in leaders if leader == connected)
-    return f"leaders {', '.join(leaders)}; client connected to {connected} ({local} of {len(leaders)} local)"
+    return leaders
 
 
 async def js_pull_consume(
@@ -840,20 +840,48 @@ def run_one_at_a_time(
         asyncio.run(interleave_one_at_a_time(args, payloads, kafka, nats, ours, theirs))
 
 
+# JetStream's one-at-a-time variants: how the client reaches each stream.
+JS_TO_LEADER = "JetStream"  # a connection to the stream leader's server
+JS_VIA_ONE = "JetStream via one server"  # one connection, to n1 (runs before the sixth session)
+
+
 async def interleave_one_at_a_time(
     args: argparse.Namespace, payloads: list[bytes], kafka: tuple[object, list[int]] | None,
     nats: NatsCluster | None, ours: Figures | None, theirs: Figures | None,
 ) -> None:
-    nc = js = None
+    """The rounds of `run_one_at_a_time`.
+
+    JetStream runs two ways. A Kafka client sends each record straight to
+    its partition's leader. nats-py talks to the one server it is connected
+    to, and a publish to a stream led by another server crosses one more
+    route hop each way: client, n1, leader, followers, leader, n1, client.
+    So the goal figure (`JS_TO_LEADER`) publishes each record on a
+    connection to its stream leader's server, the same hops as ours. The
+    other (`JS_VIA_ONE`) is the earlier method, one connection to n1,
+    printed for comparison with earlier runs."""
+    connections: list[object] = []
+    targets: dict[tuple[str, int], list[tuple[object, str]]] = {}
     placement: dict[int, str] = {}
     if nats is not None:
-        nc, js = await js_connect(nats.urls)
-        await js_add_latency_streams(js, LATENCY_LOGS)
-        connected = nats.server_name(nc)
+        by_server: dict[str, object] = {}
+        for url in nats.urls:
+            nc, js = await js_connect([url])
+            connections.append(nc)
+            by_server[nats.server_name(nc)] = js
+        first = next(iter(by_server))
+        await js_add_latency_streams(by_server[first], LATENCY_LOGS)
         for logs in LATENCY_LOGS:
             streams = js_latency_streams(logs)
-            await js_warm_up(js, [subject for _, subject in streams], payloads)
-            placement[logs] = await js_placement(js, connected, [s for s, _ in streams])
+            leaders = await js_leaders(by_server[first], [stream for stream, _ in streams])
+            targets[(JS_TO_LEADER, logs)] = [
+                (by_server[leader], subject)
+                for leader, (_, subject) in zip(leaders, streams, strict=True)]
+            targets[(JS_VIA_ONE, logs)] = [(by_server[first], subject) for _, subject in streams]
+            for key in ((JS_TO_LEADER, logs), (JS_VIA_ONE, logs)):
+                await js_warm_up(targets[key], payloads)
+            local = sum(1 for leader in leaders if leader == first)
+            placement[logs] = (f"leaders {', '.join(leaders)} ({local} of {len(leaders)} on "
+                               f"{first}, the server of the one-server client)")
     try:
         idle = {
             "raftlog": idle_server_cores(kafka[1]) if kafka is not None else 0.0,
@@ -864,40 +892,49 @@ async def interleave_one_at_a_time(
         samples: dict[tuple[str, int], list[float]] = {}
         blocks: dict[tuple[str, int], list[Phase]] = {}
         pick = random.Random(7)
+        systems = ("raftlog", JS_TO_LEADER, JS_VIA_ONE)
         for r in range(rounds):
-            order = ("raftlog", "JetStream") if r % 2 == 0 else ("JetStream", "raftlog")
+            order = systems if r % 2 == 0 else systems[::-1]
             for logs in LATENCY_LOGS:
                 for system in order:
                     if system == "raftlog" and kafka is not None:
                         with Phase(kafka[1]) as phase:
                             got = kafka_one_at_a_time(
                                 kafka[0], latency_topic(logs), payloads, per_block, r * per_block)
-                    elif system == "JetStream" and nats is not None:
-                        subjects = [subject for _, subject in js_latency_streams(logs)]
+                    elif system != "raftlog" and nats is not None:
                         with Phase(nats.pids) as phase:
                             got = await js_one_at_a_time(
-                                js, subjects, payloads, per_block, pick, r * per_block)
+                                targets[(system, logs)], payloads, per_block, pick, r * per_block)
                     else:
                         continue
                     samples.setdefault((system, logs), []).extend(got)
                     blocks.setdefault((system, logs), []).append(phase)
-        for figures in (ours, theirs):
-            if figures is None:
-                continue
+        reports: list[tuple[Figures, str, str, str]] = []  # figures, system, label suffix, key suffix
+        if ours is not None:
+            reports.append((ours, "raftlog", "", ""))
+        if theirs is not None:
+            reports.append((theirs, JS_TO_LEADER, "", ""))
+            reports.append((theirs, JS_VIA_ONE, ", via one server", "_via_one"))
+        for figures, system, label_suffix, key_suffix in reports:
             for logs in LATENCY_LOGS:
-                got = samples[(figures.system, logs)]
-                label = one_at_a_time_label(logs)
+                got = samples[(system, logs)]
+                label = one_at_a_time_label(logs) + label_suffix
                 p50, p99 = percentiles(got)
                 figures.add(label, latency_text(got) + f" ({rounds} interleaved rounds)",
-                            **{f"one_p50_{logs}": p50, f"one_p99_{logs}": p99})
-                figures.add(f"  CPU ({label})", Phase.total(blocks[(figures.system, logs)])
+                            **{f"one_p50_{logs}{key_suffix}": p50,
+                               f"one_p99_{logs}{key_suffix}": p99})
+                figures.add(f"  CPU ({label})", Phase.total(blocks[(system, logs)])
                             .cpu_text(len(got), idle[figures.system]))
-                if logs in placement and figures is theirs:
-                    figures.add(f"  placement ({label})", placement[logs])
-            figures.add("  idle servers (one at a time)",
-                        f"{idle[figures.system]:.3f} cores, also beside the other system's blocks")
+        if theirs is not None:
+            for logs in LATENCY_LOGS:
+                theirs.add(f"  placement ({one_at_a_time_label(logs)})", placement[logs])
+        for shown in (ours, theirs):
+            if shown is not None:
+                shown.add("  idle servers (one at a time)",
+                          f"{idle[shown.system]:.3f} cores, also beside the other "
+                          "system's blocks")
     finally:
-        if nc is not None:
+        for nc in connections:
             await nc.close()  # type: ignore[attr-defined]
 
 
@@ -958,8 +995,14 @@ def print_summary(ours: Figures | None, theirs: Figures | None) -> None:
             (f"one-at-a-time p50, {PARTITIONS} logs: {PARTITIONS} partitions vs "
              f"{PARTITIONS} streams", f"one_p50_{PARTITIONS}", f"one_p50_{PARTITIONS}",
              " (goal <= 2)"),
-            (f"one-at-a-time p50, {PARTITIONS} partitions vs 1 stream, the pairing "
-             "of runs before 2026-11-21", f"one_p50_{PARTITIONS}", "one_p50_1", ""),
+            ("one-at-a-time p50, one log, JetStream via one server (runs before the "
+             "sixth session of 2026-11-21)", "one_p50_1", "one_p50_1_via_one", ""),
+            (f"one-at-a-time p50, {PARTITIONS} logs, JetStream via one server (runs "
+             "before the sixth session)", f"one_p50_{PARTITIONS}",
+             f"one_p50_{PARTITIONS}_via_one", ""),
+            (f"one-at-a-time p50, {PARTITIONS} partitions vs 1 stream via one server, "
+             "the pairing of runs before 2026-11-21", f"one_p50_{PARTITIONS}",
+             "one_p50_1_via_one", ""),
             ("consume MB/s", "consume_mbs", "consume_mbs", " (goal >= 2)"),
         ):
             if ours_key in o and theirs_key in t:  # phases not run (--phases) are skipped
