@@ -990,11 +990,11 @@ def print_summary(ours: Figures | None, theirs: Figures | None) -> None:
         for label, ours_key, theirs_key, goal in (
             ("produce MB/s", "produce_mbs_none", "produce_mbs_none", " (goal >= 3)"),
             ("produce MB/s, raftlog with zstd", "produce_mbs_zstd", "produce_mbs_none", ""),
-            ("one-at-a-time p50, one log: 1 partition vs 1 stream",
+            ("one-at-a-time p50, one log: 1 partition vs 1 stream, the same hops",
              "one_p50_1", "one_p50_1", " (goal <= 2)"),
             (f"one-at-a-time p50, {PARTITIONS} logs: {PARTITIONS} partitions vs "
-             f"{PARTITIONS} streams", f"one_p50_{PARTITIONS}", f"one_p50_{PARTITIONS}",
-             " (goal <= 2)"),
+             f"{PARTITIONS} streams, the same hops", f"one_p50_{PARTITIONS}",
+             f"one_p50_{PARTITIONS}", " (goal <= 2)"),
             ("one-at-a-time p50, one log, JetStream via one server (runs before the "
              "sixth session of 2026-11-21)", "one_p50_1", "one_p50_1_via_one", ""),
             (f"one-at-a-time p50, {PARTITIONS} logs, JetStream via one server (runs "
