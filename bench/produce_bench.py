@@ -763,10 +763,10 @@ async def run_js_phases(
     try:
         await js_add_stream(js, "PIPE", "pipe.>")
         await js_add_stream(js, "CONC", "conc.>")
-        await js_add_latency_streams(js, (1,))
         if "full" in args.phases:
             await js_full_load_and_consume(args, payloads, js, pids, figures)
         if "rate" in args.phases:
+            await js_add_latency_streams(js, (1,))  # the fixed rate's stream, LAT
             with Phase(pids) as phase:
                 latencies, achieved = await js_fixed_rate(
                     js, "lat.x", payloads, args.rate, args.rate_seconds
