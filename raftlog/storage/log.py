@@ -361,7 +361,7 @@ class Log:
                 # run ahead of the log, never behind).
                 self._epoch_cache.assign(leader_epoch, first_offset)
                 self._epoch_file.write(self._epoch_cache.entries)
-            self._maybe_roll(len(records), len(headers), last_offset, now)
+            self._maybe_roll(len(records), len(headers), last_offset, now, batches)
             self._segments[-1].append(buffers, batches)
             self._after_append(records_count, now)
             return _append_info(first_offset, batches, records_count, len(records))
@@ -441,7 +441,7 @@ class Log:
                 for new_epoch, start in new_epochs:
                     self._epoch_cache.assign(new_epoch, start)
                 self._epoch_file.write(self._epoch_cache.entries)
-            self._maybe_roll(len(records), len(headers), expected - 1, now)
+            self._maybe_roll(len(records), len(headers), expected - 1, now, batches)
             self._segments[-1].append([records], batches)
             self._after_append(records_count, now)
             return _append_info(leo, batches, records_count, len(records))
@@ -491,14 +491,20 @@ class Log:
     # ==== rolling ===================================================================
 
     def _maybe_roll(
-        self, appended_bytes: int, batch_count: int, last_offset: int, now_ms: int
+        self, appended_bytes: int, batch_count: int, last_offset: int, now_ms: int,
+        batches: list[tuple[int, int, int]],
     ) -> None:
+        """Roll before an append of ``batches`` ((last offset, max timestamp,
+        size) each) if the active segment cannot hold it, or if it spans more
+        than ``segment.ms`` of message time (Kafka's ``shouldRoll``)."""
         active = self._segments[-1]
         if active.size == 0:
             return
-        if not active.can_hold(appended_bytes, batch_count, last_offset) or (
-            active.time_waited_for_roll_ms(now_ms) > self.config.segment_ms
-        ):
+        if not active.can_hold(appended_bytes, batch_count, last_offset):
+            self._roll(now_ms)
+            return
+        max_timestamp = max(batch[1] for batch in batches)
+        if active.time_waited_for_roll_ms(now_ms, max_timestamp) > self.config.segment_ms:
             self._roll(now_ms)
 
     def roll(self, now_ms: int | None = None) -> bool:

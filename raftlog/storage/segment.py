@@ -195,13 +195,18 @@ class LogSegment:
             and last_offset - self.base_offset <= INT_MAX
         )
 
-    def time_waited_for_roll_ms(self, now_ms: int) -> int:
-        """Kafka's ``timeWaitedForRoll``: now minus the first batch's timestamp
-        (or the segment's creation time if it has none)."""
+    def time_waited_for_roll_ms(self, now_ms: int, message_timestamp_ms: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: the incoming batches' max timestamp
+        minus the first batch's timestamp; if the first batch has none, now
+        minus the segment's creation time.
+
+        Message time, not the broker's clock, against the first batch: records
+        with old timestamps (a backfill, a mirror of an old topic) do not roll
+        a segment per append."""
         start = self.rolling_based_timestamp
         if start is None or start < 0:
-            start = self.created_ms
-        return now_ms - start
+            return now_ms - self.created_ms
+        return message_timestamp_ms - start
 
     # --- read ---------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ synced batch is still there."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -30,8 +29,7 @@ def lossy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _batch(tag: int, count: int = 2) -> bytes:
-    # Current timestamps: old ones would roll a segment per batch (segment.ms).
-    return make_batch(count, value_size=60, tag=tag, timestamp_ms=int(time.time() * 1000))
+    return make_batch(count, value_size=60, tag=tag)
 
 
 def _open(d: Path) -> Log:

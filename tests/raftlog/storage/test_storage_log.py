@@ -203,12 +203,39 @@ def test_roll_by_segment_bytes(open_log: OpenLog) -> None:
     assert f"{9:020d}.log" in files(log._fs)  # type: ignore[attr-defined]
 
 
-def test_roll_by_segment_ms_uses_the_first_batch_timestamp(open_log: OpenLog) -> None:
+def test_roll_by_segment_ms_compares_message_timestamps(open_log: OpenLog) -> None:
+    # Kafka's shouldRoll: the new batch's max timestamp minus the segment's
+    # first batch timestamp, whatever the broker's clock says.
     log = open_log(segment_ms=1000)
     log.append_as_leader(make_batch(1, timestamp_ms=T0), leader_epoch=0, now_ms=T0)
-    log.append_as_leader(make_batch(1, timestamp_ms=T0), leader_epoch=0, now_ms=T0 + 1000)
+    log.append_as_leader(make_batch(1, timestamp_ms=T0 + 1000), leader_epoch=0, now_ms=T0 + 5000)
     assert len(log.segments) == 1
-    log.append_as_leader(make_batch(1, timestamp_ms=T0), leader_epoch=0, now_ms=T0 + 1001)
+    log.append_as_leader(make_batch(1, timestamp_ms=T0 + 1001), leader_epoch=0, now_ms=T0 + 5000)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    # The same rule for replicated batches.
+    log.append_as_follower(make_batch(1, timestamp_ms=T0 + 3002, base_offset=3, epoch=0),
+                         now_ms=T0)
+    assert [s.base_offset for s in log.segments] == [0, 2, 3]
+
+
+def test_old_message_timestamps_do_not_roll_a_segment_per_append(open_log: OpenLog) -> None:
+    # A backfill: records a month old, appended now. Rolling on the broker's
+    # clock would open two files per append until the descriptors run out.
+    log = open_log(segment_ms=7 * 24 * 3600 * 1000)
+    month_ago = T0 - 30 * 24 * 3600 * 1000
+    for i in range(50):
+        log.append_as_leader(make_batch(1, timestamp_ms=month_ago + i), leader_epoch=0,
+                             now_ms=T0 + i)
+    assert len(log.segments) == 1
+
+
+def test_roll_by_segment_ms_without_timestamps_uses_the_creation_time(open_log: OpenLog) -> None:
+    log = open_log(segment_ms=1000)
+    log.append_as_leader(make_batch(1, timestamp_ms=-1), leader_epoch=0, now_ms=T0)
+    created = log.segments[0].created_ms
+    log.append_as_leader(make_batch(1, timestamp_ms=-1), leader_epoch=0, now_ms=created + 1000)
+    assert len(log.segments) == 1
+    log.append_as_leader(make_batch(1, timestamp_ms=-1), leader_epoch=0, now_ms=created + 1001)
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 
