@@ -18,8 +18,8 @@ States (Kafka's ``BrokerState``), all transitions in `_transition_to`::
   retry), the broker listeners, ``broker.rack`` and the cluster id. Retried
   with backoff until it succeeds; INCONSISTENT_CLUSTER_ID is fatal
   (`BrokerFatalError`). DUPLICATE_BROKER_REGISTRATION (a previous process
-  of this id still has a live session) is retried: it ends when that
-  session expires. The broker epoch is the one the answer grants.
+  of this id is unfenced and still has a live session: it stopped without
+  a controlled shutdown) is retried: it ends when that session expires. The broker epoch is the one the answer grants.
 - **Heartbeats** every ``broker.heartbeat.interval.ms`` carry the offset of
   the published image (what this broker has replayed) and ``want_fence``
   until that image includes the broker's own registration (KIP-631: caught
@@ -28,8 +28,9 @@ States (Kafka's ``BrokerState``), all transitions in `_transition_to`::
   controller decides fencing; the answer's ``is_fenced`` is the truth.
 - **Controlled shutdown** (`controlled_shutdown`): heartbeats with
   ``want_shut_down`` every ``retry_backoff_ms`` until the controller answers
-  ``should_shut_down`` (it has moved leadership off this broker), bounded by
-  a timeout.
+  ``should_shut_down`` (it has moved leadership off this broker and fenced
+  it, so the next process of this id registers at once), bounded by a
+  timeout.
 - **AlterPartition / forward** go through the `ControllerChannel`;
   AlterPartition is v3 (``NewIsrWithEpochs``, KIP-903) with the topic id
   from the published image.
@@ -422,6 +423,12 @@ class BrokerLifecycle:
             log.info("broker %d: heartbeat refused: %s", config.broker_id, _name(error))
             return fast_ms
         was_fenced, self._fenced = self._fenced, bool(response.is_fenced)
+        if want_shutdown and response.should_shut_down:
+            # The controller fences a broker as it lets it go (SHUTDOWN_NOW).
+            if self._fenced:
+                self._unfenced.clear()
+            self._shutdown_granted.set()
+            return fast_ms
         if self._fenced:
             self._unfenced.clear()
             self._transition_to(BrokerState.RECOVERY)
@@ -433,8 +440,6 @@ class BrokerLifecycle:
             if was_fenced:
                 log.info("broker %d is unfenced (epoch %d)", config.broker_id, self._broker_epoch)
         if want_shutdown:
-            if response.should_shut_down:
-                self._shutdown_granted.set()
             return fast_ms
         if self._fenced:
             # Heartbeat sooner while fenced: the publish hook wakes us once caught up.

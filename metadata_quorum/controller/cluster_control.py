@@ -92,8 +92,10 @@ def register_broker(
     - INCONSISTENT_CLUSTER_ID: the broker belongs to another cluster;
     - INVALID_REQUEST: a negative broker id;
     - DUPLICATE_BROKER_REGISTRATION: another incarnation of this broker id
-      still has a live session (it heartbeated within
-      ``broker.session.timeout.ms``), so two processes claim one id;
+      is unfenced and still has a live session (it heartbeated within
+      ``broker.session.timeout.ms``), so two processes claim one id. A
+      fenced registration has no session (Kafka's ``hasValidSession``): a
+      broker that shut down cleanly, or was fenced, comes back at once;
     - the current epoch and no records, when the same incarnation registers
       again with the same listeners and rack (an idempotent retry);
     - otherwise, a new epoch. If the old registration still leads
@@ -114,7 +116,7 @@ def register_broker(
             if existing.listeners == request.listeners and existing.rack == request.rack:
                 return ControllerResult((), BrokerRegistrationResponse(
                     ErrorCode.none, existing.epoch))
-        elif sessions.has_valid_session(
+        elif not existing.fenced and sessions.has_valid_session(
             request.broker_id, now_ms, config.broker_session_timeout_ms
         ):
             return ControllerResult((), BrokerRegistrationResponse(
@@ -167,9 +169,10 @@ def broker_heartbeat(
       elections for leaderless partitions it can lead;
     - unfenced + want_shutdown: controlled shutdown: leadership moves off,
       it leaves ISRs (when not the last member), then
-      BrokerRegistrationChange(in_controlled_shutdown); ``should_shut_down``
-      once it leads no partition. The response goes out only after these
-      records commit (facade contract), so "shut down" is never early;
+      BrokerRegistrationChange(in_controlled_shutdown); once it leads no
+      partition, FenceBroker and ``should_shut_down`` (Kafka's
+      SHUTDOWN_NOW). The response goes out only after these records commit
+      (facade contract), so "shut down" is never early;
     - unfenced + want_fence: the same moves, then FenceBroker.
 
     The caller records the heartbeat in the broker's session on success.
@@ -200,9 +203,14 @@ def broker_heartbeat(
             moves.append(BrokerRegistrationChangeRecord(
                 broker_id, broker.epoch, in_controlled_shutdown=True))
         after = image_after(image, moves)
-        leads = any(part.leader == broker_id for _t, _p, part in after.iter_partitions())
+        if any(part.leader == broker_id for _t, _p, part in after.iter_partitions()):
+            return ControllerResult(tuple(moves), BrokerHeartbeatResponse(
+                ErrorCode.none, caught_up, is_fenced=False, should_shut_down=False))
+        # Kafka's SHUTDOWN_NOW: the broker is fenced as it is let go, so its
+        # session ends with it and the next incarnation registers at once.
+        moves.append(FenceBrokerRecord(broker_id, broker.epoch))
         return ControllerResult(tuple(moves), BrokerHeartbeatResponse(
-            ErrorCode.none, caught_up, is_fenced=False, should_shut_down=not leads))
+            ErrorCode.none, caught_up, is_fenced=True, should_shut_down=True))
     if request.want_fence:
         fence: list[MetadataRecord] = [*records_for_broker_leaving(image, broker_id, config)]
         fence.append(FenceBrokerRecord(broker_id, broker.epoch))

@@ -552,7 +552,8 @@ class Simulation:
     def _strand_candidate(self) -> bool:
         """The "strand_candidate" fault: a follower V wins a pre-vote while the
         leader L keeps a majority, becomes a candidate of E+1, and is cut off
-        before its vote requests leave (metadata_sim seed 186's shape).
+        before its vote requests leave (the shape of metadata_sim seed 257; seed 186
+        drew it before controlled shutdown fenced brokers).
 
         Clients pause (so V's log stays as long as everyone's); 60 ms later
         L's answers to V are cut, so V's fetch timeout fires at its current

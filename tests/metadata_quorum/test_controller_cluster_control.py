@@ -10,6 +10,7 @@ from metadata_quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     BrokerSessions,
+    ControllerResult,
     UnregisterBrokerRequest,
     broker_heartbeat,
     fence_stale_brokers,
@@ -81,6 +82,28 @@ def test_other_incarnation_in_session_is_a_duplicate_registration() -> None:
     result = registration(ctx, 1, generation=1)
     assert result.response.error is ErrorCode.duplicate_broker_registration
     assert result.records == ()
+
+
+def test_next_incarnation_registers_at_once_after_a_controlled_shutdown() -> None:
+    # The shutdown fenced the old registration: a fenced broker has no session.
+    ctx = Ctx()
+    ctx.add_brokers(1, 2)
+    ctx.create("t", 2, 2)
+    assert ctx.run(hb(ctx, 1, want_shutdown=True)).should_shut_down
+    ctx.now_ms += 100
+    result = registration(ctx, 1, generation=1)
+    assert result.response.error is ErrorCode.none
+    ctx.run(result)
+    assert ctx.image.brokers[1].incarnation_id == incarnation(1, 1)
+
+
+def test_next_incarnation_of_a_fenced_broker_registers_at_once() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.heartbeat(1, want_fence=True)
+    assert ctx.image.brokers[1].fenced
+    result = registration(ctx, 1, generation=1)
+    assert result.response.error is ErrorCode.none
 
 
 def test_other_incarnation_after_session_expiry_registers() -> None:
@@ -209,11 +232,16 @@ def test_controlled_shutdown_moves_leaders_and_isr_before_shut_down_ok() -> None
     ctx.add_brokers(1, 2, 3)
     topic = ctx.create("t", 6, 2)
     result = hb(ctx, 1, want_shutdown=True)
-    assert result.records[-1] == BrokerRegistrationChangeRecord(
-        1, ctx.image.brokers[1].epoch, in_controlled_shutdown=True)
-    assert result.response.should_shut_down and not result.response.is_fenced
+    epoch = ctx.image.brokers[1].epoch
+    # Kafka's SHUTDOWN_NOW: once it leads nothing, the broker is fenced as it is let go.
+    assert result.records[-2:] == (
+        BrokerRegistrationChangeRecord(1, epoch, in_controlled_shutdown=True),
+        FenceBrokerRecord(1, epoch),
+    )
+    assert all(isinstance(r, PartitionChangeRecord) for r in result.records[:-2])
+    assert result.response.should_shut_down and result.response.is_fenced
     ctx.run(result)
-    assert ctx.image.brokers[1].in_controlled_shutdown
+    assert ctx.image.brokers[1].in_controlled_shutdown and ctx.image.brokers[1].fenced
     for pid in range(6):
         part = ctx.image.partition(topic, pid)
         assert part is not None and part.leader != 1 and 1 not in part.isr
@@ -254,9 +282,13 @@ def test_fence_stale_brokers_after_session_timeout() -> None:
 
 def test_fence_stale_brokers_ignores_fenced_and_fences_shutting_down_ones() -> None:
     ctx = Ctx()
-    ctx.add_brokers(1, 2)
+    ctx.add_brokers(1, 2, 4)
     ctx.register(3)  # fenced, never heartbeats
-    ctx.heartbeat(2, want_shutdown=True)
+    ctx.heartbeat(4, want_shutdown=True)  # let go: fenced by its shutdown
+    # In controlled shutdown but not yet let go (as a log from before the
+    # shutdown fenced brokers may hold), then silent.
+    ctx.run(ControllerResult((BrokerRegistrationChangeRecord(
+        2, ctx.image.brokers[2].epoch, in_controlled_shutdown=True),), None))
     ctx.now_ms += 20_000
     result = fence_stale_brokers(ctx.image, ctx.sessions, ctx.config, ctx.now_ms)
     assert result.response == (1, 2)
