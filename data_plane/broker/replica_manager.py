@@ -72,7 +72,7 @@ from data_plane.txn.replica_state import ReplicaTxnState
 from metadata_quorum.image import MetadataImage
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
-from raftlog.storage import FileSystem, Log, RealFileSystem
+from raftlog.storage import ConfigError, FileSystem, Log, RealFileSystem
 from raftlog.values import value
 
 __all__ = ("FetchParams", "HostedPartition", "ProduceOutcome", "ReplicaManager")
@@ -282,6 +282,7 @@ class ReplicaManager:
                 hosted = self._open(key, topic.topic_id, topic_config)
             p = hosted.partition
             p.config = replication_config(self.broker_config, topic_config)
+            self._reconfigure_log(key, hosted, topic_config)
             p.broker_epoch = broker_epoch
             p.update_ineligible_replicas(
                 frozenset(r for r in reg.replicas if not image.is_usable(r))
@@ -336,6 +337,24 @@ class ReplicaManager:
         self.partitions[key] = hosted
         log.info("hosting %s-%d in %s", key[0], key[1], directory)
         return hosted
+
+    @staticmethod
+    def _reconfigure_log(
+        key: TopicPartition, hosted: HostedPartition, topic_config: Mapping[str, str]
+    ) -> None:
+        """Apply a changed topic config (IncrementalAlterConfigs, a changed
+        broker default) to the open log. A value the log cannot take (the
+        controller validates them, so only a bad static default) keeps the
+        old settings."""
+        segment_log = hosted.partition.log
+        try:
+            config = log_config(topic_config)
+        except ConfigError as e:
+            log.error("%s-%d: keeping the log settings: %s", key[0], key[1], e)
+            return
+        if config != segment_log.config:
+            segment_log.reconfigure(config)
+            log.info("%s-%d: log settings changed: %s", key[0], key[1], config)
 
     def _remove(self, key: TopicPartition, *, delete: bool) -> None:
         hosted = self.partitions.pop(key)

@@ -163,6 +163,18 @@ class FakeMetadataCluster:
         ))
         return ErrorCode.none
 
+    def set_topic_config(self, name: str, key: str, value: str | None) -> None:
+        """A ConfigRecord for topic ``name``: set ``key``, or remove it (None)."""
+        resource = ConfigResource(ConfigResourceType.TOPIC, name)
+        entries = dict(self.image.configs.get(resource, {}))
+        if value is None:
+            entries.pop(key, None)
+        else:
+            entries[key] = value
+        cfgs = dict(self.image.configs)
+        cfgs[resource] = frozen_mapping(entries)
+        self._publish(dataclasses.replace(self.image, configs=frozen_mapping(cfgs)))
+
     def delete_topic(self, name: str) -> ErrorCode:
         topic_id = self.image.topic_ids.get(name)
         if topic_id is None:

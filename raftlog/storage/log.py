@@ -759,6 +759,15 @@ class Log:
 
     # ==== closing ==================================================================
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply a changed topic config (IncrementalAlterConfigs) to the open
+        log, as Kafka's ``UnifiedLog.updateConfig``: rolling, retention,
+        flushing and size limits follow it from the next operation on."""
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.reconfigure(config)
+
     def close(self) -> None:
         """Flush, write the active segment's indexes and the clean-shutdown
         marker, and release every file. Idempotent; later calls to other

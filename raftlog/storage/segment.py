@@ -186,6 +186,13 @@ class LogSegment:
         self.bytes_since_last_index_entry += size
         self.next_offset = last_offset + 1
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Use ``config`` from now on: ``segment.bytes`` for the roll decision
+        and ``index.interval.bytes`` for the next index entries. The index
+        files keep the size they were created with (``segment.index.bytes``
+        applies to new segments, as in Kafka)."""
+        self._config = config
+
     def can_hold(self, appended_bytes: int, batch_count: int, last_offset: int) -> bool:
         """Whether an append fits without rolling: size, index room, int32 relative offsets."""
         return (
