@@ -403,13 +403,13 @@ class Log:
         The first batch must start at the log end offset and each next batch
         where the previous ended; epochs must not decrease nor fall below the
         log's latest epoch. New epochs go to the epoch cache. An empty buffer
-        appends nothing.
+        appends nothing. ``message.max.bytes`` is not checked: the leader did.
 
         Raises `UnexpectedAppendOffsetError` (gap or overlap),
-        `InvalidEpochError`, `InvalidRecordBatchError`, `RecordTooLargeError`,
-        `LogClosedError`.
+        `InvalidEpochError`, `InvalidRecordBatchError`, `RecordTooLargeError`
+        (the append exceeds ``segment.bytes``), `LogClosedError`.
         """
-        headers = self._validate(records)
+        headers = self._validate(records, ignore_record_size=True)
         with self._lock:
             self._check_open()
             leo = self.log_end_offset
@@ -447,8 +447,15 @@ class Log:
             return _append_info(leo, batches, records_count, len(records))
 
     def _validate(
-        self, records: BytesLike, validated: list[BatchHeader] | None = None
+        self, records: BytesLike, validated: list[BatchHeader] | None = None,
+        *, ignore_record_size: bool = False,
     ) -> list[BatchHeader]:
+        """Headers and CRCs, the append against ``segment.bytes``, and each
+        batch against ``message.max.bytes`` unless ``ignore_record_size``:
+        a follower takes whatever its leader accepted (Kafka's
+        ``ignoreRecordSize`` for replication), or a lowered limit, or one that
+        differs between brokers, would wedge replication at the first larger
+        batch."""
         if validated is not None:
             headers = validated
         else:
@@ -457,7 +464,7 @@ class Log:
             except RecordError as e:
                 raise InvalidRecordBatchError(str(e)) from e
         for header in headers:
-            if header.size_in_bytes > self.config.message_max_bytes:
+            if not ignore_record_size and header.size_in_bytes > self.config.message_max_bytes:
                 raise RecordTooLargeError(
                     f"batch of {header.size_in_bytes} bytes exceeds message.max.bytes "
                     f"{self.config.message_max_bytes}"

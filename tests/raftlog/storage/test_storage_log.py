@@ -105,6 +105,18 @@ def test_size_limits(open_log: OpenLog) -> None:
     assert (info.first_offset, info.last_offset) == (0, 0)
 
 
+def test_a_follower_takes_a_batch_above_its_message_max_bytes(open_log: OpenLog) -> None:
+    # The leader accepted it (before max.message.bytes was lowered, or under
+    # its own limit): refusing it would stop replication at this offset for
+    # good. Kafka's followers ignore the record size too.
+    log = open_log(message_max_bytes=200)
+    big = make_batch(1, value_size=300, base_offset=0, epoch=0)
+    info = log.append_as_follower(big, now_ms=T0)
+    assert (info.first_offset, info.last_offset) == (0, 0)
+    with pytest.raises(RecordTooLargeError, match=r"message\.max\.bytes"):
+        log.append_as_leader(make_batch(1, value_size=300), leader_epoch=0, now_ms=T0)
+
+
 def test_follower_append_keeps_offsets_and_epochs(open_log: OpenLog) -> None:
     log = open_log()
     data = make_batch(2, base_offset=0, epoch=1) + make_batch(3, base_offset=2, epoch=3)
