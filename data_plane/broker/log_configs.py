@@ -120,14 +120,21 @@ def effective_topic_config(broker: Mapping[str, str], topic: Mapping[str, str]) 
 
 def log_config(topic_config: Mapping[str, str]) -> LogConfig:
     """The segment log's settings from an effective topic config. Raises
-    `raftlog.storage.ConfigError` for a bad value."""
+    `raftlog.storage.ConfigError` for a bad value.
+
+    Retention deletes only when ``cleanup.policy`` includes ``delete``, as
+    in Kafka. A compacted-only topic (``__consumer_offsets``, a changelog)
+    keeps every segment: there is no log cleaner here, and deleting by age
+    would drop the latest value of a key that Kafka's compaction keeps (a
+    group's last commit, a transactional id's epoch)."""
+    deletes = "delete" in {p.strip() for p in topic_config["cleanup.policy"].split(",")}
     return LogConfig.from_properties({
         "segment.bytes": topic_config["segment.bytes"],
         "segment.ms": topic_config["segment.ms"],
         "index.interval.bytes": topic_config["index.interval.bytes"],
         "segment.index.bytes": topic_config["segment.index.bytes"],
-        "retention.ms": topic_config["retention.ms"],
-        "retention.bytes": topic_config["retention.bytes"],
+        "retention.ms": topic_config["retention.ms"] if deletes else "-1",
+        "retention.bytes": topic_config["retention.bytes"] if deletes else "-1",
         "flush.messages": topic_config["flush.messages"],
         "flush.ms": topic_config["flush.ms"],
         "message.max.bytes": topic_config["max.message.bytes"],

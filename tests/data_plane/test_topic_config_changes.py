@@ -1,4 +1,5 @@
-"""A changed topic config reaches the open logs (Kafka's ``UnifiedLog.updateConfig``).
+"""Topic configs and the open logs: a changed config reaches them (Kafka's
+``UnifiedLog.updateConfig``), and retention follows ``cleanup.policy``.
 
 The broker opened each log with the topic's config at the time and never
 looked again, so a config altered later (IncrementalAlterConfigs) changed
@@ -76,3 +77,19 @@ async def _run() -> None:
 
 def test_altered_topic_configs_apply_to_the_open_log() -> None:
     asyncio.run(_run())
+
+
+def test_retention_deletes_only_with_cleanup_policy_delete() -> None:
+    # Kafka deletes by retention only under cleanup.policy=delete; with no
+    # log cleaner here, a compacted topic keeps every segment rather than
+    # losing the latest value of a key (a group's last commit).
+    from data_plane.broker.log_configs import TOPIC_CONFIG_DEFAULTS, log_config
+
+    def config(**overrides: str) -> dict[str, str]:
+        return {**TOPIC_CONFIG_DEFAULTS, "retention.bytes": "1000", **overrides}
+
+    assert log_config(config()).retention_ms == 604_800_000
+    assert log_config(config()).retention_bytes == 1000
+    assert log_config(config(**{"cleanup.policy": "compact,delete"})).retention_ms == 604_800_000
+    compacted = log_config(config(**{"cleanup.policy": "compact"}))
+    assert (compacted.retention_ms, compacted.retention_bytes) == (-1, -1)
