@@ -5,10 +5,13 @@
   ``storage random-uuid``, like kafka-storage.sh;
 - ``quorum describe --status|--replication --bootstrap-controller HOST:PORT``,
   printing what kafka-metadata-quorum.sh prints;
-- ``topics create|list|describe|delete --bootstrap-controller HOST:PORT`` or
+- ``topics create|list|describe|alter|delete --bootstrap-controller HOST:PORT`` or
   ``--bootstrap-server HOST:PORT`` (a broker: Metadata, with live leaders
-  and ISRs; CreateTopics/DeleteTopics forwarded), printing what
-  kafka-topics.sh prints;
+  and ISRs; CreateTopics/CreatePartitions/DeleteTopics forwarded), printing
+  what kafka-topics.sh prints; ``alter --partitions N`` adds partitions;
+- ``configs describe|alter --topic T | --broker-defaults`` with
+  ``--add-config k=v,k2=[a,b]`` and ``--delete-config k,k2``, like
+  kafka-configs.sh (IncrementalAlterConfigs);
 - ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
   ``consume`` (`data_plane.console_cli`);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
@@ -38,6 +41,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from kio.schema.create_partitions.v3 import request as cp_req
+from kio.schema.create_partitions.v3 import response as cp_resp
 from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
@@ -49,6 +54,8 @@ from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.describe_configs.v4 import request as dcfg_req
 from kio.schema.describe_configs.v4 import response as dcfg_resp
 from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.incremental_alter_configs.v1 import request as iac_req
+from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import TopicName
@@ -388,6 +395,8 @@ def cmd_topics(args: argparse.Namespace) -> int:
                 return await _topics_create(admin, args)
             case "delete":
                 return await _topics_delete(admin, args)
+            case "alter":
+                return await _topics_alter(admin, args)
             case "list":
                 response = await _metadata(admin, None)
                 for topic in sorted(response.topics, key=lambda t: str(t.name)):
@@ -396,8 +405,10 @@ def cmd_topics(args: argparse.Namespace) -> int:
             case _:
                 return await _topics_describe(admin, args)
 
-    if args.action in ("create", "delete") and not args.topic:
+    if args.action in ("create", "delete", "alter") and not args.topic:
         raise CliError(f"topics {args.action} needs --topic")
+    if args.action == "alter" and args.partitions < 1:
+        raise CliError("topics alter needs --partitions N (the new, larger partition count)")
     return _run_admin(args, body)
 
 
@@ -429,6 +440,26 @@ async def _topics_create(admin: _Admin, args: argparse.Namespace) -> int:
             + (f": {result.error_message}" if result.error_message else "")
         )
     print(f"Created topic {args.topic}.")
+    return 0
+
+
+async def _topics_alter(admin: _Admin, args: argparse.Namespace) -> int:
+    request = cp_req.CreatePartitionsRequest(
+        topics=(cp_req.CreatePartitionsTopic(
+            name=TopicName(args.topic), count=i32(args.partitions), assignments=None),),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=30_000)),
+        validate_only=False,
+    )
+    response: cp_resp.CreatePartitionsResponse = await admin.first(
+        request, 3, lambda r: _not_controller([t.error_code for t in r.results])
+    )
+    result = response.results[0]
+    if result.error_code != ErrorCode.none:
+        raise CliError(
+            f"cannot add partitions to {args.topic}: {_error_name(result.error_code)}"
+            + (f": {result.error_message}" if result.error_message else "")
+        )
+    print(f"Topic {args.topic} now has {args.partitions} partitions.")
     return 0
 
 
@@ -504,6 +535,88 @@ async def _topic_overrides(admin: _Admin, name: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+# --- configs (kafka-configs.sh) ------------------------------------------------------
+
+_BROKER_RESOURCE = 4
+# IncrementalAlterConfigs operations.
+_SET, _DELETE = 0, 1
+
+
+def parse_add_config(text: str) -> list[tuple[str, str]]:
+    """kafka-configs.sh ``--add-config``: ``k1=v1,k2=[a,b]`` (brackets hold a
+    list value, whose commas are kept). Raises `CliError`."""
+    items: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise CliError(f"--add-config {text!r}: unbalanced ']'")
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise CliError(f"--add-config {text!r}: unbalanced '['")
+    items.append(text[start:])
+    out = []
+    for item in items:
+        key, sep, value = item.strip().partition("=")
+        if not sep or not key:
+            raise CliError(f"--add-config entry {item!r} is not key=value")
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out.append((key, value))
+    return out
+
+
+def _config_resource(args: argparse.Namespace) -> tuple[int, str, str]:
+    """(resource type, name, label) from ``--topic`` or ``--broker-defaults``."""
+    if args.topic:
+        return _TOPIC_RESOURCE, args.topic, f"topic {args.topic}"
+    return _BROKER_RESOURCE, "", "the broker defaults"
+
+
+def cmd_configs(args: argparse.Namespace) -> int:
+    if bool(args.topic) == bool(args.broker_defaults):
+        raise CliError("configs needs one of --topic T or --broker-defaults")
+    if args.action == "alter" and not (args.add_config or args.delete_config):
+        raise CliError("configs alter needs --add-config and/or --delete-config")
+    rtype, name, label = _config_resource(args)
+
+    async def body(admin: _Admin) -> int:
+        if args.action == "describe":
+            if rtype != _TOPIC_RESOURCE:
+                raise CliError("configs describe takes --topic (broker settings: a broker's "
+                               "DescribeConfigs, e.g. `kcat -X dump`)")
+            overrides = await _topic_overrides(admin, name)
+            print(f"Dynamic configs for {label} are:")
+            for key, value in overrides:
+                print(f"  {key}={value}")
+            return 0
+        ops = [iac_req.AlterableConfig(name=k, config_operation=i8(_SET), value=v)
+               for item in args.add_config or () for k, v in parse_add_config(item)]
+        ops += [iac_req.AlterableConfig(name=k.strip(), config_operation=i8(_DELETE), value=None)
+                for item in args.delete_config or () for k in item.split(",") if k.strip()]
+        request = iac_req.IncrementalAlterConfigsRequest(
+            resources=(iac_req.AlterConfigsResource(
+                resource_type=i8(rtype), resource_name=name, configs=tuple(ops)),),
+            validate_only=False,
+        )
+        response: iac_resp.IncrementalAlterConfigsResponse = await admin.first(
+            request, 1, lambda r: _not_controller([x.error_code for x in r.responses]))
+        result = response.responses[0]
+        if result.error_code != ErrorCode.none:
+            raise CliError(f"cannot alter the configs of {label}: "
+                           f"{_error_name(result.error_code)}"
+                           + (f": {result.error_message}" if result.error_message else ""))
+        print(f"Completed updating config for {label}.")
+        return 0
+
+    return _run_admin(args, body)
+
+
 # --- registration ------------------------------------------------------------------
 
 
@@ -511,7 +624,7 @@ def _admin_options(parser: argparse.ArgumentParser, *, broker: bool = False) -> 
     if broker:
         where = parser.add_mutually_exclusive_group(required=True)
         where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                           help="brokers (Metadata; CreateTopics/DeleteTopics forwarded)")
+                           help="brokers (Metadata; admin writes forwarded)")
         where.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]")
     else:
         parser.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,...]")
@@ -547,13 +660,25 @@ def register(sub: Any) -> None:
     describe.set_defaults(func=cmd_quorum_describe)
 
     topics = sub.add_parser("topics", help="manage topics (kafka-topics.sh)")
-    topics.add_argument("action", choices=("create", "list", "describe", "delete"))
+    topics.add_argument("action", choices=("create", "list", "describe", "alter", "delete"))
     topics.add_argument("--topic")
-    topics.add_argument("--partitions", type=int, default=-1)
+    topics.add_argument("--partitions", type=int, default=-1,
+                        help="create: the count; alter: the new, larger count")
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
     _admin_options(topics, broker=True)
     topics.set_defaults(func=cmd_topics)
+
+    configs = sub.add_parser("configs", help="topic and broker-default configs (kafka-configs.sh)")
+    configs.add_argument("action", choices=("describe", "alter"))
+    entity = configs.add_mutually_exclusive_group()
+    entity.add_argument("--topic")
+    entity.add_argument("--broker-defaults", action="store_true",
+                        help="the cluster-wide broker defaults (kafka-configs.sh --entity-default)")
+    configs.add_argument("--add-config", action="append", metavar="K=V[,K2=[A,B]]")
+    configs.add_argument("--delete-config", action="append", metavar="K[,K2]")
+    _admin_options(configs, broker=True)
+    configs.set_defaults(func=cmd_configs)
 
     from .cluster_cli import register_cluster
 

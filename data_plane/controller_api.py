@@ -4,8 +4,9 @@ Served APIs, one version each (the CLI and the brokers of this project speak
 exactly these; ApiVersions tells any other client):
 
 - writes, answered once their records are committed (`ControllerService.submit`):
-  CreateTopics v7, DeleteTopics v6, BrokerRegistration v1, BrokerHeartbeat v0,
-  AlterPartition v3, AllocateProducerIds v0;
+  CreateTopics v7, CreatePartitions v3, DeleteTopics v6,
+  IncrementalAlterConfigs v1, AlterConfigs v2, BrokerRegistration v1,
+  BrokerHeartbeat v0, AlterPartition v3, AllocateProducerIds v0;
 - reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
   too, with ``is_fenced``, KIP-1073) and Metadata v12 (enough
   for an admin client to list and describe topics).
@@ -28,12 +29,16 @@ from typing import Any, Final
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_configs.v2 import request as ac_req
+from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
 from kio.schema.broker_registration.v1 import request as reg_req
 from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.create_partitions.v3 import request as cp_req
+from kio.schema.create_partitions.v3 import response as cp_resp
 from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
@@ -43,6 +48,8 @@ from kio.schema.describe_cluster.v1 import response as dc_resp_v1
 from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.describe_configs.v4 import request as dcfg_req
 from kio.schema.describe_configs.v4 import response as dcfg_resp
+from kio.schema.incremental_alter_configs.v1 import request as iac_req
+from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, ProducerId, TopicName
@@ -53,6 +60,13 @@ from metadata_quorum.controller.cluster_control import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+)
+from metadata_quorum.controller.configuration_control import (
+    AlterConfigOp,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
+    ConfigOpType,
 )
 from metadata_quorum.controller.producer_id_control import (
     AllocateProducerIdsRequest,
@@ -66,12 +80,20 @@ from metadata_quorum.controller.replication_control import (
     BrokerState,
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
     CreateTopicsRequest,
     DeletableTopicResult,
     DeleteTopicsRequest,
 )
 from metadata_quorum.image import MetadataImage, TopicImage
-from metadata_quorum.records.types import Endpoint, LeaderRecoveryState, SecurityProtocol
+from metadata_quorum.records.types import (
+    ConfigResourceType,
+    Endpoint,
+    LeaderRecoveryState,
+    SecurityProtocol,
+)
 from raftlog.net import Handler, RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -88,6 +110,9 @@ BROKER_REGISTRATION_KEY: Final = 62
 BROKER_HEARTBEAT_KEY: Final = 63
 ALLOCATE_PRODUCER_IDS_KEY: Final = 67
 DESCRIBE_CONFIGS_KEY: Final = 32
+ALTER_CONFIGS_KEY: Final = 33
+CREATE_PARTITIONS_KEY: Final = 37
+INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -99,6 +124,9 @@ CONTROLLER_API_VERSIONS: Final = {
     BROKER_HEARTBEAT_KEY: (0, 0),
     ALLOCATE_PRODUCER_IDS_KEY: (0, 0),
     DESCRIBE_CONFIGS_KEY: (4, 4),
+    ALTER_CONFIGS_KEY: (2, 2),
+    CREATE_PARTITIONS_KEY: (3, 3),
+    INCREMENTAL_ALTER_CONFIGS_KEY: (1, 1),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -147,6 +175,98 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
             throttle_time=_NO_THROTTLE,
             topics=tuple(_created(r) for r in results),
         )
+
+    async def create_partitions(_: RequestContext, body: cp_req.CreatePartitionsRequest) -> Any:
+        request = CreatePartitionsRequest(
+            topics=tuple(
+                CreatePartitionsTopic(
+                    name=str(t.name), count=int(t.count),
+                    assignments=None if t.assignments is None else tuple(
+                        tuple(int(b) for b in a.broker_ids) for a in t.assignments),
+                )
+                for t in body.topics
+            ),
+            validate_only=body.validate_only,
+        )
+        results, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            results = tuple(CreatePartitionsTopicResult(str(t.name), error) for t in body.topics)
+        return cp_resp.CreatePartitionsResponse(
+            throttle_time=_NO_THROTTLE,
+            results=tuple(
+                cp_resp.CreatePartitionsTopicResult(
+                    name=TopicName(r.name), error_code=r.error, error_message=r.message)
+                for r in results
+            ),
+        )
+
+    async def incremental_alter_configs(
+        _: RequestContext, body: iac_req.IncrementalAlterConfigsRequest
+    ) -> Any:
+        resources, refused = [], {}
+        for index, r in enumerate(body.resources):
+            try:
+                ops = tuple(AlterConfigOp(c.name, ConfigOpType(int(c.config_operation)), c.value)
+                            for c in r.configs)
+                resources.append(AlterConfigsResource(
+                    ConfigResourceType(int(r.resource_type)), r.resource_name, ops))
+            except ValueError as e:  # an unknown operation or resource type, a missing value
+                refused[index] = str(e)
+        return iac_resp.IncrementalAlterConfigsResponse(
+            throttle_time=_NO_THROTTLE,
+            responses=tuple(
+                iac_resp.AlterConfigsResourceResponse(
+                    error_code=error, error_message=message,
+                    resource_type=i8(rtype), resource_name=name)
+                for rtype, name, error, message in await _alter_configs(body, resources, refused)
+            ),
+        )
+
+    async def alter_configs(_: RequestContext, body: ac_req.AlterConfigsRequest) -> Any:
+        resources, refused = [], {}
+        for index, r in enumerate(body.resources):
+            try:
+                ops = tuple(
+                    AlterConfigOp(c.name, ConfigOpType.SET, c.value) if c.value is not None
+                    else AlterConfigOp(c.name, ConfigOpType.DELETE)
+                    for c in r.configs)
+                resources.append(AlterConfigsResource(
+                    ConfigResourceType(int(r.resource_type)), r.resource_name, ops, replace=True))
+            except ValueError as e:
+                refused[index] = str(e)
+        return ac_resp.AlterConfigsResponse(
+            throttle_time=_NO_THROTTLE,
+            responses=tuple(
+                ac_resp.AlterConfigsResourceResponse(
+                    error_code=error, error_message=message,
+                    resource_type=i8(rtype), resource_name=name)
+                for rtype, name, error, message in await _alter_configs(body, resources, refused)
+            ),
+        )
+
+    async def _alter_configs(
+        body: Any, resources: list[AlterConfigsResource], refused: dict[int, str]
+    ) -> list[tuple[int, str, ErrorCode, str | None]]:
+        """(resource type, name, error, message) per resource, in request
+        order: INVALID_REQUEST for those that could not be read (an unknown
+        resource type or operation), the controller's answer for the rest."""
+        results: tuple[AlterConfigsResourceResult, ...] = ()
+        error = ErrorCode.none
+        if resources:
+            results, error = await _write(
+                service, AlterConfigsRequest(tuple(resources), body.validate_only))
+        answers = iter(results)
+        out: list[tuple[int, str, ErrorCode, str | None]] = []
+        for index, r in enumerate(body.resources):
+            rtype, name = int(r.resource_type), str(r.resource_name)
+            if index in refused:
+                out.append((rtype, name, ErrorCode.invalid_request, refused[index]))
+            elif error is not ErrorCode.none:
+                out.append((rtype, name, error, None))
+            else:
+                answer = next(answers)
+                out.append((rtype, name, answer.error, answer.message))
+        return out
 
     async def delete_topics(_: RequestContext, body: dt_req.DeleteTopicsRequest) -> Any:
         nil = uuid.UUID(int=0)
@@ -389,6 +509,9 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         BROKER_HEARTBEAT_KEY: broker_heartbeat,
         ALLOCATE_PRODUCER_IDS_KEY: allocate_producer_ids,
         DESCRIBE_CONFIGS_KEY: describe_configs,
+        ALTER_CONFIGS_KEY: alter_configs,
+        CREATE_PARTITIONS_KEY: create_partitions,
+        INCREMENTAL_ALTER_CONFIGS_KEY: incremental_alter_configs,
     }
     return dict(table)
 

@@ -14,8 +14,10 @@ InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`
 FindCoordinator and the classic group APIs serve consumer groups
 (`data_plane.api.coordinator`, `data_plane.api.groups`); the transaction
 APIs serve transactional producers and read_committed consumers
-(`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker).
-Not served, so not advertised: ACLs.
+(`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker). CreateTopics,
+CreatePartitions, DeleteTopics, IncrementalAlterConfigs and AlterConfigs are
+forwarded to the active controller (`data_plane.api.admin`).
+Not served, so not advertised: ACLs, DeleteRecords, partition reassignment.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from data_plane.api.admin import (
+    handle_alter_configs,
+    handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_describe_configs,
+    handle_incremental_alter_configs,
 )
 from data_plane.api.common import BrokerApiContext
 from data_plane.api.coordinator import handle_find_coordinator
@@ -64,6 +69,7 @@ __all__ = ("BROKER_API_VERSIONS", "BrokerApiContext", "broker_handlers", "broker
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
 DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
+ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -81,6 +87,9 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DESCRIBE_CONFIGS: (1, 4),
+    ALTER_CONFIGS: (0, 2),
+    CREATE_PARTITIONS: (0, 3),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_COMMIT: (2, 9),
@@ -111,6 +120,9 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     CREATE_TOPICS: handle_create_topics,
     DELETE_TOPICS: handle_delete_topics,
     DESCRIBE_CONFIGS: handle_describe_configs,
+    ALTER_CONFIGS: handle_alter_configs,
+    CREATE_PARTITIONS: handle_create_partitions,
+    INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DESCRIBE_CLUSTER: handle_describe_cluster,
     INIT_PRODUCER_ID: handle_init_producer_id,
     OFFSET_COMMIT: handle_offset_commit,

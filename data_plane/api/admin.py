@@ -1,6 +1,7 @@
-"""CreateTopics (v2-7) and DeleteTopics (v1-6), forwarded to the active
-controller (KIP-590) at the controller's versions (v7 / v6) and answered at
-the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
+"""CreateTopics (v2-7), CreatePartitions (v0-3), DeleteTopics (v1-6),
+IncrementalAlterConfigs (v0-1) and AlterConfigs (v0-2), forwarded to the
+active controller (KIP-590) at the controller's versions and answered at the
+client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources."""
 
 from __future__ import annotations
@@ -25,12 +26,25 @@ from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 from raftlog.net.registry import convert_request
 
-__all__ = ("handle_create_topics", "handle_delete_topics", "handle_describe_configs")
+__all__ = (
+    "handle_alter_configs",
+    "handle_create_partitions",
+    "handle_create_topics",
+    "handle_delete_topics",
+    "handle_describe_configs",
+    "handle_incremental_alter_configs",
+)
 
 log = logging.getLogger(__name__)
 
 CREATE_TOPICS_KEY: Final = 19
 DELETE_TOPICS_KEY: Final = 20
+ALTER_CONFIGS_KEY: Final = 33
+CREATE_PARTITIONS_KEY: Final = 37
+INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
+# The versions the controller listener serves (data_plane.controller_api).
+_CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
+                               INCREMENTAL_ALTER_CONFIGS_KEY: 1}
 _ZERO_UUID: Final = uuid.UUID(int=0)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -63,6 +77,51 @@ async def handle_create_topics(api: BrokerApiContext, ctx: RequestContext, reque
             for t in request.topics
         ]})
     return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+
+
+async def _forward(
+    api: BrokerApiContext, request: Any, api_key: int, failed: Mapping[str, object]
+) -> Any:
+    """``request`` forwarded to the active controller at its version and the
+    answer rebuilt at the client's; ``failed`` (the answer's body) when the
+    forwarding channel fails, so the outcome is unknown."""
+    forwarded = convert_request(request, _CONTROLLER_VERSIONS[api_key])
+    try:
+        response = await api.metadata.forward(api_key, forwarded)
+    except Exception as e:
+        log.warning("forwarding api key %d failed: %r", api_key, e)
+        return build(response_class(request), failed)
+    return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+
+
+async def handle_create_partitions(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    del ctx
+    return await _forward(api, request, CREATE_PARTITIONS_KEY, {
+        "throttle_time": NO_THROTTLE, "results": [
+            {"name": t.name, "error_code": ErrorCode.request_timed_out} for t in request.topics
+        ]})
+
+
+def _config_failures(request: Any) -> Mapping[str, object]:
+    return {"throttle_time": NO_THROTTLE, "responses": [
+        {"error_code": ErrorCode.request_timed_out, "error_message": None,
+         "resource_type": r.resource_type, "resource_name": r.resource_name}
+        for r in request.resources
+    ]}
+
+
+async def handle_incremental_alter_configs(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    del ctx
+    return await _forward(api, request, INCREMENTAL_ALTER_CONFIGS_KEY, _config_failures(request))
+
+
+async def handle_alter_configs(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    del ctx
+    return await _forward(api, request, ALTER_CONFIGS_KEY, _config_failures(request))
 
 
 async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:

@@ -20,6 +20,7 @@ from .result import ControllerConfig, ControllerResult
 
 __all__ = [
     "BROKER_CONFIG_VALIDATORS",
+    "LIST_CONFIG_DEFAULTS",
     "TOPIC_CONFIG_VALIDATORS",
     "AlterConfigOp",
     "AlterConfigsRequest",
@@ -140,11 +141,18 @@ def unclean_leader_election_enabled(
     return config.unclean_leader_election_enable
 
 
+#: List-type topic configs (APPEND/SUBTRACT work on these) and the default
+#: value an APPEND or SUBTRACT starts from when the topic sets none.
+LIST_CONFIG_DEFAULTS: Mapping[str, str] = {"cleanup.policy": "delete"}
+
+
 class ConfigOpType(Enum):
-    """IncrementalAlterConfigs operations (APPEND/SUBTRACT are not supported)."""
+    """IncrementalAlterConfigs operations (Kafka's ``AlterConfigOp.OpType`` ids)."""
 
     SET = 0
     DELETE = 1
+    APPEND = 2  # add comma-separated values to a list config
+    SUBTRACT = 3  # remove them
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +162,19 @@ class AlterConfigOp:
     value: str | None = None
 
     def __post_init__(self) -> None:
-        if self.op is ConfigOpType.SET and self.value is None:
-            raise ValueError("SET needs a value")
+        if self.op is not ConfigOpType.DELETE and self.value is None:
+            raise ValueError(f"{self.op.name} needs a value")
 
 
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResource:
+    """``replace``: the legacy AlterConfigs, whose request is the resource's
+    whole dynamic config: every key it does not SET is deleted."""
+
     type: ConfigResourceType
     name: str
     ops: tuple[AlterConfigOp, ...]
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,12 +194,16 @@ class AlterConfigsResourceResult:
 def alter_configs(
     image: MetadataImage, request: AlterConfigsRequest
 ) -> ControllerResult[tuple[AlterConfigsResourceResult, ...]]:
-    """IncrementalAlterConfigs (SET/DELETE) on topics and the cluster default.
+    """IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT) and the legacy
+    AlterConfigs (``replace``) on topics and the cluster default.
 
     Per resource, all-or-nothing: UNKNOWN_TOPIC_OR_PARTITION for a missing
     topic, INVALID_REQUEST for a broker resource other than "" (cluster
-    default) or a key given twice, INVALID_CONFIG for an unknown key or a
-    bad value. ``validate_only`` answers without records.
+    default) or a key given twice, INVALID_CONFIG for an unknown key, a bad
+    value, or APPEND/SUBTRACT on a config that is not a list. APPEND adds
+    the values not there yet to the current list (the default when the
+    resource sets none); SUBTRACT removes them, as Kafka's
+    ``ConfigurationControlManager``. ``validate_only`` answers without records.
     """
     records: list[MetadataRecord] = []
     results = []
@@ -224,13 +240,36 @@ def _alter_one(
         validator = validators.get(op.key)
         if validator is None:
             return ErrorCode.invalid_config, f"Unknown config name: {op.key}", []
-        if op.op is ConfigOpType.SET:
-            assert op.value is not None  # AlterConfigOp.__post_init__
-            problem = validator(op.value)
-            if problem is not None:
-                return ErrorCode.invalid_config, f"{op.key}: {problem}", []
-            if current.get(op.key) != op.value:
-                produced.append(ConfigRecord(resource.type, resource.name, op.key, op.value))
-        elif op.key in current:
-            produced.append(ConfigRecord(resource.type, resource.name, op.key, None))
+        if op.op is ConfigOpType.DELETE:
+            if op.key in current:
+                produced.append(ConfigRecord(resource.type, resource.name, op.key, None))
+            continue
+        assert op.value is not None  # AlterConfigOp.__post_init__
+        value = op.value
+        if op.op in (ConfigOpType.APPEND, ConfigOpType.SUBTRACT):
+            if resource.type is not ConfigResourceType.TOPIC or op.key not in LIST_CONFIG_DEFAULTS:
+                return (ErrorCode.invalid_config,
+                        f"Can't {op.op.name} to key {op.key} because its type is not LIST.", [])
+            value = _list_op(current.get(op.key, LIST_CONFIG_DEFAULTS[op.key]), op)
+        problem = validator(value)
+        if problem is not None:
+            return ErrorCode.invalid_config, f"{op.key}: {problem}", []
+        if current.get(op.key) != value:
+            produced.append(ConfigRecord(resource.type, resource.name, op.key, value))
+    if resource.replace:
+        kept = set(keys)
+        produced.extend(ConfigRecord(resource.type, resource.name, key, None)
+                        for key in sorted(current) if key not in kept)
     return ErrorCode.none, None, produced
+
+
+def _list_op(current: str, op: AlterConfigOp) -> str:
+    """APPEND or SUBTRACT ``op``'s comma-separated values on the list ``current``."""
+    assert op.value is not None
+    parts = [v for v in current.split(",") if v]
+    for item in op.value.split(","):
+        if op.op is ConfigOpType.APPEND and item not in parts:
+            parts.append(item)
+        elif op.op is ConfigOpType.SUBTRACT and item in parts:
+            parts.remove(item)
+    return ",".join(parts)

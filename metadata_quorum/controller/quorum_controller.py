@@ -74,11 +74,14 @@ from .replication_control import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsTopicResult,
     CreateTopicsRequest,
     DeletableTopicResult,
     DeleteTopicsRequest,
     alter_partition,
     balance_partition_leaders,
+    create_partitions,
     create_topics,
     delete_topics,
     elect_unclean_leaders,
@@ -154,6 +157,7 @@ ControllerRequest = (
     | BrokerHeartbeatRequest
     | UnregisterBrokerRequest
     | CreateTopicsRequest
+    | CreatePartitionsRequest
     | DeleteTopicsRequest
     | AlterPartitionRequest
     | AlterConfigsRequest
@@ -310,6 +314,10 @@ class QuorumController:
     ) -> Submission[tuple[CreatableTopicResult, ...]]: ...
     @overload
     def submit(
+        self, request: CreatePartitionsRequest, now_ms: int
+    ) -> Submission[tuple[CreatePartitionsTopicResult, ...]]: ...
+    @overload
+    def submit(
         self, request: DeleteTopicsRequest, now_ms: int
     ) -> Submission[tuple[DeletableTopicResult, ...]]: ...
     @overload
@@ -354,6 +362,8 @@ class QuorumController:
                 result = create_topics(
                     image, request, config, next_offset=self._next_write_offset
                 )
+            case CreatePartitionsRequest():
+                result = create_partitions(image, request)
             case DeleteTopicsRequest():
                 result = delete_topics(image, request)
             case AlterPartitionRequest():

@@ -1,5 +1,6 @@
-"""Topics, partitions, ISR and leaders: CreateTopics, DeleteTopics, AlterPartition,
-and the elections that follow broker fencing, unfencing and controlled shutdown.
+"""Topics, partitions, ISR and leaders: CreateTopics, CreatePartitions,
+DeleteTopics, AlterPartition, and the elections that follow broker fencing,
+unfencing and controlled shutdown.
 
 After Kafka's ``ReplicationControlManager`` (design only). Every function is
 a pure function of the image (plus config and inputs) returning a
@@ -52,11 +53,15 @@ __all__ = [
     "BrokerState",
     "CreatableTopic",
     "CreatableTopicResult",
+    "CreatePartitionsRequest",
+    "CreatePartitionsTopic",
+    "CreatePartitionsTopicResult",
     "CreateTopicsRequest",
     "DeletableTopicResult",
     "DeleteTopicsRequest",
     "alter_partition",
     "balance_partition_leaders",
+    "create_partitions",
     "create_topics",
     "delete_topics",
     "elect_unclean_leaders",
@@ -66,6 +71,11 @@ __all__ = [
 ]
 
 MAX_REPLICATION_FACTOR = (1 << 15) - 1
+#: Kafka's ``MAX_PARTITIONS_PER_BATCH``: one CreateTopics or CreatePartitions
+#: request makes at most this many partitions (a hostile count must not build
+#: millions of records in the controller).
+MAX_PARTITIONS_PER_BATCH = 10_000
+_TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
 # --------------------------------------------------------------------------
@@ -151,7 +161,20 @@ def create_topics(
     - INVALID_REPLICATION_FACTOR: 0, below -1, above 32767, or above the
       number of usable (unfenced, not shutting down) brokers;
     - INVALID_CONFIG: an unknown topic config or a bad value.
+
+    More than `MAX_PARTITIONS_PER_BATCH` partitions in all: POLICY_VIOLATION
+    for every topic, as Kafka.
     """
+    requested = sum(
+        len(t.assignments) if t.assignments
+        else config.default_num_partitions if t.num_partitions == -1
+        else max(t.num_partitions, 0)
+        for t in request.topics
+    )
+    if requested > MAX_PARTITIONS_PER_BATCH:
+        return ControllerResult((), tuple(
+            CreatableTopicResult(t.name, ErrorCode.policy_violation, _TOO_MANY_PARTITIONS)
+            for t in request.topics))
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
@@ -299,6 +322,146 @@ def _manual_assignment_error(
                 f"{partition_id} are fenced or in controlled shutdown."
             )
     return None
+
+
+# --------------------------------------------------------------------------
+# CreatePartitions
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopic:
+    """One topic of a CreatePartitions request: grow ``name`` to ``count``
+    partitions; ``assignments``, if given, are the replica lists of the new
+    partitions, in order."""
+
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    topics: tuple[CreatePartitionsTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsTopicResult:
+    name: str
+    error: ErrorCode
+    message: str | None = None
+
+
+def create_partitions(
+    image: MetadataImage, request: CreatePartitionsRequest
+) -> ControllerResult[tuple[CreatePartitionsTopicResult, ...]]:
+    """CreatePartitions (KIP-195): new partitions for existing topics.
+
+    The new partitions get the topic's replication factor, placed over the
+    usable brokers like a new topic's (or as ``assignments`` say), with the
+    usable replicas as ISR and the first of them as leader. Per-topic
+    errors, in the order checked:
+
+    - INVALID_REQUEST: the topic appears twice in the request;
+    - UNKNOWN_TOPIC_OR_PARTITION: no such topic;
+    - INVALID_PARTITIONS: ``count`` is not above the current partition count;
+    - INVALID_REPLICA_ASSIGNMENT: not one assignment per new partition, or
+      one with another replication factor, duplicates, unregistered brokers
+      or no usable broker;
+    - INVALID_REPLICATION_FACTOR: fewer usable brokers than the topic's
+      replication factor.
+
+    More than `MAX_PARTITIONS_PER_BATCH` new partitions in all:
+    POLICY_VIOLATION for every topic.
+
+    Existing partitions are not touched (Kafka does not move keys either:
+    a keyed producer's partitioning changes with the count).
+    """
+    added = 0
+    for topic in request.topics:
+        found = image.topic_by_name(topic.name)
+        if found is not None:
+            added += max(0, topic.count - len(found.partitions))
+    if added > MAX_PARTITIONS_PER_BATCH:
+        return ControllerResult((), tuple(
+            CreatePartitionsTopicResult(t.name, ErrorCode.policy_violation, _TOO_MANY_PARTITIONS)
+            for t in request.topics))
+    counts: dict[str, int] = {}
+    for topic in request.topics:
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    usable = sorted((b for b in image.brokers.values() if b.usable), key=lambda b: b.broker_id)
+    placement_brokers = [PlacementBroker(b.broker_id, b.rack) for b in usable]
+    records: list[MetadataRecord] = []
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(CreatePartitionsTopicResult(
+                topic.name, ErrorCode.invalid_request, "Duplicate topic name."))
+            continue
+        outcome = _new_partitions(image, topic, placement_brokers)
+        if isinstance(outcome, CreatePartitionsTopicResult):
+            results.append(outcome)
+            continue
+        topic_id, first, assignments = outcome
+        results.append(CreatePartitionsTopicResult(topic.name, ErrorCode.none))
+        if request.validate_only:
+            continue
+        for offset, replicas in enumerate(assignments):
+            isr = tuple(r for r in replicas if image.is_usable(r))
+            records.append(PartitionRecord(
+                partition_id=first + offset, topic_id=topic_id, replicas=replicas, isr=isr,
+                leader=isr[0],
+            ))
+    return ControllerResult(tuple(records), tuple(results))
+
+
+def _new_partitions(
+    image: MetadataImage, topic: CreatePartitionsTopic, brokers: list[PlacementBroker]
+) -> CreatePartitionsTopicResult | tuple[uuid.UUID, int, list[tuple[int, ...]]]:
+    def fail(code: ErrorCode, message: str) -> CreatePartitionsTopicResult:
+        return CreatePartitionsTopicResult(topic.name, code, message)
+
+    found = image.topic_by_name(topic.name)
+    if found is None:
+        return fail(ErrorCode.unknown_topic_or_partition,
+                    f"This server does not host this topic: {topic.name}")
+    current = len(found.partitions)
+    if topic.count < current:
+        return fail(ErrorCode.invalid_partitions,
+                    f"The topic {topic.name} currently has {current} partition(s); "
+                    f"{topic.count} would not be an increase.")
+    if topic.count == current:
+        return fail(ErrorCode.invalid_partitions,
+                    f"Topic already has {current} partition(s).")
+    additional = topic.count - current
+    rf = len(found.partitions[min(found.partitions)].replicas)
+    if topic.assignments is not None:
+        if len(topic.assignments) != additional:
+            return fail(ErrorCode.invalid_replica_assignment,
+                        f"Attempted to add {additional} additional partition(s), but only "
+                        f"{len(topic.assignments)} assignment(s) were specified.")
+        problem = _manual_assignment_error(image, topic.assignments)
+        if problem is None and len(topic.assignments[0]) != rf:
+            problem = (f"The manual partition assignment includes a partition with "
+                       f"{len(topic.assignments[0])} replica(s), but this is not consistent "
+                       f"with previous partitions, which have {rf} replica(s).")
+        if problem is not None:
+            return fail(ErrorCode.invalid_replica_assignment, problem)
+        return found.topic_id, current, list(topic.assignments)
+    if rf > len(brokers):
+        return fail(ErrorCode.invalid_replication_factor,
+                    f"Unable to replicate the partition {rf} time(s): The target replication "
+                    f"factor of {rf} cannot be reached because only {len(brokers)} broker(s) "
+                    "are usable.")
+    # The topic's own placement sequence, continued past its current partitions.
+    seed = uuid.uuid5(uuid.NAMESPACE_URL, f"raftlog-placement:{topic.name}").int
+    try:
+        placed = place_replicas(
+            brokers, topic.count, rf, start=seed & 0xFFFF_FFFF, shift=seed >> 96)
+    except PlacementError as exc:  # unreachable after the check above; be explicit
+        return fail(ErrorCode.invalid_replication_factor, str(exc))
+    return found.topic_id, current, placed[current:]
 
 
 # --------------------------------------------------------------------------

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from kio.schema.describe_quorum.v2 import response as dq
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from data_plane.admin_cli import format_quorum_status
+from data_plane.admin_cli import CliError, format_quorum_status, parse_add_config
 
 
 def _replica(node: int, leo: int, caught_up_ms: int) -> dq.ReplicaState:
@@ -46,3 +47,12 @@ def test_a_voter_never_heard_from_has_unknown_lag_time() -> None:
     status = _status(_replica(1, 100, 5_000), _replica(2, -1, -1), _replica(3, 100, 5_000))
     assert status["MaxFollowerLag"] == "101"
     assert status["MaxFollowerLagTimeMs"] == "-1"
+
+
+def test_add_config_takes_kafka_configs_syntax_with_bracketed_lists() -> None:
+    assert parse_add_config("retention.ms=1000,cleanup.policy=[delete,compact]") == [
+        ("retention.ms", "1000"), ("cleanup.policy", "delete,compact")]
+    assert parse_add_config("segment.ms=60000") == [("segment.ms", "60000")]
+    for bad in ("retention.ms", "=5", "cleanup.policy=[delete", "a=1]"):
+        with pytest.raises(CliError):
+            parse_add_config(bad)

@@ -547,6 +547,19 @@ def test_not_controller_is_recognised_top_level_and_per_topic() -> None:
     assert not is_not_controller(created(ErrorCode.topic_already_exists))
 
 
+def test_not_controller_is_recognised_per_create_partitions_result() -> None:
+    from kio.schema.create_partitions.v3 import response as cp_resp
+    from kio.schema.types import TopicName
+
+    def answer(*codes: ErrorCode) -> cp_resp.CreatePartitionsResponse:
+        return cp_resp.CreatePartitionsResponse(
+            throttle_time=datetime.timedelta(0),
+            results=tuple(cp_resp.CreatePartitionsTopicResult(
+                name=TopicName(f"t{i}"), error_code=c) for i, c in enumerate(codes)))
+    assert is_not_controller(answer(ErrorCode.not_controller, ErrorCode.not_controller))
+    assert not is_not_controller(answer(ErrorCode.not_controller, ErrorCode.none))
+
+
 class FakeClient:
     def __init__(self, node_id: int, log: list[int], answer: Callable[[], Any]) -> None:
         self.node_id, self.log, self.answer = node_id, log, answer

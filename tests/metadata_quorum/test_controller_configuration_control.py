@@ -94,6 +94,48 @@ def test_alter_config_errors(rtype: ConfigResourceType, name: str,
     assert result.response[0].error is code and result.records == ()
 
 
+def test_append_and_subtract_start_from_the_default_list() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.create("t")
+    result = alter(ctx, TOPIC, "t", AlterConfigOp("cleanup.policy", ConfigOpType.APPEND, "compact"))
+    assert result.records == (ConfigRecord(TOPIC, "t", "cleanup.policy", "delete,compact"),)
+    ctx.run(result)
+    # Already there: nothing to write.
+    assert alter(ctx, TOPIC, "t", AlterConfigOp(
+        "cleanup.policy", ConfigOpType.APPEND, "delete")).records == ()
+    result = alter(ctx, TOPIC, "t", AlterConfigOp("cleanup.policy", ConfigOpType.SUBTRACT, "delete"))
+    assert result.records == (ConfigRecord(TOPIC, "t", "cleanup.policy", "compact"),)
+    ctx.run(result)
+    assert ctx.image.topic_config("t") == {"cleanup.policy": "compact"}
+
+
+def test_append_to_a_config_that_is_not_a_list_is_invalid() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.create("t")
+    for op in (ConfigOpType.APPEND, ConfigOpType.SUBTRACT):
+        result = alter(ctx, TOPIC, "t", AlterConfigOp("retention.ms", op, "5"))
+        assert result.response[0].error is ErrorCode.invalid_config and result.records == ()
+        assert "not LIST" in (result.response[0].message or "")
+    result = alter(ctx, TOPIC, "t", AlterConfigOp("cleanup.policy", ConfigOpType.APPEND, "x"))
+    assert result.response[0].error is ErrorCode.invalid_config
+
+
+def test_legacy_alter_configs_replaces_the_whole_dynamic_config() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    ctx.create("t", configs=(("retention.ms", "5"), ("segment.ms", "60000")))
+    result = alter_configs(ctx.image, AlterConfigsRequest((AlterConfigsResource(
+        TOPIC, "t", (AlterConfigOp("retention.ms", ConfigOpType.SET, "7"),), replace=True),)))
+    assert result.records == (
+        ConfigRecord(TOPIC, "t", "retention.ms", "7"),
+        ConfigRecord(TOPIC, "t", "segment.ms", None),
+    )
+    ctx.run(result)
+    assert ctx.image.topic_config("t") == {"retention.ms": "7"}
+
+
 def test_set_needs_a_value() -> None:
     with pytest.raises(ValueError):
         AlterConfigOp("k", ConfigOpType.SET)

@@ -1,0 +1,219 @@
+"""Admin writes a Kafka user expects, against a real 3-node cluster:
+CreatePartitions (KIP-195), IncrementalAlterConfigs (KIP-339) and the legacy
+AlterConfigs, from confluent-kafka, kafka-python and the `raftlog` CLI. Each
+is forwarded by a broker to the active controller; a changed topic config
+reaches the partitions' open logs (max.message.bytes refuses a record)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-m", "data_plane.cli"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
+                                 properties={"min.insync.replicas": "2"})
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
+    c.up(timeout_s=40)
+    try:
+        yield c
+    finally:
+        c.stop(timeout_s=10)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=40)
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+    """``check()`` once it stops raising AssertionError (brokers replay the
+    metadata log on their own: a committed change reaches each a moment later)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def topic_configs(admin: AdminClient, topic: str) -> dict[str, str]:
+    """The topic's own (dynamic) configs, as a broker's DescribeConfigs says."""
+    resource = ConfigResource("topic", topic)
+    entries = admin.describe_configs([resource])[resource].result(10)
+    return {k: v.value for k, v in entries.items() if v.source == 1}  # DYNAMIC_TOPIC_CONFIG
+
+
+def error_code(future: Any) -> str:
+    with pytest.raises(KafkaException) as raised:
+        future.result(10)
+    return str(raised.value.args[0].name())
+
+
+def test_confluent_create_partitions_then_produce_to_every_partition(cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("grow", 2, 3)])["grow"].result(15)
+    cluster.wait_topic("grow", 2)
+    assert admin.create_partitions([NewPartitions("grow", 5)])["grow"].result(15) is None
+    cluster.wait_topic("grow", 5)
+    acked: list[tuple[int, int]] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for partition in range(5):
+        producer.produce("grow", b"v", partition=partition,
+                         on_delivery=lambda err, msg: acked.append((msg.partition(), msg.offset()))
+                         if err is None else None)
+    assert producer.flush(20) == 0
+    assert sorted(acked) == [(p, 0) for p in range(5)]
+    # Errors, with Kafka's codes.
+    assert error_code(admin.create_partitions([NewPartitions("grow", 3)])["grow"]) \
+        == "INVALID_PARTITIONS"
+    assert error_code(admin.create_partitions([NewPartitions("grow", 5)])["grow"]) \
+        == "INVALID_PARTITIONS"
+    assert error_code(admin.create_partitions([NewPartitions("missing", 3)])["missing"]) \
+        == "UNKNOWN_TOPIC_OR_PART"
+    too_many = NewPartitions("grow", 20_000)
+    assert error_code(admin.create_partitions([too_many])["grow"]) == "POLICY_VIOLATION"
+
+
+def test_confluent_incremental_and_legacy_alter_configs(cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("cfg", 1, 3)])["cfg"].result(15)
+    cluster.wait_topic("cfg", 1)
+
+    def incremental(*entries: ConfigEntry, validate_only: bool = False) -> Any:
+        resource = ConfigResource("topic", "cfg", incremental_configs=list(entries))
+        return admin.incremental_alter_configs(
+            [resource], validate_only=validate_only)[resource]
+
+    incremental(
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    ).result(10)
+
+    def both_set() -> None:
+        assert topic_configs(admin, "cfg") == {
+            "retention.ms": "3600000", "cleanup.policy": "delete,compact"}
+    eventually(both_set)
+    incremental(ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET),
+                validate_only=True).result(10)
+    incremental(ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE)
+                ).result(10)
+
+    def deleted() -> None:
+        assert topic_configs(admin, "cfg") == {"retention.ms": "3600000"}  # validate_only kept it
+    eventually(deleted)
+    assert error_code(incremental(ConfigEntry(
+        "retention.ms", "soon", incremental_operation=AlterConfigOpType.SET))) == "INVALID_CONFIG"
+    assert error_code(incremental(ConfigEntry(
+        "retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND))) == "INVALID_CONFIG"
+    assert error_code(incremental(ConfigEntry(
+        "no.such.config", "5", incremental_operation=AlterConfigOpType.SET))) == "INVALID_CONFIG"
+    # The legacy AlterConfigs replaces the topic's whole dynamic config.
+    legacy = ConfigResource("topic", "cfg", set_config={"segment.ms": "7200000"})
+    with pytest.warns(DeprecationWarning):
+        admin.alter_configs([legacy])[legacy].result(10)
+
+    def replaced() -> None:
+        assert topic_configs(admin, "cfg") == {"segment.ms": "7200000"}
+    eventually(replaced)
+
+
+def test_a_changed_max_message_bytes_reaches_the_partition_logs(cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("small", 1, 3)])["small"].result(15)
+    cluster.wait_topic("small", 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 10_000})
+
+    def send(size: int) -> str:
+        outcome: list[str] = []
+        producer.produce("small", b"x" * size, on_delivery=lambda err, msg: outcome.append(
+            "ok" if err is None else str(err.name())))
+        left = producer.flush(15)
+        assert left == 0 and len(outcome) == 1, (left, outcome)
+        return outcome[0]
+
+    assert send(1000) == "ok"
+    resource = ConfigResource("topic", "small", incremental_configs=[ConfigEntry(
+        "max.message.bytes", "200", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(10)
+
+    def refused() -> None:
+        assert send(1000) == "MSG_SIZE_TOO_LARGE"
+    eventually(refused, timeout_s=15)
+    assert send(100) == "ok"
+
+
+def test_kafka_python_admin(cluster: LocalCluster) -> None:
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
+    from kafka.admin import NewTopic as KNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_topics([KNewTopic("kp", 1, 3)])
+        cluster.wait_topic("kp", 1)
+        admin.create_partitions({"kp": KNewPartitions(3)})
+        cluster.wait_topic("kp", 3)
+        admin.alter_configs([KConfigResource(ConfigResourceType.TOPIC, "kp",
+                                             configs={"retention.ms": "123456"})])
+        confluent = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+        def altered() -> None:
+            assert topic_configs(confluent, "kp") == {"retention.ms": "123456"}
+        eventually(altered)
+    finally:
+        admin.close()
+
+
+def test_cli_topics_alter_and_configs(cluster: LocalCluster) -> None:
+    b = cluster.bootstrap_servers
+    assert cli("topics", "create", "--topic", "clicfg", "--partitions", "1",
+               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
+    out = cli("topics", "alter", "--topic", "clicfg", "--partitions", "4", "--bootstrap-server", b)
+    assert out.returncode == 0 and "now has 4 partitions" in out.stdout
+    cluster.wait_topic("clicfg", 4)
+    bad = cli("topics", "alter", "--topic", "clicfg", "--partitions", "2", "--bootstrap-server", b)
+    assert bad.returncode == 2 and "INVALID_PARTITIONS" in bad.stderr
+    out = cli("configs", "alter", "--topic", "clicfg", "--add-config",
+              "retention.ms=86400000,cleanup.policy=[delete,compact]", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+
+    def described() -> None:
+        text = cli("configs", "describe", "--topic", "clicfg", "--bootstrap-server", b).stdout
+        assert "cleanup.policy=delete,compact" in text and "retention.ms=86400000" in text
+    eventually(described)
+    out = cli("configs", "alter", "--topic", "clicfg", "--delete-config", "cleanup.policy",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    bad = cli("configs", "alter", "--topic", "clicfg", "--add-config", "retention.ms=x",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "INVALID_CONFIG" in bad.stderr
+
+    def topics_describe() -> None:
+        text = cli("topics", "describe", "--topic", "clicfg", "--bootstrap-server", b).stdout
+        assert "PartitionCount: 4" in text and "Configs: retention.ms=86400000\n" in text
+    eventually(topics_describe)
