@@ -12,6 +12,8 @@
 - ``configs describe|alter --topic T | --broker-defaults`` with
   ``--add-config k=v,k2=[a,b]`` and ``--delete-config k,k2``, like
   kafka-configs.sh (IncrementalAlterConfigs);
+- ``delete-records --topic T --partition P --offset O`` (-1: the high
+  watermark), like kafka-delete-records.sh, sent to the partition's leader;
 - ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
   ``consume`` (`data_plane.console_cli`);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
@@ -45,6 +47,8 @@ from kio.schema.create_partitions.v3 import request as cp_req
 from kio.schema.create_partitions.v3 import response as cp_resp
 from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
+from kio.schema.delete_records.v2 import request as dr_req
+from kio.schema.delete_records.v2 import response as dr_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
 from kio.schema.describe_cluster.v0 import request as dc_req
@@ -59,12 +63,12 @@ from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import TopicName
-from kio.static.primitive import i8, i16, i32, i32Timedelta
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
-from raftlog.net.errors import ErrorCode, TransportError
+from raftlog.net.errors import ErrorCode, TransportError, UnsupportedVersionError
 from raftlog.runtime import event_loop, wire
 
 from .config import ConfigError, load_config
@@ -195,6 +199,10 @@ class _Admin:
                 try:
                     response = await client.send(request, version)
                 except TransportError as exc:
+                    last_error = f"{address[0]}:{address[1]}: {exc}"
+                    continue
+                except UnsupportedVersionError as exc:
+                    # An older node, or a controller asked for a broker API.
                     last_error = f"{address[0]}:{address[1]}: {exc}"
                     continue
                 error = accept(response)
@@ -617,6 +625,46 @@ def cmd_configs(args: argparse.Namespace) -> int:
     return _run_admin(args, body)
 
 
+# --- delete-records (kafka-delete-records.sh) ------------------------------------------
+
+
+def cmd_delete_records(args: argparse.Namespace) -> int:
+    if args.offset < -1:
+        raise CliError("--offset must be -1 (the high watermark) or an offset")
+
+    async def body(admin: _Admin) -> int:
+        response = await _metadata(admin, [args.topic])
+        topic = response.topics[0]
+        if topic.error_code != ErrorCode.none:
+            raise CliError(f"topic {args.topic}: {_error_name(topic.error_code)}")
+        part = next((p for p in topic.partitions if int(p.partition_index) == args.partition),
+                    None)
+        if part is None:
+            raise CliError(f"topic {args.topic} has no partition {args.partition}")
+        leader = int(part.leader_id)
+        address = next(((str(b.host), int(b.port)) for b in response.brokers
+                        if int(b.node_id) == leader), None)
+        if address is None:
+            raise CliError(f"{args.topic}-{args.partition} has no leader now; try again")
+        admin.prefer(*address)
+        request = dr_req.DeleteRecordsRequest(
+            topics=(dr_req.DeleteRecordsTopic(name=TopicName(args.topic), partitions=(
+                dr_req.DeleteRecordsPartition(partition_index=i32(args.partition),
+                                              offset=i64(args.offset)),)),),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=args.timeout_ms)),
+        )
+        answer: dr_resp.DeleteRecordsResponse = await admin.first(request, 2, lambda r: None)
+        result = answer.topics[0].partitions[0]
+        if result.error_code != ErrorCode.none:
+            raise CliError(f"cannot delete records of {args.topic}-{args.partition}: "
+                           f"{_error_name(result.error_code)}")
+        print(f"Partition: {args.topic}-{args.partition}\tlow_watermark: "
+              f"{int(result.low_watermark)}")
+        return 0
+
+    return _run_admin(args, body)
+
+
 # --- registration ------------------------------------------------------------------
 
 
@@ -679,6 +727,16 @@ def register(sub: Any) -> None:
     configs.add_argument("--delete-config", action="append", metavar="K[,K2]")
     _admin_options(configs, broker=True)
     configs.set_defaults(func=cmd_configs)
+
+    delete_records = sub.add_parser(
+        "delete-records", help="move a partition's log start offset (kafka-delete-records.sh)")
+    delete_records.add_argument("--topic", required=True)
+    delete_records.add_argument("--partition", type=int, required=True)
+    delete_records.add_argument("--offset", type=int, required=True,
+                                help="delete the records below it; -1: below the high watermark")
+    delete_records.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
+    delete_records.add_argument("--timeout-ms", type=int, default=30_000)
+    delete_records.set_defaults(func=cmd_delete_records)
 
     from .cluster_cli import register_cluster
 

@@ -16,8 +16,9 @@ FindCoordinator and the classic group APIs serve consumer groups
 APIs serve transactional producers and read_committed consumers
 (`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker). CreateTopics,
 CreatePartitions, DeleteTopics, IncrementalAlterConfigs and AlterConfigs are
-forwarded to the active controller (`data_plane.api.admin`).
-Not served, so not advertised: ACLs, DeleteRecords, partition reassignment.
+forwarded to the active controller (`data_plane.api.admin`); DeleteRecords
+is served by the partition leaders.
+Not served, so not advertised: ACLs, partition reassignment.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from data_plane.api.admin import (
     handle_alter_configs,
     handle_create_partitions,
     handle_create_topics,
+    handle_delete_records,
     handle_delete_topics,
     handle_describe_configs,
     handle_incremental_alter_configs,
@@ -70,6 +72,7 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
 DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
+DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -90,6 +93,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     ALTER_CONFIGS: (0, 2),
     CREATE_PARTITIONS: (0, 3),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DELETE_RECORDS: (0, 2),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_COMMIT: (2, 9),
@@ -123,6 +127,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     ALTER_CONFIGS: handle_alter_configs,
     CREATE_PARTITIONS: handle_create_partitions,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    DELETE_RECORDS: handle_delete_records,
     DESCRIBE_CLUSTER: handle_describe_cluster,
     INIT_PRODUCER_ID: handle_init_producer_id,
     OFFSET_COMMIT: handle_offset_commit,

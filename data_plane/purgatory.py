@@ -9,6 +9,8 @@ its condition holds or its deadline passes:
   NOT_LEADER_OR_FOLLOWER), bounded by the request timeout (REQUEST_TIMED_OUT).
 - `DelayedFetch`: long poll until ``fetch.min.bytes`` are readable or
   ``fetch.max.wait.ms`` passes; the caller then reads again and answers.
+- `DelayedDeleteRecords`: DeleteRecords waits for every replica's log start
+  offset to reach the deleted offset, bounded by the request timeout.
 
 The shell calls `Purgatory.check_and_complete` after anything that can
 satisfy a waiter (an append, a HW move, an ISR or role change) and
@@ -41,6 +43,8 @@ class ReplicaView(Protocol):
     ) -> tuple[bool, ErrorCode]: ...
 
     def delayed_fetch_bytes(self, request: FetchPartition) -> int | None: ...
+
+    def delete_records_low_watermark(self) -> int | None: ...
 
 
 PartitionLookup = Callable[[TopicPartition], "ReplicaView | None"]
@@ -236,6 +240,47 @@ class DelayedProduce(DelayedOperation):
     def on_expiration(self, now_ms: int) -> None:
         for key in self.waits:
             self.outcome.setdefault(key, ErrorCode.request_timed_out)
+
+
+# ---- DelayedDeleteRecords -------------------------------------------------------
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords: wait until each partition's low watermark (the lowest
+    log start offset over its eligible replicas) reaches the offset the
+    leader moved its own log start to (Kafka's ``DelayedDeleteRecords``).
+
+    ``outcome`` maps each partition to (error, low watermark): NONE once
+    reached, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT
+    at the deadline (the records are deleted on the leader either way).
+    """
+
+    def __init__(
+        self, targets: Mapping[TopicPartition, int], *, deadline_ms: int, lookup: PartitionLookup,
+    ) -> None:
+        super().__init__(targets.keys(), deadline_ms)
+        self.targets = dict(targets)
+        self._lookup = lookup
+        self.outcome: dict[TopicPartition, tuple[ErrorCode, int]] = {}
+
+    def try_complete(self, now_ms: int, changed: Hashable | None = None) -> bool:
+        for key, target in self.targets.items():
+            if key in self.outcome:
+                continue
+            replica = self._lookup(key)
+            low = None if replica is None else replica.delete_records_low_watermark()
+            if low is None:
+                self.outcome[key] = (ErrorCode.not_leader_or_follower, -1)
+            elif low >= target:
+                self.outcome[key] = (ErrorCode.none, low)
+        return len(self.outcome) == len(self.targets)
+
+    def on_expiration(self, now_ms: int) -> None:
+        for key in self.targets:
+            if key not in self.outcome:
+                replica = self._lookup(key)
+                low = None if replica is None else replica.delete_records_low_watermark()
+                self.outcome[key] = (ErrorCode.request_timed_out, -1 if low is None else low)
 
 
 # ---- DelayedFetch ---------------------------------------------------------------

@@ -2,7 +2,8 @@
 IncrementalAlterConfigs (v0-1) and AlterConfigs (v0-2), forwarded to the
 active controller (KIP-590) at the controller's versions and answered at the
 client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
-defaults and config sources."""
+defaults and config sources; DeleteRecords (v0-2), served by the leaders
+(`ReplicaManager.delete_records`)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ from raftlog.net.errors import ErrorCode
 from raftlog.net.registry import convert_request
 
 __all__ = (
+    "MAX_DELETE_RECORDS_TIMEOUT_MS",
     "handle_alter_configs",
     "handle_create_partitions",
     "handle_create_topics",
+    "handle_delete_records",
     "handle_delete_topics",
     "handle_describe_configs",
     "handle_incremental_alter_configs",
@@ -143,6 +146,41 @@ async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, reque
             {"name": n, "error_code": ErrorCode.request_timed_out} for n in names
         ]})
     return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+
+
+# Clamp for a hostile DeleteRecords timeout (as for Produce's).
+MAX_DELETE_RECORDS_TIMEOUT_MS: Final = 300_000
+
+
+async def handle_delete_records(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    """DeleteRecords (kafka-delete-records.sh, ``AdminClient.delete_records``):
+    per partition, the low watermark once every replica deleted below the
+    offset (-1: the high watermark), or NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT."""
+    del ctx
+    timeout_ms = min(max(int(request.timeout.total_seconds() * 1000), 0),
+                     MAX_DELETE_RECORDS_TIMEOUT_MS)
+    offsets: dict[tuple[str, int], int] = {}
+    duplicates: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        for part in topic.partitions:
+            key = (str(topic.name), int(part.partition_index))
+            if key in offsets:
+                duplicates.add(key)
+            offsets[key] = int(part.offset)
+    for key in duplicates:
+        del offsets[key]
+    results = await api.replicas.delete_records(offsets, timeout_ms=timeout_ms)
+    return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": part.partition_index,
+             "low_watermark": -1 if key in duplicates else results[key][1],
+             "error_code": ErrorCode.invalid_request if key in duplicates else results[key][0]}
+            for part in topic.partitions
+            for key in [(str(topic.name), int(part.partition_index))]
+        ]}
+        for topic in request.topics
+    ]})
 
 
 async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:

@@ -19,8 +19,9 @@ core's, `data_plane.replication.partition`):
 - **AlterPartition.** Whatever `Partition.poll_alter_partition` returns is
   sent through `BrokerMetadata.alter_partition`; the answer goes back to
   `Partition.handle_alter_partition_response`.
-- **Purgatories.** Appends, follower fetches (which move the HW), ISR
-  commits and role changes call ``check_and_complete`` for their partition.
+- **Purgatories.** Appends, follower fetches (which move the HW, and the
+  follower log starts DeleteRecords waits for), ISR commits and role
+  changes call ``check_and_complete`` for their partition.
 - **Flushing** follows Kafka: no fsync per write; the log's
   ``flush.messages``/``flush.ms`` (defaults: never) decide, plus a sync of
   everything on close. Durability comes from replication (acks=all).
@@ -49,6 +50,7 @@ from data_plane.broker.log_configs import (
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
 from data_plane.purgatory import (
+    DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
     FetchParking,
@@ -155,6 +157,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce")
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch")
+        self.delete_records_purgatory: Purgatory[DelayedDeleteRecords] = Purgatory(
+            "delete_records")
         self.broker_config: dict[str, str] = broker_config(
             self.static_config, metadata.image, metadata.broker_id
         )
@@ -419,6 +423,40 @@ class ReplicaManager:
         wake what waits on it (long-polling fetches, a single-replica HW move)."""
         self._wake_purgatories(key, self.now_ms())
 
+    # ==== DeleteRecords =============================================================
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int
+    ) -> dict[TopicPartition, tuple[ErrorCode, int, str | None]]:
+        """DeleteRecords: per partition we lead, move the log start offset
+        (`Partition.delete_records`), then wait (DelayedDeleteRecords) until
+        every eligible replica's log start reached it or ``timeout_ms``
+        passes. Per partition: (error, low watermark, message)."""
+        now = self.now_ms()
+        results: dict[TopicPartition, tuple[ErrorCode, int, str | None]] = {}
+        targets: dict[TopicPartition, int] = {}
+        for key, offset in offsets.items():
+            hosted = self.partitions.get(key)
+            if hosted is None:
+                results[key] = (self.missing_partition_error(key), -1, None)
+                continue
+            error, target, message = hosted.partition.delete_records(offset)
+            if error != ErrorCode.none:
+                results[key] = (error, -1, message)
+                continue
+            targets[key] = target
+            self._wake_purgatories(key, now)  # the log start moved: fetches answer it
+        if not targets:
+            return results
+        op = DelayedDeleteRecords(targets, deadline_ms=now + max(0, timeout_ms),
+                                  lookup=self._replica_view)
+        if not self.delete_records_purgatory.try_complete_else_watch(op, now):
+            await self._wait_for(op)
+        for key in targets:
+            error, low = op.outcome.get(key, (ErrorCode.request_timed_out, -1))
+            results[key] = (error, low, None)
+        return results
+
     # ==== fetch =====================================================================
 
     async def fetch(
@@ -545,12 +583,15 @@ class ReplicaManager:
             if request.is_from_follower and p.is_leader:
                 if p.high_watermark != hw_before:
                     self._wake_purgatories(key, now)
+                elif self.delete_records_purgatory.watched(key):
+                    # The follower's log start (DeleteRecords' low watermark) may have moved.
+                    self._resolve(self.delete_records_purgatory.check_and_complete(key, now))
                 self._maybe_send_alter_partition(key)
         return results
 
     # ==== purgatories and timers ======================================================
 
-    async def _wait_for(self, op: DelayedProduce | DelayedFetch) -> None:
+    async def _wait_for(self, op: DelayedProduce | DelayedFetch | DelayedDeleteRecords) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters[id(op)] = future
         if op.deadline_ms < self._sleep_until_ms:
@@ -563,10 +604,12 @@ class ReplicaManager:
                 # Our caller went away (connection closed, shutdown).
                 if isinstance(op, DelayedProduce):
                     self.produce_purgatory.cancel(op)
+                elif isinstance(op, DelayedDeleteRecords):
+                    self.delete_records_purgatory.cancel(op)
                 else:
                     self.fetch_purgatory.cancel(op)
 
-    def _resolve(self, ops: Sequence[DelayedProduce | DelayedFetch]) -> None:
+    def _resolve(self, ops: Sequence[DelayedProduce | DelayedFetch | DelayedDeleteRecords]) -> None:
         for op in ops:
             future = self._waiters.get(id(op))
             if future is not None and not future.done():
@@ -575,6 +618,8 @@ class ReplicaManager:
     def _wake_purgatories(self, key: TopicPartition, now_ms: int) -> None:
         self._resolve(self.produce_purgatory.check_and_complete(key, now_ms))
         self._resolve(self.fetch_purgatory.check_and_complete(key, now_ms))
+        if self.delete_records_purgatory.watched(key):
+            self._resolve(self.delete_records_purgatory.check_and_complete(key, now_ms))
         parkers = self._parked.get(key)
         if parkers is not None:
             for parking_id, ref in list(parkers.items()):
@@ -591,6 +636,7 @@ class ReplicaManager:
             now = self.now_ms()
             self._resolve(self.produce_purgatory.expire(now))
             self._resolve(self.fetch_purgatory.expire(now))
+            self._resolve(self.delete_records_purgatory.expire(now))
             try:
                 self._run_due_maintenance(now)
             except Exception:
@@ -598,6 +644,7 @@ class ReplicaManager:
             deadline = min(
                 self.produce_purgatory.next_deadline_ms() or _LONG_MAX,
                 self.fetch_purgatory.next_deadline_ms() or _LONG_MAX,
+                self.delete_records_purgatory.next_deadline_ms() or _LONG_MAX,
                 self._next_shrink_ms, self._next_flush_ms, self._next_retention_ms,
                 now + 50 if self._alter_pending else _LONG_MAX,
             )

@@ -60,6 +60,10 @@ from raftlog.storage import (
 
 log = logging.getLogger(__name__)
 
+#: DeleteRecords' offset meaning "up to the high watermark" (Kafka's
+#: ``DeleteRecordsRequest.HIGH_WATERMARK``).
+DELETE_TO_HIGH_WATERMARK = -1
+
 # AlterPartition errors after which only newer metadata can settle the change
 # (Kafka's Partition.handleAlterPartitionError: no retry).
 _AWAIT_METADATA_ERRORS = frozenset({
@@ -506,6 +510,46 @@ class Partition:
             return True, ErrorCode.not_enough_replicas_after_append
         return True, ErrorCode.none
 
+    # ==== leader: DeleteRecords ======================================================
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int, str | None]:
+        """DeleteRecords as leader (Kafka's ``deleteRecordsOnLocalLog``): move
+        the log start offset up to ``offset`` (-1: the high watermark) and
+        delete the segments wholly below it. ``(error, target offset,
+        message)``: NOT_LEADER_OR_FOLLOWER; OFFSET_OUT_OF_RANGE below -1 or
+        above the HW; KAFKA_STORAGE_ERROR if the disk fails. Followers follow
+        the leader's log start from its fetch answers; the caller waits for
+        `delete_records_low_watermark` to reach the target."""
+        if self._leader is None:
+            return ErrorCode.not_leader_or_follower, -1, None
+        hw = self._high_watermark
+        target = hw if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if target < 0 or target > hw:
+            return (ErrorCode.offset_out_of_range, -1,
+                    f"Cannot increment the log start offset to {offset} of partition "
+                    f"{self.topic}-{self.partition} since it is larger than the high "
+                    f"watermark {hw}" if target > hw else f"Invalid offset {offset}")
+        try:
+            if self.log.delete_records_before(target):
+                self.txn.after_log_start_moved(self.log)
+        except OSError as e:
+            log.error("%s: delete records failed: %s", self.key, e)
+            return ErrorCode.kafka_storage_error, -1, f"delete records failed: {e}"
+        return ErrorCode.none, target, None
+
+    def delete_records_low_watermark(self) -> int | None:
+        """The lowest log start offset over this leader and every eligible
+        follower (Kafka's ``lowWatermarkIfLeader``; -1 while one has not
+        reported it yet), or None if this replica does not lead."""
+        leader = self._leader
+        if leader is None:
+            return None
+        low = self.log.log_start_offset
+        for replica_id, state in leader.followers.items():
+            if replica_id not in self._ineligible and state.log_start_offset < low:
+                low = state.log_start_offset
+        return low
+
     # ==== leader: fetch =============================================================
 
     def handle_fetch(self, request: FetchPartition, now_ms: int) -> FetchPartitionResult:
@@ -913,7 +957,20 @@ class Partition:
                 self.log.log_start_offset, min(result.high_watermark, self.log.log_end_offset)
             )
             self.txn.on_high_watermark(self._high_watermark)
+        if result.log_start_offset > self.log.log_start_offset:
+            self._follow_log_start(min(result.log_start_offset, self._high_watermark))
         return outcome
+
+    def _follow_log_start(self, offset: int) -> None:
+        """Move our log start up to the leader's (Kafka's follower
+        ``maybeIncrementLogStartOffset``), never past our high watermark: the
+        leader's DeleteRecords and retention reach every replica, and the
+        leader's low watermark sees it in our next fetch."""
+        try:
+            if self.log.delete_records_before(offset):
+                self.txn.after_log_start_moved(self.log)
+        except OSError as e:
+            log.warning("%s: cannot move the log start to %d: %s", self.key, offset, e)
 
     def _truncate_on_divergence(self, diverging: EpochEndOffset) -> None:
         target = divergence_truncation_offset(

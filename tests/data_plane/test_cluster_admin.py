@@ -217,3 +217,64 @@ def test_cli_topics_alter_and_configs(cluster: LocalCluster) -> None:
         text = cli("topics", "describe", "--topic", "clicfg", "--bootstrap-server", b).stdout
         assert "PartitionCount: 4" in text and "Configs: retention.ms=86400000\n" in text
     eventually(topics_describe)
+
+
+def test_confluent_delete_records_then_consumers_start_at_the_new_log_start(
+    cluster: LocalCluster,
+) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("trim", 1, 3)])["trim"].result(15)
+    cluster.wait_topic("trim", 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce("trim", str(i).encode(), partition=0)
+    assert producer.flush(20) == 0
+    deleted = admin.delete_records([CTP("trim", 0, 6)])
+    (future,) = deleted.values()
+    # Answered once every in-sync replica's log start reached 6.
+    assert future.result(20).low_watermark == 6
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "trim",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(CTP("trim", 0), timeout=10)
+        assert (low, high) == (6, 10)
+        consumer.assign([CTP("trim", 0, 0)])  # below the log start: reset to earliest
+        values = []
+        deadline = time.monotonic() + 15
+        while len(values) < 4 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append((msg.offset(), msg.value()))
+        assert values == [(o, str(o).encode()) for o in range(6, 10)]
+    finally:
+        consumer.close()
+    past_hw = admin.delete_records([CTP("trim", 0, 50)])
+    (future,) = past_hw.values()
+    assert error_code(future) == "OFFSET_OUT_OF_RANGE"
+
+
+def test_cli_delete_records(cluster: LocalCluster) -> None:
+    b = cluster.bootstrap_servers
+    assert cli("topics", "create", "--topic", "clitrim", "--partitions", "1",
+               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
+    cluster.wait_topic("clitrim", 1)
+    producer = Producer({"bootstrap.servers": b, "acks": "all"})
+    for i in range(5):
+        producer.produce("clitrim", str(i).encode(), partition=0)
+    assert producer.flush(20) == 0
+    out = cli("delete-records", "--topic", "clitrim", "--partition", "0", "--offset", "3",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Partition: clitrim-0\tlow_watermark: 3"
+    out = cli("delete-records", "--topic", "clitrim", "--partition", "0", "--offset", "-1",
+              "--bootstrap-server", b)
+    assert out.stdout.strip() == "Partition: clitrim-0\tlow_watermark: 5"
+    bad = cli("delete-records", "--topic", "clitrim", "--partition", "0", "--offset", "99",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "OFFSET_OUT_OF_RANGE" in bad.stderr
+    bad = cli("delete-records", "--topic", "clitrim", "--partition", "4", "--offset", "1",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "no partition 4" in bad.stderr
