@@ -236,6 +236,15 @@ def _error_name(code: int) -> str:
         return f"error {code}"
 
 
+def _check(result: Any, what: str) -> None:
+    """Raise `CliError` "cannot <what>: CODE[: message]" if ``result`` (a
+    per-item answer) carries an error."""
+    if result.error_code != ErrorCode.none:
+        message = getattr(result, "error_message", None)
+        raise CliError(f"cannot {what}: {_error_name(result.error_code)}"
+                       + (f": {message}" if message else ""))
+
+
 def _topic_id_text(topic_id: uuid.UUID | None) -> str:
     if topic_id is None:
         return ""
@@ -441,12 +450,7 @@ async def _topics_create(admin: _Admin, args: argparse.Namespace) -> int:
     response: ct_resp.CreateTopicsResponse = await admin.first(
         request, 7, lambda r: _not_controller([t.error_code for t in r.topics])
     )
-    result = response.topics[0]
-    if result.error_code != ErrorCode.none:
-        raise CliError(
-            f"cannot create topic {args.topic}: {_error_name(result.error_code)}"
-            + (f": {result.error_message}" if result.error_message else "")
-        )
+    _check(response.topics[0], f"create topic {args.topic}")
     print(f"Created topic {args.topic}.")
     return 0
 
@@ -461,12 +465,7 @@ async def _topics_alter(admin: _Admin, args: argparse.Namespace) -> int:
     response: cp_resp.CreatePartitionsResponse = await admin.first(
         request, 3, lambda r: _not_controller([t.error_code for t in r.results])
     )
-    result = response.results[0]
-    if result.error_code != ErrorCode.none:
-        raise CliError(
-            f"cannot add partitions to {args.topic}: {_error_name(result.error_code)}"
-            + (f": {result.error_message}" if result.error_message else "")
-        )
+    _check(response.results[0], f"add partitions to {args.topic}")
     print(f"Topic {args.topic} now has {args.partitions} partitions.")
     return 0
 
@@ -479,9 +478,7 @@ async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
     response: dt_resp.DeleteTopicsResponse = await admin.first(
         request, 6, lambda r: _not_controller([t.error_code for t in r.responses])
     )
-    result = response.responses[0]
-    if result.error_code != ErrorCode.none:
-        raise CliError(f"cannot delete topic {args.topic}: {_error_name(result.error_code)}")
+    _check(response.responses[0], f"delete topic {args.topic}")
     print(f"Deleted topic {args.topic}.")
     return 0
 
@@ -614,11 +611,7 @@ def cmd_configs(args: argparse.Namespace) -> int:
         )
         response: iac_resp.IncrementalAlterConfigsResponse = await admin.first(
             request, 1, lambda r: _not_controller([x.error_code for x in r.responses]))
-        result = response.responses[0]
-        if result.error_code != ErrorCode.none:
-            raise CliError(f"cannot alter the configs of {label}: "
-                           f"{_error_name(result.error_code)}"
-                           + (f": {result.error_message}" if result.error_message else ""))
+        _check(response.responses[0], f"alter the configs of {label}")
         print(f"Completed updating config for {label}.")
         return 0
 
@@ -655,9 +648,7 @@ def cmd_delete_records(args: argparse.Namespace) -> int:
         )
         answer: dr_resp.DeleteRecordsResponse = await admin.first(request, 2, lambda r: None)
         result = answer.topics[0].partitions[0]
-        if result.error_code != ErrorCode.none:
-            raise CliError(f"cannot delete records of {args.topic}-{args.partition}: "
-                           f"{_error_name(result.error_code)}")
+        _check(result, f"delete records of {args.topic}-{args.partition}")
         print(f"Partition: {args.topic}-{args.partition}\tlow_watermark: "
               f"{int(result.low_watermark)}")
         return 0

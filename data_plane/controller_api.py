@@ -203,53 +203,37 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
     async def incremental_alter_configs(
         _: RequestContext, body: iac_req.IncrementalAlterConfigsRequest
     ) -> Any:
-        resources, refused = [], {}
-        for index, r in enumerate(body.resources):
-            try:
-                ops = tuple(AlterConfigOp(c.name, ConfigOpType(int(c.config_operation)), c.value)
-                            for c in r.configs)
-                resources.append(AlterConfigsResource(
-                    ConfigResourceType(int(r.resource_type)), r.resource_name, ops))
-            except ValueError as e:  # an unknown operation or resource type, a missing value
-                refused[index] = str(e)
-        return iac_resp.IncrementalAlterConfigsResponse(
-            throttle_time=_NO_THROTTLE,
-            responses=tuple(
-                iac_resp.AlterConfigsResourceResponse(
-                    error_code=error, error_message=message,
-                    resource_type=i8(rtype), resource_name=name)
-                for rtype, name, error, message in await _alter_configs(body, resources, refused)
-            ),
-        )
+        answers = await _alter_configs(body, lambda configs: tuple(
+            AlterConfigOp(c.name, ConfigOpType(int(c.config_operation)), c.value)
+            for c in configs), replace=False)
+        return _config_answer(iac_resp.IncrementalAlterConfigsResponse,
+                              iac_resp.AlterConfigsResourceResponse, answers)
 
     async def alter_configs(_: RequestContext, body: ac_req.AlterConfigsRequest) -> Any:
-        resources, refused = [], {}
-        for index, r in enumerate(body.resources):
-            try:
-                ops = tuple(
-                    AlterConfigOp(c.name, ConfigOpType.SET, c.value) if c.value is not None
-                    else AlterConfigOp(c.name, ConfigOpType.DELETE)
-                    for c in r.configs)
-                resources.append(AlterConfigsResource(
-                    ConfigResourceType(int(r.resource_type)), r.resource_name, ops, replace=True))
-            except ValueError as e:
-                refused[index] = str(e)
-        return ac_resp.AlterConfigsResponse(
-            throttle_time=_NO_THROTTLE,
-            responses=tuple(
-                ac_resp.AlterConfigsResourceResponse(
-                    error_code=error, error_message=message,
-                    resource_type=i8(rtype), resource_name=name)
-                for rtype, name, error, message in await _alter_configs(body, resources, refused)
-            ),
-        )
+        answers = await _alter_configs(body, lambda configs: tuple(
+            AlterConfigOp(c.name, ConfigOpType.SET, c.value) if c.value is not None
+            else AlterConfigOp(c.name, ConfigOpType.DELETE)
+            for c in configs), replace=True)
+        return _config_answer(ac_resp.AlterConfigsResponse,
+                              ac_resp.AlterConfigsResourceResponse, answers)
 
     async def _alter_configs(
-        body: Any, resources: list[AlterConfigsResource], refused: dict[int, str]
+        body: Any, ops_of: Callable[[Any], tuple[AlterConfigOp, ...]], *, replace: bool
     ) -> list[tuple[int, str, ErrorCode, str | None]]:
-        """(resource type, name, error, message) per resource, in request
-        order: INVALID_REQUEST for those that could not be read (an unknown
-        resource type or operation), the controller's answer for the rest."""
+        """IncrementalAlterConfigs or (``replace``) the legacy AlterConfigs:
+        (resource type, name, error, message) per resource, in request
+        order. A resource that cannot be read (an unknown resource type or
+        operation, a missing value) is INVALID_REQUEST; the controller
+        answers the rest."""
+        resources: list[AlterConfigsResource] = []
+        refused: dict[int, str] = {}
+        for index, r in enumerate(body.resources):
+            try:
+                resources.append(AlterConfigsResource(
+                    ConfigResourceType(int(r.resource_type)), r.resource_name,
+                    ops_of(r.configs), replace=replace))
+            except ValueError as e:
+                refused[index] = str(e)
         results: tuple[AlterConfigsResourceResult, ...] = ()
         error = ErrorCode.none
         if resources:
@@ -514,6 +498,20 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         INCREMENTAL_ALTER_CONFIGS_KEY: incremental_alter_configs,
     }
     return dict(table)
+
+
+def _config_answer(
+    response_cls: Any, resource_cls: Any, answers: list[tuple[int, str, ErrorCode, str | None]]
+) -> Any:
+    """An IncrementalAlterConfigs or AlterConfigs response (the same shape)."""
+    return response_cls(
+        throttle_time=_NO_THROTTLE,
+        responses=tuple(
+            resource_cls(error_code=error, error_message=message,
+                         resource_type=i8(rtype), resource_name=name)
+            for rtype, name, error, message in answers
+        ),
+    )
 
 
 def _created(result: CreatableTopicResult) -> ct_resp.CreatableTopicResult:
