@@ -17,9 +17,9 @@ back-to-back leader moves (KIP-279).
 **Fault model (the durability promise).** acks=all with RF=3 and minISR=2
 survives any *single* crash, pause or partition. Kafka's design without
 KIP-966 relies on at most one failure at a time plus the ISR: a crash that
-loses unsynced data is injected only when no other fault is active and the
+loses unsynced data is injected only when no other fault is active, the
 controller's ISR holds all three replicas (the previous victim has fully
-rejoined). Pauses, partitions and leader moves need only that no other fault
+rejoined) and no leader has an ISR change in flight. Pauses, partitions and leader moves need only that no other fault
 is active. Two overlapping data-losing crashes would be the "last replica
 standing" loss of kraft.md §4 #7, which Kafka fixes only with KIP-966.
 
@@ -612,9 +612,16 @@ class ReplicationSimulation:
         self._at(self.now_ms + self.rng.randint(50, 3000), lambda: self._restart(leader))
 
     def _crash_allowed(self) -> bool:
+        # An AlterPartition in flight counts as well as the committed ISR: a
+        # leader that proposed shrinking the ISR to itself and then lost its
+        # unsynced bytes would be the last ISR member once the shrink commits
+        # (seed 714538: the shrink arrived after the crash). That is the
+        # two-failure "last replica standing" loss the fault model excludes.
         return (
             self.active_fault is None
             and set(self.controller.state.isr) == set(BROKERS)
+            and not any(b.partition.isr_change_in_flight for b in self.brokers.values()
+                        if not b.crashed and b.partition.is_leader)
             and all(b.running and not b.paused for b in self.brokers.values())
             and not self.controller.fenced()
         )
