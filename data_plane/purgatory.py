@@ -267,8 +267,7 @@ class DelayedDeleteRecords(DelayedOperation):
         for key, target in self.targets.items():
             if key in self.outcome:
                 continue
-            replica = self._lookup(key)
-            low = None if replica is None else replica.delete_records_low_watermark()
+            low = self._low_watermark(key)
             if low is None:
                 self.outcome[key] = (ErrorCode.not_leader_or_follower, -1)
             elif low >= target:
@@ -278,9 +277,12 @@ class DelayedDeleteRecords(DelayedOperation):
     def on_expiration(self, now_ms: int) -> None:
         for key in self.targets:
             if key not in self.outcome:
-                replica = self._lookup(key)
-                low = None if replica is None else replica.delete_records_low_watermark()
+                low = self._low_watermark(key)
                 self.outcome[key] = (ErrorCode.request_timed_out, -1 if low is None else low)
+
+    def _low_watermark(self, key: TopicPartition) -> int | None:
+        replica = self._lookup(key)
+        return None if replica is None else replica.delete_records_low_watermark()
 
 
 # ---- DelayedFetch ---------------------------------------------------------------

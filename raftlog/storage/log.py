@@ -495,6 +495,17 @@ class Log:
         self._last_flush_ms = now_ms
         self._flushed_offset = self.log_end_offset
 
+    # ==== configuration =============================================================
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply a changed topic config (IncrementalAlterConfigs) to the open
+        log, as Kafka's ``UnifiedLog.updateConfig``: rolling, retention,
+        flushing and size limits follow it from the next operation on."""
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.reconfigure(config)
+
     # ==== rolling ===================================================================
 
     def _maybe_roll(
@@ -765,15 +776,6 @@ class Log:
         self._fs.fsync_dir(self.directory)
 
     # ==== closing ==================================================================
-
-    def reconfigure(self, config: LogConfig) -> None:
-        """Apply a changed topic config (IncrementalAlterConfigs) to the open
-        log, as Kafka's ``UnifiedLog.updateConfig``: rolling, retention,
-        flushing and size limits follow it from the next operation on."""
-        with self._lock:
-            self.config = config
-            for segment in self._segments:
-                segment.reconfigure(config)
 
     def close(self) -> None:
         """Flush, write the active segment's indexes and the clean-shutdown
