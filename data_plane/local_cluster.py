@@ -293,6 +293,9 @@ class ClusterStatus:
     unfenced: frozenset[int] = frozenset()
     fenced: frozenset[int] = frozenset()
     metadata_ok: frozenset[int] = frozenset()  # brokers whose Metadata listed every broker
+    # Brokers whose own /healthz says ``running``: this process registered and
+    # was unfenced. None: no broker serves HTTP, so only the controller's view counts.
+    running: frozenset[int] | None = None
     alive: frozenset[int] = frozenset()  # node processes running (by PID)
     paused: frozenset[int] = frozenset()
 
@@ -574,16 +577,35 @@ class LocalCluster:
                 if not self.is_alive(node_id):
                     raise LocalClusterError(self._exit_reason(node_id))
             status = await self.probe_async()
-            if status.leader_id >= 0 and brokers <= status.unfenced and brokers <= status.metadata_ok:
+            if (status.leader_id >= 0 and brokers <= status.unfenced
+                    and brokers <= status.metadata_ok and self._running(status, brokers)):
                 return status
             if time.monotonic() >= deadline:
                 raise LocalClusterError(
                     f"not ready after {timeout_s:.0f} s: quorum leader "
                     f"{status.leader_id if status.leader_id >= 0 else 'none'}, unfenced brokers "
                     f"{sorted(status.unfenced)} of {sorted(brokers)}, Metadata answered by "
-                    f"{sorted(status.metadata_ok)} (logs: {self.directory}/node-*/server.log)"
+                    f"{sorted(status.metadata_ok)}"
+                    + (f", running by their own account {sorted(status.running)}"
+                       if status.running is not None else "")
+                    + f" (logs: {self.directory}/node-*/server.log)"
                 )
             await asyncio.sleep(0.2)
+
+    def _running(self, status: ClusterStatus, brokers: set[int]) -> bool:
+        """Whether each of ``brokers`` that serves HTTP says it is running.
+
+        The controller's DescribeCluster is not enough after an unclean
+        restart (SIGKILL): it lists the dead process's registration as
+        unfenced until its session times out (``broker.session.timeout.ms``,
+        as in Kafka), refusing the new process's registration meanwhile.
+        When that session expires its partitions lose their leader for a
+        moment, so a cluster is ready only once every broker process has
+        registered itself."""
+        if status.running is None:
+            return True
+        with_http = {n.node_id for n in self.layout.brokers if n.http_port is not None}
+        return brokers & with_http <= status.running
 
     def wait_topic(self, topic: str, partitions: int, timeout_s: float = 20.0) -> None:
         """`wait_topic_async` from synchronous code."""
@@ -672,6 +694,16 @@ class LocalCluster:
                     int(b.node_id) for b in response.brokers
                 } >= broker_ids & alive:
                     metadata_ok.add(node.node_id)
+        running: set[int] | None = None
+        for node in self.layout.brokers:
+            if node.http_port is None:
+                continue
+            running = set() if running is None else running
+            if node.node_id not in alive - paused:
+                continue
+            health = await http_get_json(host, node.http_port, "/healthz", timeout_ms)
+            if isinstance(health, dict) and health.get("broker_state") == "running":
+                running.add(node.node_id)
         return ClusterStatus(
             leader_id=int(quorum.leader_id) if quorum is not None else -1,
             leader_epoch=int(quorum.leader_epoch) if quorum is not None else -1,
@@ -683,6 +715,7 @@ class LocalCluster:
             fenced=frozenset(int(b.broker_id) for b in cluster.brokers if b.is_fenced)
             if cluster is not None else frozenset(),
             metadata_ok=frozenset(metadata_ok),
+            running=frozenset(running) if running is not None else None,
             alive=alive,
             paused=paused,
         )
@@ -701,8 +734,14 @@ class LocalCluster:
                 if node.is_controller:
                     parts.append("quorum leader" if n == status.leader_id else "voter")
                 if node.is_broker:
-                    parts.append("unfenced" if n in status.unfenced
-                                 else "fenced" if n in status.fenced else "unregistered")
+                    if (status.running is not None and node.http_port is not None
+                            and n not in status.running):
+                        # Whatever the controller lists is a previous process's
+                        # registration (or this one's, still fenced).
+                        parts.append("registering")
+                    else:
+                        parts.append("unfenced" if n in status.unfenced
+                                     else "fenced" if n in status.fenced else "unregistered")
                 state = ", ".join(parts)
             rows.append((
                 str(n), node.roles, str(self.pids[n]) if n in status.alive else "-",
@@ -714,13 +753,18 @@ class LocalCluster:
         table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                  for r in rows]
         brokers = len(self.layout.brokers)
+        registering = sorted(
+            n.node_id for n in self.layout.brokers
+            if status.running is not None and n.http_port is not None
+            and n.node_id in status.alive - status.paused and n.node_id not in status.running)
         leader = str(status.leader_id) if status.leader_id >= 0 else "none"
         return [
             f"Cluster {self.cluster_id} in {self.directory}",
             *table,
             f"Quorum: leader {leader}, epoch {status.leader_epoch}, high watermark "
             f"{status.high_watermark}, voters {list(status.voters)}",
-            f"Brokers unfenced: {len(status.unfenced)}/{brokers}",
+            f"Brokers unfenced: {len(status.unfenced)}/{brokers}" + (
+                f" (registering, not running yet: {registering})" if registering else ""),
         ]
 
 
@@ -737,6 +781,28 @@ async def probe_client(
         yield client
     finally:
         await client.close()
+
+
+async def http_get_json(host: str, port: int, path: str, timeout_ms: int) -> Any:
+    """The JSON body of ``GET path`` (HTTP/1.0), or None if the node did not
+    answer 200 with JSON in time (a probe's "not yet")."""
+    async def get() -> Any:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode())
+            raw = await reader.read()  # HTTP/1.0: the server closes after the answer
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        if not head.startswith((b"HTTP/1.0 200", b"HTTP/1.1 200")):
+            return None
+        return json.loads(body)
+    try:
+        return await asyncio.wait_for(get(), timeout_ms / 1000)
+    except (OSError, TimeoutError, ValueError):
+        return None
 
 
 async def send_or_none(client: KafkaProtocolClient, request: Any, version: int) -> Any:

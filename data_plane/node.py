@@ -235,7 +235,9 @@ async def run_node(
             await data_side(services)
         if http is not None:
             services.handlers = http.instrument(services.handlers)
-            http.attach(replicas=services.replicas, subscribe=lifecycle.subscribe)
+            states = lifecycle
+            http.attach(replicas=services.replicas, subscribe=lifecycle.subscribe,
+                        broker_state=lambda: (states.state.value, states.state.kafka_code))
         for broker_address in config.listeners:
             if broker_address.name in config.controller_listener_names:
                 continue

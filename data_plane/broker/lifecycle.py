@@ -84,6 +84,21 @@ class BrokerState(Enum):
     PENDING_CONTROLLED_SHUTDOWN = "pending_controlled_shutdown"
     SHUTTING_DOWN = "shutting_down"
 
+    @property
+    def kafka_code(self) -> int:
+        """Kafka's ``BrokerState`` value (the ``BrokerState`` gauge of
+        ``kafka.server:type=KafkaServer``): 1, 2, 3, 6, 7."""
+        return _KAFKA_CODES[self]
+
+
+_KAFKA_CODES: dict[BrokerState, int] = {
+    BrokerState.STARTING: 1,
+    BrokerState.RECOVERY: 2,
+    BrokerState.RUNNING: 3,
+    BrokerState.PENDING_CONTROLLED_SHUTDOWN: 6,
+    BrokerState.SHUTTING_DOWN: 7,
+}
+
 
 _TRANSITIONS: dict[BrokerState, frozenset[BrokerState]] = {
     BrokerState.STARTING: frozenset({BrokerState.RECOVERY}),

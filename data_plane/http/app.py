@@ -37,6 +37,8 @@ log = logging.getLogger("raftlog.http")
 
 METRICS: Final = web.AppKey("metrics", NodeMetrics)
 MAX_BODY_BYTES: Final = web.AppKey("max_body_bytes", int)
+# The broker's (name, Kafka BrokerState code), when the node is a broker.
+BROKER_STATE: Final[web.AppKey[Callable[[], tuple[str, int]]]] = web.AppKey("broker_state")
 STATIC_DIR: Final = Path(__file__).with_name("static")
 DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
 
@@ -65,11 +67,15 @@ async def _errors(request: web.Request, handler: _Handler) -> web.StreamResponse
 
 
 def build_app(backend: ClusterBackend, metrics: NodeMetrics | None = None, *,
-              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
-    """The whole HTTP surface of one node over ``backend`` (and ``metrics``, if any)."""
+              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              broker_state: Callable[[], tuple[str, int]] | None = None) -> web.Application:
+    """The whole HTTP surface of one node over ``backend`` (and ``metrics``,
+    if any; ``broker_state``: the broker's own state for ``/healthz``)."""
     app = web.Application(middlewares=[_errors], client_max_size=max_body_bytes)
     app[BACKEND] = backend
     app[MAX_BODY_BYTES] = max_body_bytes
+    if broker_state is not None:
+        app[BROKER_STATE] = broker_state
     if metrics is not None:
         app[METRICS] = metrics
     add_routes(app)
@@ -89,9 +95,18 @@ async def _to_ui(request: web.Request) -> web.StreamResponse:
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """Liveness (always 200 while the process serves) and, on a broker, its
+    own lifecycle state: ``running`` once this process registered and the
+    controller unfenced it. The controller's view can lag: after an
+    unclean restart it still lists the previous process's registration as
+    unfenced until that session expires, while this one is still ``starting``."""
     backend = request.app[BACKEND]
-    return web.json_response({"status": "ok", "node_id": backend.node_id,
-                              "cluster_id": backend.cluster_id})
+    body: dict[str, object] = {"status": "ok", "node_id": backend.node_id,
+                               "cluster_id": backend.cluster_id}
+    broker_state = request.app.get(BROKER_STATE)
+    if broker_state is not None:
+        body["broker_state"] = broker_state()[0]
+    return web.json_response(body)
 
 
 async def metrics_text(request: web.Request) -> web.Response:

@@ -82,6 +82,9 @@ class NodeSources:
     controller: Any = None  # data_plane.controller_service.ControllerService
     replicas: Any = None  # data_plane.broker.replica_manager.ReplicaManager
     min_insync_replicas: int = 1
+    # The broker's own lifecycle state as (name, Kafka's BrokerState code),
+    # e.g. ("running", 3); None on a controller-only node.
+    broker_state: Callable[[], tuple[str, int]] | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -395,6 +398,12 @@ class NodeCollector(Collector):
     # ---- broker -----------------------------------------------------------------
 
     def _broker(self) -> Iterable[Any]:
+        if self.sources.broker_state is not None:
+            yield GaugeMetricFamily(
+                "kafka_server_kafkaserver_brokerstate",
+                "The broker's state, as Kafka numbers it: 1 starting, 2 recovery (registered, "
+                "fenced), 3 running (unfenced), 6 pending controlled shutdown, 7 shutting down.",
+                value=self.sources.broker_state()[1])
         replicas = self.sources.replicas
         if replicas is None:
             return

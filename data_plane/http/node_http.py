@@ -53,8 +53,11 @@ class NodeHttp:
         return instrument_handlers(handlers, self.metrics)
 
     def attach(self, *, driver: Any = None, controller: Any = None, replicas: Any = None,
-               subscribe: Callable[[Any], None] | None = None) -> None:
+               subscribe: Callable[[Any], None] | None = None,
+               broker_state: Callable[[], tuple[str, int]] | None = None) -> None:
         """Give the collectors the node's live objects (None: not this role)."""
+        if broker_state is not None:
+            self.sources.broker_state = broker_state
         if driver is not None:
             self.sources.driver = driver
             self.metrics.collector.start_counting_appends(driver.core.log.end_offset())
@@ -75,8 +78,9 @@ class NodeHttp:
             voters=self.config.voter_addresses,
             listener_name=brokers[0].name if brokers else None,
         )
-        self._server = HttpServer(build_app(self._backend, self.metrics), listener.host,
-                                  listener.port)
+        self._server = HttpServer(
+            build_app(self._backend, self.metrics, broker_state=self.sources.broker_state),
+            listener.host, listener.port)
         await self._server.start()
         log.info("HTTP on http://%s:%d (REST /v3, /metrics, /ui)", listener.host,
                  self._server.port)

@@ -172,8 +172,12 @@ _SCHEMAS: _J = {
         lag=_int(description="-1 if unknown"), consumer_id=_nullable(_str()),
         client_id=_nullable(_str())),
     "ConsumerLagList": _list("KafkaConsumerLagList", "ConsumerLag"),
+    # broker_state: a broker's own lifecycle state (Kafka's BrokerState);
+    # absent on a controller-only node.
     "Health": _obj(["status", "node_id", "cluster_id"], status=_str(enum=["ok"]),
-                   node_id=_int(), cluster_id=_str()),
+                   node_id=_int(), cluster_id=_str(),
+                   broker_state=_str(enum=["starting", "recovery", "running",
+                                           "pending_controlled_shutdown", "shutting_down"])),
 }
 
 _BASE = "/v3/clusters/{cluster_id}"

@@ -269,6 +269,34 @@ def test_unknown_routes_and_methods_answer_json_errors() -> None:
     run(body)
 
 
+def test_healthz_and_metrics_report_the_brokers_own_state() -> None:
+    """A broker's /healthz names its lifecycle state and /metrics carries
+    Kafka's BrokerState gauge: what `raftlog cluster up` waits on, since the
+    controller's view can still show a dead process's registration."""
+    state = {"now": ("starting", 1)}
+
+    async def main() -> None:
+        backend = FakeBackend()
+        sources = NodeSources(node_id=1, cluster_id=CID, image=backend.image,
+                              broker_state=lambda: state["now"])
+        app = build_app(backend, NodeMetrics(sources), broker_state=sources.broker_state)
+        async with TestClient(TestServer(app)) as client:
+            assert (await (await client.get("/healthz")).json())["broker_state"] == "starting"
+            assert "kafka_server_kafkaserver_brokerstate 1.0" in await (
+                await client.get("/metrics")).text()
+            state["now"] = ("running", 3)
+            health = await (await client.get("/healthz")).json()
+            assert health == {"status": "ok", "node_id": 1, "cluster_id": CID,
+                              "broker_state": "running"}
+            assert "kafka_server_kafkaserver_brokerstate 3.0" in await (
+                await client.get("/metrics")).text()
+        # A controller-only node has no broker state to report.
+        async with TestClient(TestServer(build_app(backend))) as client:
+            assert "broker_state" not in await (await client.get("/healthz")).json()
+
+    asyncio.run(main())
+
+
 def test_healthz_openapi_ui_and_status() -> None:
     async def body(client: TestClient[Any, Any], backend: FakeBackend) -> None:
         await backend.create_topic("t", 2, 2, {})
