@@ -500,15 +500,27 @@ class ProducerStateManager:
 
     # ==== rebuilding ================================================================
 
-    def load_from_batches(self, batches: Iterable[LoggedBatch]) -> list[CompletedTxn]:
+    def load_from_batches(self, batches: Iterable[LoggedBatch], *,
+                          from_log_start: bool = False) -> list[CompletedTxn]:
         """Replay log batches (``(header, marker)``, see ``markers.scan_batches``)
         from `map_end_offset` on. Batches wholly below it are skipped (a read
         may start mid-batch). Returns the transactions completed on the way,
-        so the caller can rebuild the aborted-transaction index."""
+        so the caller can rebuild the aborted-transaction index.
+
+        ``from_log_start``: the state was reset to the log start offset,
+        which DeleteRecords (or a follower following its leader's start) may
+        have put inside a batch. That batch is the first one read and is
+        replayed whole, as Kafka does: its producer's sequence and offsets
+        are still the latest (a retry of it is a duplicate with its original
+        offsets), as they are on a replica that never restarted. Otherwise a
+        batch that begins below `map_end_offset` is an error (`update`)."""
         completed: list[CompletedTxn] = []
         for header, marker in batches:
             if header.last_offset < self._map_end_offset:
                 continue
+            if from_log_start and header.base_offset < self._map_end_offset:
+                self._map_end_offset = header.base_offset
+            from_log_start = False  # only the first batch can straddle the start
             done = self.update(header, header.base_offset, header.last_offset, marker)
             if done is not None:
                 completed.append(done)

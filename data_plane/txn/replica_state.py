@@ -150,18 +150,22 @@ class ReplicaTxnState:
         else:
             self._load_indexes_below(segment_log, loaded_at)
         self._delete_snapshots_above(leo)
-        self.catch_up(segment_log)
+        # Replaying from the log start (no snapshot, or a torn index): the
+        # start may lie inside the first batch.
+        self.catch_up(segment_log, from_log_start=self.producers.map_end_offset == start)
         self.producers.truncate_head(start)
         self.aborted.truncate_head(start)
         self._active_base = segment_log.active_segment.base_offset
 
-    def catch_up(self, segment_log: Log) -> None:
+    def catch_up(self, segment_log: Log, *, from_log_start: bool = False) -> None:
         """Apply the log's batches above the state's end (a no-op when the
-        follower path kept up; run on becoming leader)."""
+        follower path kept up; run on becoming leader). ``from_log_start``:
+        the state starts at the log start offset, perhaps inside a batch
+        (`ProducerStateManager.load_from_batches`)."""
         end = self.producers.map_end_offset
         if end >= segment_log.log_end_offset:
             return
-        self._apply(read_log_batches(segment_log, end))
+        self._apply(read_log_batches(segment_log, end), from_log_start=from_log_start)
 
     def _load_indexes_below(self, segment_log: Log, snapshot_offset: int) -> None:
         if self.fs is None:
@@ -213,8 +217,8 @@ class ReplicaTxnState:
             raise AssertionError(f"{self.directory}: appended an unreadable marker: {e}") from e
         self.apply_appended(segment_log, batches)
 
-    def _apply(self, batches: Iterable[LoggedBatch]) -> None:
-        done = self.producers.load_from_batches(batches)
+    def _apply(self, batches: Iterable[LoggedBatch], *, from_log_start: bool = False) -> None:
+        done = self.producers.load_from_batches(batches, from_log_start=from_log_start)
         if done:
             self.aborted.append_completed(done)
 

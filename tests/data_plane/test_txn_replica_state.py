@@ -143,3 +143,33 @@ def test_aborted_index_and_lso_follow_markers_on_every_replica() -> None:
         assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [(5, 0, 8)]
     stale = leader.append_txn_marker(5, 0, EndTxnMarker(True, 2), timestamp_ms=TS)
     assert stale.error == ErrorCode.transaction_coordinator_fenced
+
+
+def test_reopen_with_the_log_start_inside_a_batch() -> None:
+    """DeleteRecords to an offset inside a batch, then a restart without a
+    producer-state snapshot (a SIGKILL): the state replays from the log
+    start, which lies inside the first batch. That batch used to be refused
+    ("applied below map end offset") and the broker exited at start-up,
+    again at every restart. Kafka replays the batch: its producer's sequence
+    is still the latest."""
+    c = Cluster()
+    c.apply(state(1, 1))
+    assert c.parts[1].append_records(batch(7, 0, n=10), Acks.LEADER, 0).error == ErrorCode.none
+    c.replicate(2, 3)
+    leader = c.parts[1]
+    assert leader.high_watermark == 10 and len(leader.log.segments) == 1
+    assert leader.delete_records(6)[:2] == (ErrorCode.none, 6)
+    assert leader.log.log_start_offset == 6
+    assert c.snapshots(1) == []
+    reopened = c.open(1)  # the old instance was never closed: no snapshot at shutdown
+    assert reopened.log.log_start_offset == 6
+    entry = reopened.txn.producers.entry(7)
+    assert entry is not None and entry.last_seq == 9
+    reopened.txn.check_in_step(reopened.log)
+    # The producer carries on in sequence; a replay of its batch is a duplicate.
+    c.apply(state(1, 2), (1,))
+    c.parts[1] = reopened
+    reopened.become_leader(state(1, 2), 0)
+    again = reopened.append_records(batch(7, 0, n=10), Acks.LEADER, 0)
+    assert (again.error, again.base_offset) == (ErrorCode.none, 0)
+    assert reopened.append_records(batch(7, 10), Acks.LEADER, 0).error == ErrorCode.none
