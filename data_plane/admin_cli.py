@@ -14,6 +14,8 @@
   kafka-configs.sh (IncrementalAlterConfigs);
 - ``delete-records --topic T --partition P --offset O`` (-1: the high
   watermark), like kafka-delete-records.sh, sent to the partition's leader;
+- ``leader-election --election-type preferred|unclean --topic T --partition P
+  | --all-topic-partitions``, like kafka-leader-election.sh (ElectLeaders);
 - ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
   ``consume`` (`data_plane.console_cli`);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
@@ -58,6 +60,8 @@ from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.describe_configs.v4 import request as dcfg_req
 from kio.schema.describe_configs.v4 import response as dcfg_resp
 from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.elect_leaders.v2 import request as el_req
+from kio.schema.elect_leaders.v2 import response as el_resp
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.metadata.v12 import request as md_req
@@ -656,6 +660,57 @@ def cmd_delete_records(args: argparse.Namespace) -> int:
     return _run_admin(args, body)
 
 
+# --- leader-election (kafka-leader-election.sh) ----------------------------------------
+
+
+def cmd_leader_election(args: argparse.Namespace) -> int:
+    """Print what kafka-leader-election.sh prints; exit 2 if any partition
+    could not be elected (ELECTION_NOT_NEEDED is not a failure)."""
+    if args.all_topic_partitions == (args.topic is not None):
+        raise CliError("give --topic (with --partition) or --all-topic-partitions")
+    if args.topic is not None and args.partition is None:
+        raise CliError("--topic needs --partition")
+    election = args.election_type.upper()
+
+    async def body(admin: _Admin) -> int:
+        request = el_req.ElectLeadersRequest(
+            election_type=i8(0 if election == "PREFERRED" else 1),
+            topic_partitions=None if args.all_topic_partitions else (
+                el_req.TopicPartitions(topic=TopicName(args.topic),
+                                       partitions=(i32(args.partition),)),),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=args.timeout_ms)),
+        )
+        response: el_resp.ElectLeadersResponse = await admin.first(
+            request, 2, lambda r: _not_controller([r.error_code]))
+        _check(response, f"elect leaders ({election})")
+        elected, not_needed, failed = [], [], []
+        for topic in response.replica_election_results:
+            for part in topic.partition_result:
+                name = f"{topic.topic}-{int(part.partition_id)}"
+                if part.error_code == ErrorCode.none:
+                    elected.append(name)
+                elif part.error_code == ErrorCode.election_not_needed:
+                    not_needed.append(name)
+                else:
+                    failed.append(f"{name}: {_error_name(part.error_code)}"
+                                  + (f": {part.error_message}" if part.error_message else ""))
+        if elected:
+            print(f"Successfully completed leader election ({election}) for partitions "
+                  f"{', '.join(elected)}")
+        if not_needed:
+            print(f"Valid replica already elected for partitions {', '.join(not_needed)}")
+        if not (elected or not_needed or failed):
+            print("No partition needed an election")
+        for line in failed:
+            print(f"Error completing leader election ({election}) for partition: {line}",
+                  file=sys.stderr)
+        if failed:
+            raise CliError(f"{len(failed)} replica(s) could not be elected")
+        return 0
+
+    return _run_admin(args, body)
+
+
 # --- registration ------------------------------------------------------------------
 
 
@@ -728,6 +783,16 @@ def register(sub: Any) -> None:
     delete_records.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     delete_records.add_argument("--timeout-ms", type=int, default=30_000)
     delete_records.set_defaults(func=cmd_delete_records)
+
+    election = sub.add_parser(
+        "leader-election", help="elect preferred or unclean leaders (kafka-leader-election.sh)")
+    election.add_argument("--election-type", required=True, type=str.lower,
+                          choices=("preferred", "unclean"))
+    election.add_argument("--topic")
+    election.add_argument("--partition", type=int)
+    election.add_argument("--all-topic-partitions", action="store_true")
+    _admin_options(election, broker=True)
+    election.set_defaults(func=cmd_leader_election)
 
     from .cluster_cli import register_cluster
 

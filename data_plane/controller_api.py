@@ -48,6 +48,8 @@ from kio.schema.describe_cluster.v1 import response as dc_resp_v1
 from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.describe_configs.v4 import request as dcfg_req
 from kio.schema.describe_configs.v4 import response as dcfg_resp
+from kio.schema.elect_leaders.v2 import request as el_req
+from kio.schema.elect_leaders.v2 import response as el_resp
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.metadata.v12 import request as md_req
@@ -86,6 +88,9 @@ from metadata_quorum.controller.replication_control import (
     CreateTopicsRequest,
     DeletableTopicResult,
     DeleteTopicsRequest,
+    ElectionType,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
 )
 from metadata_quorum.image import MetadataImage, TopicImage
 from metadata_quorum.records.types import (
@@ -113,6 +118,7 @@ DESCRIBE_CONFIGS_KEY: Final = 32
 ALTER_CONFIGS_KEY: Final = 33
 CREATE_PARTITIONS_KEY: Final = 37
 INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
+ELECT_LEADERS_KEY: Final = 43
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -127,6 +133,7 @@ CONTROLLER_API_VERSIONS: Final = {
     ALTER_CONFIGS_KEY: (2, 2),
     CREATE_PARTITIONS_KEY: (3, 3),
     INCREMENTAL_ALTER_CONFIGS_KEY: (1, 1),
+    ELECT_LEADERS_KEY: (2, 2),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -199,6 +206,19 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                 for r in results
             ),
         )
+
+    async def elect_leaders(_: RequestContext, body: el_req.ElectLeadersRequest) -> Any:
+        try:
+            election = ElectionType(int(body.election_type))
+        except ValueError:
+            return _elect_answer(ErrorCode.invalid_request, ())
+        partitions = None if body.topic_partitions is None else tuple(
+            (str(t.topic), int(p)) for t in body.topic_partitions for p in t.partitions)
+        results, error = await _write(service, ElectLeadersRequest(election, partitions))
+        if error is not ErrorCode.none:
+            # NOT_CONTROLLER top-level: the broker's channel tries the next one.
+            return _elect_answer(error, ())
+        return _elect_answer(ErrorCode.none, results)
 
     async def incremental_alter_configs(
         _: RequestContext, body: iac_req.IncrementalAlterConfigsRequest
@@ -496,8 +516,25 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         ALTER_CONFIGS_KEY: alter_configs,
         CREATE_PARTITIONS_KEY: create_partitions,
         INCREMENTAL_ALTER_CONFIGS_KEY: incremental_alter_configs,
+        ELECT_LEADERS_KEY: elect_leaders,
     }
     return dict(table)
+
+
+def _elect_answer(
+    error: ErrorCode, results: tuple[ElectLeadersPartitionResult, ...]
+) -> el_resp.ElectLeadersResponse:
+    """An ElectLeaders response: ``results`` grouped by topic, in their order."""
+    by_topic: dict[str, list[el_resp.PartitionResult]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(el_resp.PartitionResult(
+            partition_id=i32(r.partition), error_code=r.error, error_message=r.message))
+    return el_resp.ElectLeadersResponse(
+        throttle_time=_NO_THROTTLE, error_code=error,
+        replica_election_results=tuple(
+            el_resp.ReplicaElectionResult(topic=TopicName(topic), partition_result=tuple(parts))
+            for topic, parts in by_topic.items()),
+    )
 
 
 def _config_answer(

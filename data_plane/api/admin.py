@@ -1,7 +1,7 @@
 """CreateTopics (v2-7), CreatePartitions (v0-3), DeleteTopics (v1-6),
-IncrementalAlterConfigs (v0-1) and AlterConfigs (v0-2), forwarded to the
-active controller (KIP-590) at the controller's versions and answered at the
-client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
+IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2) and ElectLeaders (v0-2),
+forwarded to the active controller (KIP-590) at the controller's versions and
+answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
 (`ReplicaManager.delete_records`)."""
 
@@ -15,6 +15,8 @@ from typing import Any, Final
 
 from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.delete_topics.v6 import request as dt6
+from kio.schema.elect_leaders.v2 import request as el2
+from kio.static.primitive import i8
 
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
@@ -35,6 +37,7 @@ __all__ = (
     "handle_delete_records",
     "handle_delete_topics",
     "handle_describe_configs",
+    "handle_elect_leaders",
     "handle_incremental_alter_configs",
 )
 
@@ -45,6 +48,7 @@ DELETE_TOPICS_KEY: Final = 20
 ALTER_CONFIGS_KEY: Final = 33
 CREATE_PARTITIONS_KEY: Final = 37
 INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
+ELECT_LEADERS_KEY: Final = 43
 # The versions the controller listener serves (data_plane.controller_api).
 _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                INCREMENTAL_ALTER_CONFIGS_KEY: 1}
@@ -105,6 +109,35 @@ async def handle_create_partitions(
         "throttle_time": NO_THROTTLE, "results": [
             {"name": t.name, "error_code": ErrorCode.request_timed_out} for t in request.topics
         ]})
+
+
+async def handle_elect_leaders(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    """ElectLeaders (kafka-leader-election.sh, ``AdminClient.elect_leaders``):
+    forwarded at v2 (v0 has no election type: preferred). v0 has no
+    top-level error either, so there every partition asked for carries it."""
+    forwarded = el2.ElectLeadersRequest(
+        election_type=i8(int(getattr(request, "election_type", 0))),
+        topic_partitions=None if request.topic_partitions is None else tuple(
+            el2.TopicPartitions(topic=t.topic, partitions=tuple(t.partitions))
+            for t in request.topic_partitions),
+        timeout=request.timeout,
+    )
+    values: dict[str, object]
+    try:
+        response = await api.metadata.forward(ELECT_LEADERS_KEY, forwarded)
+        values = dict(_as_values(response))  # type: ignore[call-overload]
+    except Exception as e:
+        log.warning("ElectLeaders forward failed: %r", e)
+        values = {"throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
+                  "replica_election_results": []}
+    error = values["error_code"]
+    if ctx.api_version == 0 and error != ErrorCode.none and request.topic_partitions:
+        values["replica_election_results"] = [
+            {"topic": t.topic, "partition_result": [
+                {"partition_id": p, "error_code": error, "error_message": None}
+                for p in t.partitions]}
+            for t in request.topic_partitions]
+    return build(response_class(request), values)
 
 
 def _config_failures(request: Any) -> Mapping[str, object]:

@@ -79,11 +79,14 @@ from .replication_control import (
     CreateTopicsRequest,
     DeletableTopicResult,
     DeleteTopicsRequest,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
     alter_partition,
     balance_partition_leaders,
     create_partitions,
     create_topics,
     delete_topics,
+    elect_leaders,
     elect_unclean_leaders,
 )
 from .result import MAX_RECORDS_PER_BATCH, ControllerConfig, ControllerResult
@@ -162,6 +165,7 @@ ControllerRequest = (
     | AlterPartitionRequest
     | AlterConfigsRequest
     | AllocateProducerIdsRequest
+    | ElectLeadersRequest
 )
 
 
@@ -318,6 +322,10 @@ class QuorumController:
     ) -> Submission[tuple[CreatePartitionsTopicResult, ...]]: ...
     @overload
     def submit(
+        self, request: ElectLeadersRequest, now_ms: int
+    ) -> Submission[tuple[ElectLeadersPartitionResult, ...]]: ...
+    @overload
+    def submit(
         self, request: DeleteTopicsRequest, now_ms: int
     ) -> Submission[tuple[DeletableTopicResult, ...]]: ...
     @overload
@@ -364,6 +372,8 @@ class QuorumController:
                 )
             case CreatePartitionsRequest():
                 result = create_partitions(image, request)
+            case ElectLeadersRequest():
+                result = elect_leaders(image, request)
             case DeleteTopicsRequest():
                 result = delete_topics(image, request)
             case AlterPartitionRequest():

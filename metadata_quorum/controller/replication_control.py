@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 
 from metadata_quorum.image import MetadataImage, PartitionRegistration
 from metadata_quorum.records import (
@@ -59,11 +60,15 @@ __all__ = [
     "CreateTopicsRequest",
     "DeletableTopicResult",
     "DeleteTopicsRequest",
+    "ElectLeadersPartitionResult",
+    "ElectLeadersRequest",
+    "ElectionType",
     "alter_partition",
     "balance_partition_leaders",
     "create_partitions",
     "create_topics",
     "delete_topics",
+    "elect_leaders",
     "elect_unclean_leaders",
     "new_topic_id",
     "records_for_broker_leaving",
@@ -773,6 +778,101 @@ def balance_partition_leaders(
             if record is not None and outcome is ElectionOutcome.CLEAN:
                 records.append(record)
     return ControllerResult(tuple(records), len(records))
+
+
+# --------------------------------------------------------------------------
+# ElectLeaders
+# --------------------------------------------------------------------------
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' ``election_type`` (KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    """ElectLeaders (KIP-183, KIP-460): ``partitions`` as (topic, partition)
+    pairs, or None for every partition of every topic."""
+
+    election_type: ElectionType
+    partitions: tuple[tuple[str, int], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersPartitionResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+
+
+def elect_leaders(
+    image: MetadataImage, request: ElectLeadersRequest
+) -> ControllerResult[tuple[ElectLeadersPartitionResult, ...]]:
+    """ElectLeaders (kafka-leader-election.sh), one result per partition asked for.
+
+    PREFERRED moves leadership to the first replica when it is in the ISR
+    and usable: ELECTION_NOT_NEEDED if it leads already,
+    PREFERRED_LEADER_NOT_AVAILABLE if it cannot lead and the current leader
+    stays. A leaderless partition gets any clean leader (Kafka's builder
+    does the same). UNCLEAN elects a leader for a leaderless partition, from
+    outside the ISR if no ISR member is usable (it may lack acknowledged
+    records: the operator's explicit choice, whatever the topic's
+    ``unclean.leader.election.enable``): ELECTION_NOT_NEEDED if it has a
+    leader, ELIGIBLE_LEADERS_NOT_AVAILABLE if no replica is usable. Unknown
+    topics or partitions are UNKNOWN_TOPIC_OR_PARTITION. With ``partitions``
+    None every partition is tried and only those that needed an election are
+    answered (Kafka's rule); a partition named twice is answered once."""
+    records: list[MetadataRecord] = []
+    results: list[ElectLeadersPartitionResult] = []
+    if request.partitions is None:
+        for topic, partition_id, _part in sorted(
+                image.iter_partitions(), key=lambda t: (t[0].name, t[1])):
+            result = _elect_one(image, request.election_type, topic.name, partition_id, records)
+            if result.error is not ErrorCode.election_not_needed:
+                results.append(result)
+    else:
+        # A partition named twice is elected (and answered) once: both
+        # elections would be computed against the same image.
+        for topic_name, partition_id in dict.fromkeys(request.partitions):
+            results.append(_elect_one(image, request.election_type, topic_name, partition_id,
+                                      records))
+    return ControllerResult(tuple(records), tuple(results))
+
+
+def _elect_one(
+    image: MetadataImage, election_type: ElectionType, topic_name: str, partition_id: int,
+    records: list[MetadataRecord],
+) -> ElectLeadersPartitionResult:
+    def answer(error: ErrorCode, message: str | None = None) -> ElectLeadersPartitionResult:
+        return ElectLeadersPartitionResult(topic_name, partition_id, error, message)
+
+    topic = image.topic_by_name(topic_name)
+    if topic is None:
+        return answer(ErrorCode.unknown_topic_or_partition, f"no topic {topic_name}")
+    part = topic.partitions.get(partition_id)
+    if part is None:
+        return answer(ErrorCode.unknown_topic_or_partition,
+                      f"no partition {topic_name}-{partition_id}")
+    preferred = election_type is ElectionType.PREFERRED
+    if (part.leader == part.preferred_leader) if preferred else part.has_leader:
+        return answer(ErrorCode.election_not_needed, None)
+    record, _outcome = elect(
+        topic.topic_id, partition_id, part, is_acceptable=image.is_usable,
+        election=Election.PREFERRED if preferred else Election.ONLINE, unclean=not preferred,
+    )
+    if record is None:
+        if preferred:
+            return answer(ErrorCode.preferred_leader_not_available,
+                          f"preferred replica {part.preferred_leader} of "
+                          f"{topic_name}-{partition_id} is not in the ISR or not usable")
+        return answer(ErrorCode.eligible_leaders_not_available,
+                      f"no replica of {topic_name}-{partition_id} is usable")
+    records.append(record)
+    return answer(ErrorCode.none)
 
 
 def records_for_brokers_leaving(

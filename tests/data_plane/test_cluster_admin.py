@@ -1,8 +1,9 @@
 """Admin writes a Kafka user expects, against a real 3-node cluster:
 CreatePartitions (KIP-195), IncrementalAlterConfigs (KIP-339) and the legacy
-AlterConfigs, from confluent-kafka, kafka-python and the `raftlog` CLI. Each
-is forwarded by a broker to the active controller; a changed topic config
-reaches the partitions' open logs (max.message.bytes refuses a record)."""
+AlterConfigs, ElectLeaders (KIP-460), from confluent-kafka, kafka-python and
+the `raftlog` CLI. Each is forwarded by a broker to the active controller; a
+changed topic config reaches the partitions' open logs (max.message.bytes
+refuses a record)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -278,3 +279,65 @@ def test_cli_delete_records(cluster: LocalCluster) -> None:
     bad = cli("delete-records", "--topic", "clitrim", "--partition", "4", "--offset", "1",
               "--bootstrap-server", b)
     assert bad.returncode == 2 and "no partition 4" in bad.stderr
+
+
+def _leader_and_isr(admin: AdminClient, topic: str, partition: int) -> tuple[int, list[int]]:
+    meta = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
+    return int(meta.leader), sorted(int(r) for r in meta.isrs)
+
+
+def test_preferred_leader_election_after_a_broker_returns(cluster: LocalCluster) -> None:
+    """Runs last in this module: it restarts broker 1. Leadership that moved
+    away when broker 1 died goes back to it (its preferred replica) on
+    ElectLeaders, not only after ``leader.imbalance.check.interval.seconds``."""
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("elect", replica_assignment=[[1, 2, 3], [2, 3, 1]],
+                                  num_partitions=2)])[
+        "elect"].result(15)
+    cluster.wait_topic("elect", 2)
+
+    done = cli("leader-election", "--election-type", "preferred", "--topic", "elect",
+               "--partition", "0", "--bootstrap-server", bootstrap)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Valid replica already elected for partitions elect-0"
+
+    cluster.kill(1)
+    survivors = AdminClient({"bootstrap.servers": ",".join(
+        f"{cluster.layout.host}:{n.kafka_port}" for n in cluster.layout.brokers if n.node_id != 1)})
+
+    def moved() -> None:
+        assert _leader_and_isr(survivors, "elect", 0)[0] in (2, 3)
+    eventually(moved, 20)
+    answer = survivors.elect_leaders(ElectionType.PREFERRED,
+                                     [TopicPartition("elect", 0)]).result(15)
+    (error,) = answer.values()
+    assert error is not None and error.name() == "PREFERRED_LEADER_NOT_AVAILABLE"
+    refused = cli("leader-election", "--election-type", "PREFERRED", "--topic", "elect",
+                  "--partition", "0", "--bootstrap-server", bootstrap)
+    assert refused.returncode == 2
+    assert "Error completing leader election (PREFERRED) for partition: elect-0: " \
+        "PREFERRED_LEADER_NOT_AVAILABLE" in refused.stderr
+
+    cluster.start(1)
+    cluster.wait_ready(40)
+
+    def back_in_isr() -> None:
+        leader, isr = _leader_and_isr(admin, "elect", 0)
+        assert isr == [1, 2, 3] and leader != 1
+    eventually(back_in_isr, 30)
+    elected = cli("leader-election", "--election-type", "preferred", "--all-topic-partitions",
+                  "--bootstrap-server", bootstrap)
+    assert elected.returncode == 0, elected.stderr
+    first = elected.stdout.splitlines()[0]
+    assert first.startswith("Successfully completed leader election (PREFERRED) for partitions ")
+    assert "elect-0" in first.split("partitions ", 1)[1].split(", ")
+    assert "elect-1" not in elected.stdout  # led by its preferred replica all along
+
+    def back_to_preferred() -> None:
+        assert _leader_and_isr(admin, "elect", 0) == (1, [1, 2, 3])
+    eventually(back_to_preferred, 10)
+    # Now nothing needs an election: confluent-kafka reports it per partition.
+    answer = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(15)
+    (error,) = answer.values()
+    assert error is not None and error.name() == "ELECTION_NOT_NEEDED"
