@@ -67,7 +67,7 @@ async def handle_list_offsets(api: BrokerApiContext, ctx: RequestContext, reques
 
 def _list_offset(p: Partition, timestamp: int, read_committed: bool = False
                  ) -> dict[str, object]:
-    bound = p.txn.last_stable_offset(p.high_watermark) if read_committed else p.high_watermark
+    bound = p.last_stable_offset if read_committed else p.high_watermark
     if timestamp == EARLIEST_TIMESTAMP:
         return {"offset": p.log.log_start_offset, "leader_epoch": _epoch_at(p.log, p.log.log_start_offset)}
     if timestamp == LATEST_TIMESTAMP:

@@ -201,6 +201,17 @@ class Partition:
         return self.log.log_end_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """`_last_stable_offset` at the current high watermark."""
+        return self._last_stable_offset(self._high_watermark)
+
+    def _last_stable_offset(self, hw: int) -> int:
+        """The LSO: ``min(hw, first unstable offset)``, never below the log
+        start (Kafka's ``maybeIncrementFirstUnstableOffset``): DeleteRecords
+        up to the HW may pass an open transaction's first offset."""
+        return max(self.txn.last_stable_offset(hw), self.log.log_start_offset)
+
+    @property
     def leader_epoch_start_offset(self) -> int | None:
         """Where the current leader epoch began (leaders only)."""
         return self._leader.epoch_start_offset if self._leader is not None else None
@@ -639,7 +650,7 @@ class Partition:
             records=records,
             leader_id=self._leader_id,
             leader_epoch=self._leader_epoch,
-            last_stable_offset=self.txn.last_stable_offset(hw),
+            last_stable_offset=self._last_stable_offset(hw),
             aborted_transactions=aborted,
         )
         if follower and fetch_offset == leo == hw and replica_id in leader.isr:
@@ -649,7 +660,7 @@ class Partition:
     def _consumer_read_bound(self, request: FetchPartition) -> int:
         """A consumer reads below the HW, or below the LSO with READ_COMMITTED (KIP-98)."""
         if request.read_committed:
-            return self.txn.last_stable_offset(self._high_watermark)
+            return self._last_stable_offset(self._high_watermark)
         return self._high_watermark
 
     def idle_fetch(
@@ -739,7 +750,7 @@ class Partition:
             diverging_epoch=diverging_epoch,
             leader_id=self._leader_id,
             leader_epoch=self._leader_epoch,
-            last_stable_offset=self.txn.last_stable_offset(self._high_watermark),
+            last_stable_offset=self._last_stable_offset(self._high_watermark),
             aborted_transactions=aborted_transactions,
         )
 

@@ -173,3 +173,19 @@ def test_reopen_with_the_log_start_inside_a_batch() -> None:
     again = reopened.append_records(batch(7, 0, n=10), Acks.LEADER, 0)
     assert (again.error, again.base_offset) == (ErrorCode.none, 0)
     assert reopened.append_records(batch(7, 10), Acks.LEADER, 0).error == ErrorCode.none
+
+
+def test_the_lso_never_falls_below_the_log_start() -> None:
+    """DeleteRecords may move the log start past an open transaction's first
+    offset (it is bounded by the HW, not the LSO). Kafka then reports the
+    log start as the LSO; below it a read_committed consumer that seeks to
+    the end (ListOffsets latest) would land before the log start."""
+    c = Cluster()
+    c.apply(state(1, 1))
+    leader = c.parts[1]
+    assert leader.append_records(batch(7, 0, txn=True), Acks.LEADER, 0).error == ErrorCode.none
+    assert leader.append_records(batch(9, 0, n=10), Acks.LEADER, 0).error == ErrorCode.none
+    c.replicate(2, 3)
+    assert (leader.high_watermark, leader.last_stable_offset) == (14, 0)
+    assert leader.delete_records(10)[:2] == (ErrorCode.none, 10)
+    assert leader.last_stable_offset == 10
