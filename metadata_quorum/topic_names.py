@@ -13,6 +13,11 @@ from __future__ import annotations
 import re
 
 MAX_TOPIC_NAME_LENGTH = 249
+#: Kafka's ``Topic.INTERNAL_TOPICS``: the coordinators' topics. Metadata
+#: marks them internal; clients may not produce to them.
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 

@@ -25,8 +25,6 @@ from raftlog.net.errors import ErrorCode
 __all__ = ("handle_find_coordinator",)
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
-TXN_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 _Found = tuple[ErrorCode, str | None, int, str, int]
 
@@ -53,16 +51,14 @@ async def handle_find_coordinator(api: BrokerApiContext, ctx: RequestContext,
 def _find(api: BrokerApiContext, key_type: int, key: str) -> _Found:
     coordinators = api.coordinators
     if key_type == KEY_TYPE_GROUP:
-        name, partitions, configs = (OFFSETS_TOPIC, coordinators.offsets_topic_partitions,
-                                     OFFSETS_TOPIC_CONFIGS)
+        name = OFFSETS_TOPIC
     elif key_type == KEY_TYPE_TRANSACTION:
-        name, partitions, configs = (TRANSACTION_STATE_TOPIC,
-                                     coordinators.txn_topic_partitions, TXN_TOPIC_CONFIGS)
+        name = TRANSACTION_STATE_TOPIC
     else:
         return _unavailable(ErrorCode.invalid_request, f"unknown key type {key_type}")
     topic = api.image.topic_by_name(name)
     if topic is None:
-        coordinators.ensure_internal_topic(name, partitions, configs)
+        coordinators.ensure_internal_topic_named(name)
         return _unavailable(ErrorCode.coordinator_not_available, f"creating {name}")
     coordinators.groups_or_start()
     # Both topics hash the key the same way (Utils.abs(hashCode) % partitions).

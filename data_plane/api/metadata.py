@@ -10,7 +10,8 @@ always before v4). The broker forwards a CreateTopics with
 defaults) and answers LEADER_NOT_AVAILABLE for it (the client retries until
 the topic is in this broker's image); a refused creation (bad name, too few
 brokers) answers the controller's error instead. Otherwise an unknown topic
-is UNKNOWN_TOPIC_OR_PARTITION.
+is UNKNOWN_TOPIC_OR_PARTITION. The internal topics are created the way the
+coordinators need them, whatever ``auto.create.topics.enable`` says.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kio.static.primitive import i16, i32, i32Timedelta
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, UNREQUESTED_OPERATIONS, BrokerApiContext
 from metadata_quorum.image import TopicImage
+from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -57,7 +59,12 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
             elif topic_id is not None and topic_id != _ZERO_UUID:
                 topic = image.topics.get(topic_id)
             if topic is None:
-                if name and _may_auto_create(api, ctx, request):
+                if name and str(name) in INTERNAL_TOPICS:
+                    # Created only as the coordinators need them (partitions,
+                    # replication factor, compaction), never with the user
+                    # defaults (Kafka's AutoTopicCreationManager does the same).
+                    error = _create_internal(api, str(name))
+                elif name and _may_auto_create(api, ctx, request):
                     error = await _auto_create(api, str(name))
                 else:
                     error = (ErrorCode.unknown_topic_id
@@ -78,6 +85,13 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
         "topics": topics,
         "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
     })
+
+
+def _create_internal(api: BrokerApiContext, name: str) -> ErrorCode:
+    """Start creating the internal topic ``name`` as FindCoordinator would;
+    LEADER_NOT_AVAILABLE meanwhile (clients retry)."""
+    api.coordinators.ensure_internal_topic_named(name)
+    return ErrorCode.leader_not_available
 
 
 def _may_auto_create(api: BrokerApiContext, ctx: RequestContext, request: Any) -> bool:
@@ -129,7 +143,7 @@ def _topic(api: BrokerApiContext, topic: TopicImage) -> dict[str, object]:
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
-        "is_internal": topic.name.startswith("__"),
+        "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": partitions,
         "topic_authorized_operations": UNREQUESTED_OPERATIONS,
     }

@@ -2,7 +2,8 @@
 acks=all, waits in the produce purgatory. Per-partition errors are the
 core's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, REQUEST_TIMED_OUT...).
-acks=0 gets no response at all, as in Kafka.
+acks=0 gets no response at all, as in Kafka. The internal topics refuse
+clients' records (INVALID_TOPIC_EXCEPTION).
 
 Transactional produce (a transactional id) appends like any idempotent
 produce; the partition's producer state fences older epochs
@@ -19,10 +20,16 @@ from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
 from data_plane.api.encoders import ProducePartitionData, encode_produce_response
 from data_plane.broker.replica_manager import ProduceOutcome
 from data_plane.replication.types import AppendResult, TopicPartition
+from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.net import NO_RESPONSE, EncodedBody, RequestContext
 from raftlog.net.errors import ErrorCode
 
-__all__ = ("MAX_PRODUCE_TIMEOUT_MS", "handle_produce")
+__all__ = ("ADMIN_CLIENT_ID", "MAX_PRODUCE_TIMEOUT_MS", "handle_produce")
+
+#: Kafka's ``AdminUtils.ADMIN_CLIENT_ID``: the one client id that may
+#: produce to an internal topic (repair tools); anyone else gets
+#: INVALID_TOPIC_EXCEPTION, as from Kafka's ReplicaManager.
+ADMIN_CLIENT_ID = "__admin_client"
 
 # Clamp for a hostile request.timeout.ms (Kafka bounds it by the int32 only;
 # a week-long wait would pin memory for nothing).
@@ -47,6 +54,12 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
             elif key[1] < 0:
                 early[key] = ProduceOutcome(ErrorCode.unknown_topic_or_partition,
                                             AppendResult(ErrorCode.unknown_topic_or_partition))
+            elif key[0] in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                # The coordinators' own records only: one a client wrote
+                # would be replayed by the group or transaction coordinator.
+                early[key] = ProduceOutcome(ErrorCode.invalid_topic_exception, AppendResult(
+                    ErrorCode.invalid_topic_exception,
+                    error_message=f"Cannot append to internal topic {key[0]}"))
             else:
                 entries[key] = bytes(part.records or b"")
         order.append((str(topic.name), indexes))

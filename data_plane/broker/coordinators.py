@@ -45,6 +45,12 @@ INTERNAL_TOPIC_REPLICATION_FACTOR = 3
 #: The broker setting that gives each internal topic its replication factor.
 _RF_SETTING = {GROUP_METADATA_TOPIC: "offsets.topic.replication.factor",
                TRANSACTION_STATE_TOPIC: "transaction.state.log.replication.factor"}
+#: Each internal topic's own configs (Kafka's offsets.topic.segment.bytes and
+#: transaction.state.log.segment.bytes defaults; compacted).
+INTERNAL_TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
+    GROUP_METADATA_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600"},
+    TRANSACTION_STATE_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600"},
+}
 
 
 class BrokerCoordinators:
@@ -99,6 +105,14 @@ class BrokerCoordinators:
             await self.transactions.close()
             await self.groups.close()
         await self.producer_ids.close()
+
+    def ensure_internal_topic_named(self, name: str) -> None:
+        """`ensure_internal_topic` for ``__consumer_offsets`` or
+        ``__transaction_state``, with its partition count and configs
+        (FindCoordinator, and a Metadata request naming one)."""
+        partitions = (self.offsets_topic_partitions if name == GROUP_METADATA_TOPIC
+                      else self.txn_topic_partitions)
+        self.ensure_internal_topic(name, partitions, INTERNAL_TOPIC_CONFIGS[name])
 
     def ensure_internal_topic(self, name: str, partitions: int,
                               configs: Mapping[str, str]) -> None:

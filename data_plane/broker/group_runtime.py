@@ -134,7 +134,9 @@ class GroupCoordinatorRuntime:
         shard = GroupCoordinatorShard(partition, self.config, rng=self._rng)
         count = 0
         for batch in _log_batches(p.log):
-            shard.load_batch(batch)
+            for why in shard.load_batch(batch):
+                log.warning("%s-%d: skipping an unreadable record (%s)", OFFSETS_TOPIC,
+                            partition, why)
             count += 1
         shard.complete_load(self.now_ms())
         self._slots[partition] = _Slot(shard, p.leader_epoch)

@@ -9,10 +9,12 @@ tools pointed at raftlog would look for a group on the wrong broker.
 
 from __future__ import annotations
 
+from metadata_quorum.topic_names import GROUP_METADATA_TOPIC
+
 #: ``offsets.topic.num.partitions`` default (Kafka).
 DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS = 50
 #: The internal topic's name.
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = GROUP_METADATA_TOPIC
 
 _INT32_MIN = -(2**31)
 

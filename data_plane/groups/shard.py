@@ -48,6 +48,7 @@ from .model import (
 )
 from .offset_commands import OffsetCommands
 from .records import (
+    CorruptOffsetsRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -235,8 +236,15 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
             if committed and group_id not in self._groups:
                 self._groups[group_id] = ClassicGroup(group_id)
 
-    def load_batch(self, batch: bytes) -> None:
-        """Replay every record of one v2 batch read from the partition."""
+    def load_batch(self, batch: bytes) -> list[str]:
+        """Replay every record of one v2 batch read from the partition.
+
+        A record that does not parse is skipped, as Kafka's loader skips keys
+        it does not know, and why is returned for the shell to log: it
+        cannot be a coordinator's own record (clients could write there
+        before produce to internal topics was refused), and a broker that
+        stopped at it would stop again at every restart."""
+        skipped: list[str] = []
         header = parse_header(batch)
         for record in decode_records(batch):
             if header.is_control:
@@ -245,7 +253,11 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
                     self.replay_txn_marker(header.producer_id, kind is ControlRecordType.COMMIT)
                 continue
             pid = header.producer_id if header.is_transactional else None
-            self.replay_record(record.key, record.value, producer_id=pid)
+            try:
+                self.replay_record(record.key, record.value, producer_id=pid)
+            except CorruptOffsetsRecordError as e:
+                skipped.append(f"offset {record.offset}: {e}")
+        return skipped
 
     def complete_load(self, now_ms: int) -> int | None:
         """After replay: start every loaded member's session clock. Returns the next deadline."""

@@ -26,9 +26,9 @@ import struct
 from dataclasses import dataclass
 
 from data_plane.txn.txn_metadata import TxnMetadata, TxnState
+from metadata_quorum.topic_names import GROUP_METADATA_TOPIC as GROUP_METADATA_TOPIC
+from metadata_quorum.topic_names import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE_TOPIC
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 DEFAULT_NUM_PARTITIONS = 50
 KEY_VERSION = 0
 VALUE_VERSION = 0

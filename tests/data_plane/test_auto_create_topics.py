@@ -5,7 +5,8 @@ with the cluster's ``num.partitions`` / ``default.replication.factor`` and
 its records delivered. A client that disallows auto-creation (Metadata v4+
 ``allow_auto_topic_creation=false``, as consumers send) creates nothing, and
 a broker with ``auto.create.topics.enable=false`` answers
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION. The internal topics are never created with the
+user defaults, and clients cannot produce to them.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.types import TopicName
 
 from data_plane.api.common import BrokerApiContext
+from data_plane.broker.coordinators import INTERNAL_TOPIC_CONFIGS
 from data_plane.kafka_api import broker_handlers
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
@@ -56,6 +58,55 @@ def test_a_producer_creates_a_missing_topic_with_the_cluster_defaults(
     assert sorted(meta.partitions) == [0, 1, 2]
     assert all(len(p.replicas) == 3 for p in meta.partitions.values())
     assert {p for p, _ in delivered} <= {0, 1, 2}
+
+
+@pytest.mark.slow
+def test_producing_to_an_internal_topic_is_refused_and_creates_it_as_the_coordinators_need(
+    cluster: LocalCluster,
+) -> None:
+    """A producer naming ``__consumer_offsets`` before any group existed used
+    to auto-create it with the user defaults (here 3 partitions, no
+    compaction) and write its record there. The group coordinator hashes
+    over ``offsets.topic.num.partitions`` (50), so every later JoinGroup
+    failed (UNKNOWN_SERVER_ERROR), for good. Kafka creates it as
+    FindCoordinator would and refuses the record (INVALID_TOPIC_EXCEPTION)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    outcomes: list[str] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 20_000})
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        producer.produce(topic, b"not a coordinator record", key=b"junk", partition=0,
+                         on_delivery=lambda err, msg: outcomes.append(
+                             "delivered" if err is None else err.name()))
+    producer.flush(30)
+    assert outcomes == ["TOPIC_EXCEPTION", "TOPIC_EXCEPTION"]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        cluster.wait_topic(topic, 50)
+        resource = ConfigResource("topic", topic)
+        configs = admin.describe_configs([resource])[resource].result(10)
+        assert configs["cleanup.policy"].value == INTERNAL_TOPIC_CONFIGS[topic]["cleanup.policy"]
+
+    # A consumer group works: commit, then read the commit back.
+    producer.produce("after-junk", b"v")
+    producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g-junk",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["after-junk"])
+        message = None
+        for _ in range(60):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                break
+        assert message is not None and message.error() is None, message and message.error()
+        consumer.commit(message=message, asynchronous=False)
+        (committed,) = consumer.committed(
+            [TopicPartition("after-junk", message.partition())], timeout=10)
+        assert committed.offset == message.offset() + 1
+    finally:
+        consumer.close()
 
 
 @pytest.mark.slow

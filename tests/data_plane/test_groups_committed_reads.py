@@ -51,3 +51,31 @@ def test_results_without_offsets_carry_no_write_id() -> None:
     shard = GroupCoordinatorShard(0, rng=random.Random(1))
     result = shard.tick(5_000)
     assert result.write_id is None
+
+
+def test_loading_skips_a_record_that_does_not_parse() -> None:
+    """A garbage record in the partition (a client could produce to
+    ``__consumer_offsets`` before that was refused) is skipped on load, with
+    the reason returned; the commits around it still load. The load used to
+    raise CorruptOffsetsRecordError there."""
+    from data_plane.groups.records import (
+        OffsetCommitKey,
+        OffsetCommitValue,
+        encode_key,
+        encode_offset_commit_value,
+    )
+    from raftlog.records import BatchBuilder
+
+    def commit_record(offset: int) -> tuple[bytes, bytes]:
+        return (encode_key(OffsetCommitKey("g", "t", 0)), encode_offset_commit_value(
+            OffsetCommitValue(offset=offset, leader_epoch=-1, metadata="",
+                              commit_timestamp_ms=1_000)))
+
+    builder = BatchBuilder()
+    for key, value in (commit_record(10), (b"\xff\xfejunk", b"garbage"), commit_record(20)):
+        builder.append(value, key=key, timestamp_ms=1_000)
+    shard = GroupCoordinatorShard(0, rng=random.Random(1))
+    skipped = shard.load_batch(builder.build())
+    assert len(skipped) == 1 and skipped[0].startswith("offset 1: ")
+    shard.complete_load(1_000)
+    assert fetched(shard) == 20
