@@ -196,6 +196,11 @@ async def run_node(
         listener=listener,
     )
     servers: list[KafkaProtocolServer] = []
+    # Started once the broker has registered and caught up with the metadata
+    # log (`_serve_when_caught_up`), as Kafka enables request processing only
+    # then: before, Metadata and FindCoordinator would answer from a
+    # half-replayed image (no topics, no unfenced brokers).
+    broker_servers: list[KafkaProtocolServer] = []
     if service is not None:
         service.attach(driver)
         handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
@@ -241,7 +246,7 @@ async def run_node(
         for broker_address in config.listeners:
             if broker_address.name in config.controller_listener_names:
                 continue
-            servers.append(
+            broker_servers.append(
                 KafkaProtocolServer(
                     broker_address.host,
                     broker_address.port,
@@ -283,6 +288,11 @@ async def run_node(
                 _snapshot_loop(driver, broker_listener.snapshots, stop), name="metadata-snapshots"
             )
         )
+    if broker_servers:
+        assert publisher is not None
+        background.append(asyncio.create_task(
+            _serve_when_caught_up(publisher, broker_servers, servers, stop),
+            name="broker-listeners"))
     waits: set[asyncio.Future[object]] = {
         asyncio.ensure_future(stop.wait()),
         asyncio.ensure_future(driver.wait_stopped()),
@@ -324,6 +334,25 @@ async def run_node(
     await asyncio.gather(*waits, return_exceptions=True)
     log.info("node %d stopped", config.node_id)
     return status
+
+
+async def _serve_when_caught_up(
+    publisher: MetadataPublisher, broker_servers: list[KafkaProtocolServer],
+    started: list[KafkaProtocolServer], stop: asyncio.Event,
+) -> None:
+    """Open the broker listeners once the publisher's gate opens; a listener
+    that cannot bind stops the node (as a port in use at start-up would)."""
+    await publisher.wait_gate_open()
+    for server in broker_servers:
+        try:
+            await server.start()
+        except OSError as e:
+            log.critical("cannot listen on %s:%d: %s; exiting", server.host, server.port, e)
+            stop.set()
+            return
+        started.append(server)
+    log.info("caught up with the metadata log: serving %s",
+             ", ".join(f"{s.listener_name}://{s.host}:{s.port}" for s in broker_servers))
 
 
 def broker_lifecycle_config(config: NodeConfig, cluster_id: str) -> LifecycleConfig:

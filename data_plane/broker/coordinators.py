@@ -146,7 +146,7 @@ class BrokerCoordinators:
             try:
                 response: Any = await self.metadata.forward(CREATE_TOPICS, request)
                 errors = [(t.name, t.error_code, t.error_message) for t in response.topics
-                          if t.error_code != ErrorCode.none]
+                          if t.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists)]
                 if errors:
                     log.warning("creating internal topic %s: %s", name, errors)
                 else:

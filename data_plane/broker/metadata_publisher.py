@@ -26,6 +26,7 @@ side: it is logged and re-raised, so the driver fails and the node stops
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -57,6 +58,7 @@ class MetadataPublisher:
         # The data side hears nothing until the gate opens (`open_gate`):
         # the last image handed to the subscribers, None before the first.
         self._gate_open = False
+        self._gate_opened = asyncio.Event()
         self._delivered: MetadataImage | None = None
 
     @property
@@ -92,11 +94,16 @@ class MetadataPublisher:
         if self._gate_open:
             return
         self._gate_open = True
+        self._gate_opened.set()
         if self._image is EMPTY_IMAGE:
             return  # nothing replayed yet: the first publish is the first delivery
         log.info("metadata publishing to the data side starts at offset %d",
                  self._image.provenance.last_offset)
         self._deliver(self._image)
+
+    async def wait_gate_open(self) -> None:
+        """Until `open_gate`: this broker registered and caught up."""
+        await self._gate_opened.wait()
 
     def on_publish(self, hook: Callable[[MetadataImage], None]) -> None:
         """An internal hook (the lifecycle), run before the subscribers."""
