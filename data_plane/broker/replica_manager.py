@@ -72,6 +72,7 @@ from data_plane.replication.types import (
 from data_plane.txn.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from data_plane.txn.replica_state import ReplicaTxnState
 from metadata_quorum.image import MetadataImage
+from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
 from raftlog.storage import ConfigError, FileSystem, Log, RealFileSystem
@@ -431,11 +432,17 @@ class ReplicaManager:
         """DeleteRecords: per partition we lead, move the log start offset
         (`Partition.delete_records`), then wait (DelayedDeleteRecords) until
         every eligible replica's log start reached it or ``timeout_ms``
-        passes. Per partition: (error, low watermark, message)."""
+        passes. Per partition: (error, low watermark, message). The internal
+        topics refuse (INVALID_TOPIC_EXCEPTION), as in Kafka."""
         now = self.now_ms()
         results: dict[TopicPartition, tuple[ErrorCode, int, str | None]] = {}
         targets: dict[TopicPartition, int] = {}
         for key, offset in offsets.items():
+            if key[0] in INTERNAL_TOPICS:
+                # Kafka's deleteRecordsOnLocalLog: the coordinators' state.
+                results[key] = (ErrorCode.invalid_topic_exception, -1,
+                                f"Cannot delete records of internal topic {key[0]}")
+                continue
             hosted = self.partitions.get(key)
             if hosted is None:
                 results[key] = (self.missing_partition_error(key), -1, None)

@@ -114,10 +114,15 @@ async def _wait_through_the_replica_manager() -> None:
     for i in range(3):
         out = await manager.append_records({key: batch(i)}, acks=-1, timeout_ms=1000)
         assert out[key].error == ErrorCode.none
-    results = await manager.delete_records({key: 2, ("t", 7): 1, ("nope", 0): 1}, timeout_ms=1000)
+    results = await manager.delete_records(
+        {key: 2, ("t", 7): 1, ("nope", 0): 1, ("__consumer_offsets", 0): 1}, timeout_ms=1000)
     assert results[key][:2] == (ErrorCode.none, 2)
     assert results[("t", 7)][0] == ErrorCode.unknown_topic_or_partition
     assert results[("nope", 0)][0] == ErrorCode.unknown_topic_or_partition
+    # The coordinators' state is not the user's to delete (Kafka's rule).
+    assert results[("__consumer_offsets", 0)] == (
+        ErrorCode.invalid_topic_exception, -1,
+        "Cannot delete records of internal topic __consumer_offsets")
     hosted = manager.get(key)
     assert hosted is not None and hosted.partition.log.log_start_offset == 2
     assert (await manager.delete_records({key: 9}, timeout_ms=1000))[key][0] \
