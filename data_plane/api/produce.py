@@ -82,6 +82,7 @@ def _partition(index: int, outcome: ProduceOutcome) -> ProducePartitionData:
         index=index,
         error_code=outcome.error,  # an IntEnum: no `.value` lookup per partition
         base_offset=append.base_offset if ok else -1,
+        log_append_time_ms=append.log_append_time_ms if ok else -1,
         log_start_offset=append.log_start_offset if ok else -1,
         error_message=None if ok else append.error_message,
     )

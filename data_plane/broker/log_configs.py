@@ -138,6 +138,7 @@ def log_config(topic_config: Mapping[str, str]) -> LogConfig:
         "flush.messages": topic_config["flush.messages"],
         "flush.ms": topic_config["flush.ms"],
         "message.max.bytes": topic_config["max.message.bytes"],
+        "message.timestamp.type": topic_config["message.timestamp.type"],
     })
 
 

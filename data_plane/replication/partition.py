@@ -412,6 +412,9 @@ class Partition:
             log_start_offset=self.log.log_start_offset,
             leader_epoch=leader.leader_epoch,
             records_count=info.records_count,
+            log_append_time_ms=(info.max_timestamp
+                                if self.log.config.message_timestamp_type == "LogAppendTime"
+                                else -1),
         )
 
     def _rejected_or_duplicate(self, verdict: AppendVerdict, leader_epoch: int) -> AppendResult:

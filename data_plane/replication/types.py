@@ -126,6 +126,9 @@ class AppendResult:
     leader_epoch: int = -1
     records_count: int = 0
     error_message: str | None = None
+    # The leader's stamp for message.timestamp.type=LogAppendTime, else -1
+    # (the produce response's log_append_time_ms).
+    log_append_time_ms: int = -1
 
     @property
     def required_offset(self) -> int:

@@ -28,6 +28,7 @@ from .batch import (
     iter_batches,
     parse_header,
     rewrite_base_offset_and_epoch,
+    stamp_log_append_time,
     validate_batch,
     validate_batches,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "parse_control_record_key",
     "parse_header",
     "rewrite_base_offset_and_epoch",
+    "stamp_log_append_time",
     "validate_batch",
     "validate_batches",
 ]

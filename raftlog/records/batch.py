@@ -397,6 +397,38 @@ def rewrite_base_offset_and_epoch(
         ) from exc
 
 
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_OFFSET: Final = 21
+_MAX_TIMESTAMP_OFFSET: Final = 35
+
+
+def stamp_log_append_time(
+    head: bytearray | memoryview, now_ms: int, body: Buffer | None = None
+) -> None:
+    """Mark a batch LOG_APPEND_TIME with maxTimestamp ``now_ms`` and refresh
+    its CRC (Kafka's ``setMaxTimestamp(LOG_APPEND_TIME, now)`` for
+    ``message.timestamp.type=LogAppendTime``): both fields are inside the
+    CRC, the records are not touched (readers take every record's timestamp
+    from maxTimestamp).
+
+    ``head`` is the whole batch, or, with ``body``, its 61-byte header (the
+    records section follows in ``body``, which stays unread but for the CRC).
+    Raises ValueError for a read-only or short ``head``.
+    """
+    view = _view(head)
+    if view.readonly or len(view) < BATCH_HEADER_SIZE:
+        raise ValueError("stamp_log_append_time needs a writable batch header")
+    (attributes,) = _ATTRIBUTES.unpack_from(view, _ATTRIBUTES_OFFSET)
+    _ATTRIBUTES.pack_into(view, _ATTRIBUTES_OFFSET, attributes | _TIMESTAMP_TYPE_BIT)
+    _INT64.pack_into(view, _MAX_TIMESTAMP_OFFSET, now_ms)
+    if body is None:
+        size = LOG_OVERHEAD + _INT32.unpack_from(view, _BATCH_LENGTH_OFFSET)[0]
+        crc = crc32c(view[CRC_START:size])
+    else:
+        crc = crc32c(_view(body), crc32c(view[CRC_START:BATCH_HEADER_SIZE]))
+    _UINT32.pack_into(view, _CRC_OFFSET, crc)
+
+
 def pack_header(
     records: Buffer,
     *,

@@ -22,7 +22,10 @@ _KEYS: dict[str, str] = {
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
     "message.max.bytes": "message_max_bytes",
+    "message.timestamp.type": "message_timestamp_type",
 }
+#: The values of ``message.timestamp.type``.
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,9 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     # Largest record batch accepted (Kafka's max.message.bytes default).
     message_max_bytes: int = 1048588
+    # CreateTime: the producer's timestamps; LogAppendTime: the leader stamps
+    # each batch with its clock as it appends it.
+    message_timestamp_type: str = "CreateTime"
 
     def __post_init__(self) -> None:
         _check("segment.bytes", self.segment_bytes, 14, INT_MAX)
@@ -63,6 +69,9 @@ class LogConfig:
         _check("flush.messages", self.flush_messages, 1, LONG_MAX)
         _check("flush.ms", self.flush_ms, 0, LONG_MAX)
         _check("message.max.bytes", self.message_max_bytes, 0, INT_MAX)
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ConfigError("message.timestamp.type", self.message_timestamp_type,
+                              f"must be one of {', '.join(TIMESTAMP_TYPES)}")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogConfig:
@@ -71,16 +80,19 @@ class LogConfig:
         Raises `ConfigError` for an unknown key, a non-integer value, or a
         value out of range, naming the key.
         """
-        values: dict[str, int] = {}
+        values: dict[str, int | str] = {}
         for key, raw in props.items():
             name = _KEYS.get(key)
             if name is None:
                 raise ConfigError(key, raw, "unknown log configuration")
+            if name == "message_timestamp_type":
+                values[name] = str(raw).strip()
+                continue
             try:
                 values[name] = int(str(raw).strip())
             except ValueError:
                 raise ConfigError(key, raw, "not an integer") from None
-        return cls(**values)
+        return cls(**values)  # type: ignore[arg-type]  # each key parsed to its field's type
 
     def to_properties(self) -> dict[str, str]:
         """The inverse of `from_properties`: every key with its value."""

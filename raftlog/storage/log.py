@@ -51,6 +51,7 @@ from raftlog.records import (
     BatchHeader,
     RecordError,
     rewrite_base_offset_and_epoch,
+    stamp_log_append_time,
     validate_batches,
 )
 from raftlog.storage.config import LogConfig
@@ -352,8 +353,9 @@ class Log:
             if leader_epoch < latest:
                 raise InvalidEpochError(leader_epoch, latest)
             first_offset = offset = self.log_end_offset
+            append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
             buffers, batches, records_count = self._assign_offsets(
-                records, headers, offset, leader_epoch
+                records, headers, offset, leader_epoch, append_time
             )
             last_offset = batches[-1][0]
             if leader_epoch > latest:
@@ -368,8 +370,11 @@ class Log:
 
     @staticmethod
     def _assign_offsets(
-        records: BytesLike, headers: list[BatchHeader], offset: int, epoch: int
+        records: BytesLike, headers: list[BatchHeader], offset: int, epoch: int,
+        append_time: int | None = None,
     ) -> tuple[list[BytesLike], list[tuple[int, int, int]], int]:
+        """``append_time``: ``message.timestamp.type=LogAppendTime``, each
+        batch is stamped with it (`stamp_log_append_time`)."""
         view = memoryview(records)
         in_place = isinstance(records, bytearray)
         buffers: list[BytesLike] = [records] if in_place else []
@@ -385,14 +390,20 @@ class Log:
                 )
             size = header.size_in_bytes
             if in_place:
+                if append_time is not None:
+                    stamp_log_append_time(view[position : position + size], append_time)
                 rewrite_base_offset_and_epoch(view, position, offset, epoch)
             else:
                 head = bytearray(view[position : position + BATCH_HEADER_SIZE])
+                body = view[position + BATCH_HEADER_SIZE : position + size]
+                if append_time is not None:
+                    stamp_log_append_time(head, append_time, body)
                 rewrite_base_offset_and_epoch(head, 0, offset, epoch)
                 buffers.append(head)
-                buffers.append(view[position + BATCH_HEADER_SIZE : position + size])
+                buffers.append(body)
             offset += count
-            batches.append((offset - 1, header.max_timestamp, size))
+            batches.append((offset - 1,
+                            header.max_timestamp if append_time is None else append_time, size))
             records_count += count
             position += size
         return buffers, batches, records_count

@@ -201,3 +201,42 @@ def test_leader_change_mid_produce_keeps_every_acked_record(cluster: ClusterThre
     by_offset = {o: v for _, o, v in got}
     for (_, offset), value in acked.items():
         assert by_offset.get(offset) == value
+
+
+def test_log_append_time_topic_answers_the_brokers_timestamps(cluster: ClusterThread) -> None:
+    """``message.timestamp.type=LogAppendTime``: the producer's delivery
+    report (the produce response's log_append_time_ms) and the consumer both
+    see the leader's append time as a LOG_APPEND_TIME timestamp, not the
+    producer's. The setting used to be accepted and ignored."""
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+
+    bootstrap = cluster.cluster.bootstrap_servers
+    cluster.call(cluster.cluster.controller.create_topic, "stamped", 1, 3,
+                 {"min.insync.replicas": "2", "message.timestamp.type": "LogAppendTime"})
+    _create(cluster, "plain", 1)
+    cluster.run(cluster.cluster.wait_until(lambda: any(
+        k[0] == "stamped" and h.partition.is_leader
+        for b in cluster.cluster.brokers.values() for k, h in b.replicas.partitions.items())))
+    old = 1_000_000_000_000  # 2001
+    reports: dict[str, tuple[int, int]] = {}
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    before = int(time.time() * 1000)
+    for topic in ("stamped", "plain"):
+        producer.produce(topic, b"v", timestamp=old, on_delivery=lambda err, msg: reports.update(
+            {msg.topic(): msg.timestamp()}) if err is None else None)
+    assert producer.flush(30) == 0
+    after = int(time.time() * 1000)
+    kind, stamp = reports["stamped"]
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= stamp <= after
+    assert reports["plain"] == (TIMESTAMP_CREATE_TIME, old)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ts",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP("stamped", 0, 0)])
+    message = None
+    for _ in range(40):
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            break
+    consumer.close()
+    assert message is not None and message.error() is None
+    assert message.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, stamp)

@@ -24,9 +24,11 @@ def test_defaults_are_kafkas() -> None:
 
 def test_from_properties_parses_kafka_names() -> None:
     c = LogConfig.from_properties(
-        {"segment.bytes": "2048", "flush.messages": "1", "retention.ms": "-1"}
+        {"segment.bytes": "2048", "flush.messages": "1", "retention.ms": "-1",
+         "message.timestamp.type": "LogAppendTime"}
     )
     assert (c.segment_bytes, c.flush_messages, c.retention_ms) == (2048, 1, -1)
+    assert c.message_timestamp_type == "LogAppendTime"
     assert c.flushes_every_append
     assert LogConfig.from_properties(c.to_properties()) == c
 
@@ -39,6 +41,7 @@ def test_from_properties_parses_kafka_names() -> None:
         ("flush.messages", "0"),
         ("retention.bytes", "-2"),
         ("segment.ms", "abc"),
+        ("message.timestamp.type", "WallClock"),
         ("no.such.key", "1"),
     ],
 )

@@ -16,6 +16,7 @@ from raftlog.storage import (
     InvalidRecordBatchError,
     Log,
     LogClosedError,
+    LogConfig,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
@@ -47,6 +48,34 @@ def test_leader_append_assigns_offsets_and_epoch_without_touching_the_crc(
     headers = [h for h, _ in iter_batches(read_all(log))]  # iter_batches checks CRCs
     assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 4), (3, 4), (5, 4)]
     assert log.epoch_entries == [EpochEntry(4, 0)]
+
+
+@pytest.mark.parametrize("buffer", [bytes, bytearray])
+def test_log_append_time_stamps_each_batch_with_the_leaders_clock(
+    open_log: OpenLog, buffer: Callable[[bytes], bytes | bytearray],
+) -> None:
+    """``message.timestamp.type=LogAppendTime``: whatever the producer's
+    timestamps, each batch gets maxTimestamp = the append time and the
+    LOG_APPEND_TIME attribute, with a fresh CRC (the records are untouched;
+    readers take their timestamps from maxTimestamp). CreateTime keeps them."""
+    from raftlog.records import TimestampType, decode_records
+
+    log = open_log(message_timestamp_type="LogAppendTime")
+    old = 1_000_000_000_000
+    info = log.append_as_leader(buffer(make_batch(2, timestamp_ms=old) + make_batch(
+        3, timestamp_ms=old + 5)), leader_epoch=0, now_ms=T0)
+    assert info.max_timestamp == T0
+    data = read_all(log)
+    headers = [h for h, _ in iter_batches(data)]  # checks every CRC
+    assert [(h.timestamp_type, h.max_timestamp) for h in headers] == [
+        (TimestampType.LOG_APPEND_TIME, T0)] * 2
+    assert {r.timestamp for r in decode_records(data)} == {T0}
+    # Listing offsets by time and rolling by segment.ms see the append time.
+    assert log.active_segment.max_timestamp == T0
+    log.reconfigure(LogConfig())  # back to CreateTime: the producer's timestamps stay
+    log.append_as_leader(buffer(make_batch(1, timestamp_ms=old)), leader_epoch=0, now_ms=T0)
+    ((header, _),) = iter_batches(read_all(log, 5))
+    assert (header.timestamp_type, header.max_timestamp) == (TimestampType.CREATE_TIME, old)
 
 
 def test_leader_append_rewrites_a_bytearray_in_place(open_log: OpenLog) -> None:
