@@ -85,7 +85,7 @@ TXN_OFFSET_COMMIT = 28
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     PRODUCE: (3, 9),
     FETCH: (4, 16),
-    LIST_OFFSETS: (1, 6),
+    LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     CREATE_TOPICS: (2, 7),

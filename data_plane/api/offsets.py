@@ -1,11 +1,13 @@
-"""ListOffsets (v1-6) and OffsetForLeaderEpoch (v2-4), answered by the leader.
+"""ListOffsets (v1-7) and OffsetForLeaderEpoch (v2-4), answered by the leader.
 
 ListOffsets: earliest (-2) is the log start offset, latest (-1) the high
 watermark (the last stable offset for READ_COMMITTED) (consumers never see past it; OFFSET_NOT_AVAILABLE while a new
 leader's HW is still below its epoch start, KIP-207), and a timestamp the
 first offset whose record timestamp is >= it, found through the segments'
 time indexes and batch headers (one batch is decoded to pick the record).
-Both are fenced by the current leader epoch (KIP-320).
+Max timestamp (-3, v7, KIP-734) is the record with the largest timestamp
+below that bound, from the segments' max timestamps (one batch decoded).
+All are fenced by the current leader epoch (KIP-320).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = ("handle_list_offsets", "handle_offset_for_leader_epoch", "offset_for_
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
+MAX_TIMESTAMP: Final = -3
 _SCAN_BYTES: Final = 1 << 20
 
 
@@ -74,9 +77,12 @@ def _list_offset(p: Partition, timestamp: int, read_committed: bool = False
         if p.high_watermark_is_lagging:
             return {"error_code": ErrorCode.offset_not_available}
         return {"offset": bound, "leader_epoch": _epoch_at(p.log, bound - 1)}
-    if timestamp < 0:
+    if timestamp == MAX_TIMESTAMP:
+        found = offset_of_max_timestamp(p.log, bound)
+    elif timestamp < 0:
         return {"error_code": ErrorCode.invalid_request}
-    found = offset_for_timestamp(p.log, timestamp, bound)
+    else:
+        found = offset_for_timestamp(p.log, timestamp, bound)
     if found is None:
         return {}
     offset, record_ts = found
@@ -117,6 +123,50 @@ def offset_for_timestamp(log: Log, timestamp: int, max_offset: int) -> tuple[int
             except RecordError:
                 return None
     return None
+
+
+def offset_of_max_timestamp(log: Log, max_offset: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with the largest timestamp
+    below ``max_offset`` (KIP-734), or None for an empty range.
+
+    Each segment knows its largest batch timestamp and the batch holding
+    it; only a segment whose maximum lies at or past ``max_offset`` (the
+    uncommitted tail) has its batch headers scanned. The winning batch is
+    decoded to pick the record."""
+    best: tuple[int, int] | None = None  # (timestamp, last offset of its batch)
+    for segment in log.segments:
+        if segment.base_offset >= max_offset or segment.max_timestamp < 0:
+            continue
+        candidate: tuple[int, int] | None
+        if segment.offset_of_max_timestamp < max_offset:
+            candidate = (segment.max_timestamp, segment.offset_of_max_timestamp)
+        else:
+            candidate = _max_below(segment.iter_headers(), max_offset)
+        if candidate is not None and (best is None or candidate[0] > best[0]):
+            best = candidate
+    if best is None:
+        return None
+    timestamp, last_offset = best
+    position = max(last_offset, log.log_start_offset)
+    data = log.read(position, 1, max_offset).records  # the batch holding it
+    try:
+        records = decode_records(data, validate_crc=False) if data else []
+    except RecordError:
+        return None
+    for record in records:
+        if record.timestamp == timestamp and record.offset >= log.log_start_offset:
+            return record.offset, record.timestamp
+    return None
+
+
+def _max_below(headers: Any, max_offset: int) -> tuple[int, int] | None:
+    best: tuple[int, int] | None = None
+    for header, _ in headers:
+        if header.last_offset >= max_offset:
+            break
+        if best is None or header.max_timestamp > best[0]:
+            best = (header.max_timestamp, header.last_offset)
+    return best if best is not None and best[0] >= 0 else None
 
 
 async def handle_offset_for_leader_epoch(
