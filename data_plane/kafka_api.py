@@ -34,6 +34,7 @@ from data_plane.api.admin import (
     handle_delete_records,
     handle_delete_topics,
     handle_describe_configs,
+    handle_describe_log_dirs,
     handle_elect_leaders,
     handle_incremental_alter_configs,
 )
@@ -73,7 +74,7 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
 DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
-DELETE_RECORDS, ELECT_LEADERS = 21, 43
+DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -96,6 +97,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DELETE_RECORDS: (0, 2),
     ELECT_LEADERS: (0, 2),
+    DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_COMMIT: (2, 9),
@@ -129,6 +131,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     ALTER_CONFIGS: handle_alter_configs,
     CREATE_PARTITIONS: handle_create_partitions,
     ELECT_LEADERS: handle_elect_leaders,
+    DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,
     DESCRIBE_CLUSTER: handle_describe_cluster,

@@ -3,12 +3,14 @@ IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2) and ElectLeaders (v0-2),
 forwarded to the active controller (KIP-590) at the controller's versions and
 answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
-(`ReplicaManager.delete_records`)."""
+(`ReplicaManager.delete_records`); DescribeLogDirs (v1-4), this broker's
+directories."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final
@@ -37,6 +39,7 @@ __all__ = (
     "handle_delete_records",
     "handle_delete_topics",
     "handle_describe_configs",
+    "handle_describe_log_dirs",
     "handle_elect_leaders",
     "handle_incremental_alter_configs",
 )
@@ -179,6 +182,43 @@ async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, reque
             {"name": n, "error_code": ErrorCode.request_timed_out} for n in names
         ]})
     return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+
+
+async def handle_describe_log_dirs(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """DescribeLogDirs (kafka-log-dirs.sh, ``KafkaAdminClient.describe_log_dirs``):
+    each of this broker's ``log.dirs`` with the partitions it holds (all of
+    them when ``topics`` is null), their size on disk and offset lag (Kafka's
+    ``max(HW - LEO, 0)`` for a current log; there are no future logs here),
+    and, from v4, the directory's total and usable bytes."""
+    del ctx
+    wanted = None if request.topics is None else {
+        (str(t.topic), int(p)) for t in request.topics for p in t.partitions}
+    by_dir: dict[str, dict[str, list[dict[str, object]]]] = {
+        os.path.abspath(d): {} for d in api.replicas.log_dirs}
+    for (topic, index), hosted in sorted(api.replicas.partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        p = hosted.partition
+        directory = os.path.dirname(os.path.abspath(p.log.directory))
+        by_dir.setdefault(directory, {}).setdefault(topic, []).append({
+            "partition_index": index, "partition_size": p.log.size_in_bytes,
+            "offset_lag": max(p.high_watermark - p.log_end_offset, 0), "is_future_key": False})
+    results = []
+    for directory, topics in by_dir.items():
+        try:
+            stats = os.statvfs(directory)
+            total, usable = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+            error = ErrorCode.none
+        except OSError:
+            total = usable = -1
+            error = ErrorCode.kafka_storage_error
+        results.append({"error_code": error, "log_dir": directory, "total_bytes": total,
+                        "usable_bytes": usable, "topics": [
+                            {"name": name, "partitions": parts} for name, parts in topics.items()]})
+    return build(response_class(request), {"throttle_time": NO_THROTTLE,
+                                           "error_code": ErrorCode.none, "results": results})
 
 
 # Clamp for a hostile DeleteRecords timeout (as for Produce's).

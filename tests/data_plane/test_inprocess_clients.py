@@ -240,3 +240,28 @@ def test_log_append_time_topic_answers_the_brokers_timestamps(cluster: ClusterTh
     consumer.close()
     assert message is not None and message.error() is None
     assert message.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, stamp)
+
+
+def test_kafka_python_describes_each_brokers_log_dirs(cluster: ClusterThread) -> None:
+    """DescribeLogDirs (kafka-log-dirs.sh): every broker answers its own
+    directory with the partitions it holds and their size on disk."""
+    from kafka import KafkaAdminClient
+
+    _create(cluster, "sized", 3)
+    _confluent_produce(cluster.cluster.bootstrap_servers, "sized", 30, "none", "x")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.cluster.bootstrap_servers)
+    try:
+        answers = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    assert sorted(a["broker"] for a in answers) == [1, 2, 3]
+    for answer in answers:
+        (log_dir,) = answer["log_dirs"]
+        assert log_dir["error_code"] == 0
+        assert log_dir["log_dir"].endswith(f"broker-{answer['broker']}")
+        assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+        (topic,) = log_dir["topics"]
+        assert topic["name"] == "sized"
+        sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+        assert sorted(sizes) == [0, 1, 2] and all(size > 0 for size in sizes.values())
+        assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in topic["partitions"])
