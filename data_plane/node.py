@@ -288,10 +288,11 @@ async def run_node(
                 _snapshot_loop(driver, broker_listener.snapshots, stop), name="metadata-snapshots"
             )
         )
+    bind_errors: list[OSError] = []
     if broker_servers:
         assert publisher is not None
         background.append(asyncio.create_task(
-            _serve_when_caught_up(publisher, broker_servers, servers, stop),
+            _serve_when_caught_up(publisher, broker_servers, servers, stop, bind_errors),
             name="broker-listeners"))
     waits: set[asyncio.Future[object]] = {
         asyncio.ensure_future(stop.wait()),
@@ -307,6 +308,8 @@ async def run_node(
         status = 1
     if lifecycle is not None and lifecycle.failure is not None:
         log.critical("broker lifecycle failed: %r; exiting", lifecycle.failure)
+        status = 1
+    if bind_errors:
         status = 1
     log.info("node %d shutting down", config.node_id)
     if lifecycle is not None and services is not None:
@@ -338,16 +341,17 @@ async def run_node(
 
 async def _serve_when_caught_up(
     publisher: MetadataPublisher, broker_servers: list[KafkaProtocolServer],
-    started: list[KafkaProtocolServer], stop: asyncio.Event,
+    started: list[KafkaProtocolServer], stop: asyncio.Event, errors: list[OSError],
 ) -> None:
     """Open the broker listeners once the publisher's gate opens; a listener
-    that cannot bind stops the node (as a port in use at start-up would)."""
+    that cannot bind stops the node with exit status 1 (``errors``)."""
     await publisher.wait_gate_open()
     for server in broker_servers:
         try:
             await server.start()
         except OSError as e:
             log.critical("cannot listen on %s:%d: %s; exiting", server.host, server.port, e)
+            errors.append(e)
             stop.set()
             return
         started.append(server)
