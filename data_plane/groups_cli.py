@@ -1,6 +1,15 @@
-"""``raftlog groups list|describe GROUP --bootstrap-server H:P``:
-kafka-consumer-groups.sh ``--list`` and ``--describe``, registered by
+"""``raftlog groups list|describe GROUP|reset-offsets GROUP|delete GROUP
+--bootstrap-server H:P``: kafka-consumer-groups.sh ``--list``,
+``--describe``, ``--reset-offsets`` and ``--delete``, registered by
 `data_plane.admin_cli`.
+
+``reset-offsets`` is a dry run unless ``--execute`` (as Kafka's tool), and
+only for a group with no members (Empty, or unknown): ``--to-earliest``,
+``--to-latest``, ``--to-offset N``, ``--shift-by N`` (from the committed
+offset) or ``--to-datetime`` (ListOffsets by timestamp), each clamped to the
+partition's [log start, high watermark], for ``--topic T`` (every
+partition), ``--topic T:0,2`` or ``--all-topics`` (those the group has
+offsets for).
 
 The shell gathers, over a real Kafka client (confluent-kafka's admin
 client, i.e. librdkafka: ListGroups, DescribeGroups and OffsetFetch through
@@ -13,6 +22,7 @@ member. Exit 1 with a message if the cluster cannot answer in time.
 from __future__ import annotations
 
 import argparse
+import datetime
 import struct
 import uuid
 from typing import Any
@@ -129,14 +139,153 @@ def _log_end_offsets(bootstrap: str, partitions: set[TopicPartition], timeout_s:
         consumer.close()
 
 
+def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
+    timeout_s = args.timeout_ms / 1000
+    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    try:
+        group = admin.describe_consumer_groups(
+            [args.group], request_timeout=timeout_s)[args.group].result(timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"describe {args.group}: {e}") from e
+    state = _KAFKA_STATES.get(str(getattr(group.state, "name", "")), "Unknown")
+    if group.members:
+        raise CliError(f"Assignments can only be reset if the group '{args.group}' is "
+                       f"inactive, but the current state is {state}.")
+    committed = _committed(admin, args.group, timeout_s)
+    partitions = _reset_scope(args, committed, timeout_s)
+    consumer = Consumer({"bootstrap.servers": args.bootstrap_server,
+                         "group.id": f"raftlog-groups-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    try:
+        targets = {tp: _new_offset(args, consumer, tp, committed.get(tp), timeout_s)
+                   for tp in sorted(partitions, key=lambda t: (t.topic, t.partition))}
+    finally:
+        consumer.close()
+    if args.execute:
+        altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            args.group, [ConfluentTopicPartition(tp.topic, tp.partition, offset)
+                         for tp, offset in targets.items()])], request_timeout=timeout_s)
+        try:
+            result = altered[args.group].result(timeout=timeout_s)
+        except Exception as e:
+            raise CliError(f"reset offsets of {args.group}: {e}") from e
+        failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions
+                  if tp.error is not None]
+        if failed:
+            raise CliError(f"reset offsets of {args.group}: {'; '.join(failed)}")
+    else:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "Add --execute to reset the offsets.")
+    rows = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")] + [
+        (args.group, tp.topic, str(tp.partition), str(offset)) for tp, offset in targets.items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    print()
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _committed(admin: AdminClient, group: str, timeout_s: float) -> dict[TopicPartition, int]:
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                               request_timeout=timeout_s)
+    try:
+        listed = future[group].result(timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"offsets of {group}: {e}") from e
+    return {TopicPartition(tp.topic, tp.partition): tp.offset
+            for tp in listed.topic_partitions or () if tp.offset >= 0}
+
+
+def _reset_scope(args: argparse.Namespace, committed: dict[TopicPartition, int],
+                 timeout_s: float) -> set[TopicPartition]:
+    if args.all_topics:
+        return set(committed)
+    out: set[TopicPartition] = set()
+    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    for spec in args.topic:
+        name, _, ids = spec.partition(":")
+        if ids:
+            try:
+                out |= {TopicPartition(name, int(i)) for i in ids.split(",")}
+            except ValueError:
+                raise CliError(f"--topic {spec}: partitions must be numbers") from None
+            continue
+        metadata = admin.list_topics(name, timeout=timeout_s).topics.get(name)
+        if metadata is None or metadata.error is not None:
+            raise CliError(f"topic {name}: {getattr(metadata, 'error', 'not found')}")
+        out |= {TopicPartition(name, p) for p in metadata.partitions}
+    return out
+
+
+def _new_offset(args: argparse.Namespace, consumer: Any, tp: TopicPartition,
+                current: int | None, timeout_s: float) -> int:
+    ctp = ConfluentTopicPartition(tp.topic, tp.partition)
+    try:
+        low, high = consumer.get_watermark_offsets(ctp, timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"offsets of {tp.topic}-{tp.partition}: {e}") from e
+    if args.to_earliest:
+        target = low
+    elif args.to_latest:
+        target = high
+    elif args.to_offset is not None:
+        target = args.to_offset
+    elif args.shift_by is not None:
+        target = (current if current is not None else high) + args.shift_by
+    else:
+        at = _parse_datetime(args.to_datetime)
+        (found,) = consumer.offsets_for_times(
+            [ConfluentTopicPartition(tp.topic, tp.partition, at)], timeout=timeout_s)
+        target = high if found.offset < 0 else found.offset
+    return min(max(int(target), int(low)), int(high))
+
+
+def _parse_datetime(text: str) -> int:
+    """Kafka's ``--to-datetime`` format, ``YYYY-MM-DDTHH:mm:SS.sss`` (local
+    time) with an optional zone (``Z``, ``+01:00``); milliseconds since the epoch."""
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"--to-datetime {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss") from None
+    return int(moment.timestamp() * 1000)
+
+
+def cmd_groups_delete(args: argparse.Namespace) -> int:
+    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    timeout_s = args.timeout_ms / 1000
+    try:
+        admin.delete_consumer_groups([args.group], request_timeout=timeout_s)[
+            args.group].result(timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"delete {args.group}: {e}") from e
+    print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
+    return 0
+
+
 def register_groups(sub: Any) -> None:
-    """Add ``groups list|describe`` to the `raftlog` subparsers ``sub``."""
+    """Add ``groups list|describe|reset-offsets|delete`` to the `raftlog` subparsers ``sub``."""
     groups = sub.add_parser("groups", help="consumer groups (kafka-consumer-groups.sh)")
     actions = groups.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="every group id")
     describe = actions.add_parser("describe", help="offsets, log end offsets and lag per partition")
     describe.add_argument("group")
-    for parser, func in ((listing, cmd_groups_list), (describe, cmd_groups_describe)):
+    reset = actions.add_parser(
+        "reset-offsets", help="move an inactive group's committed offsets (dry run unless --execute)")
+    reset.add_argument("group")
+    scope = reset.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
+    scope.add_argument("--all-topics", action="store_true")
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
+    reset.add_argument("--execute", action="store_true")
+    delete = actions.add_parser("delete", help="delete an inactive group and its offsets")
+    delete.add_argument("group")
+    for parser, func in ((listing, cmd_groups_list), (describe, cmd_groups_describe),
+                         (reset, cmd_groups_reset_offsets), (delete, cmd_groups_delete)):
         parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
         parser.add_argument("--timeout-ms", type=int, default=15_000)
         parser.set_defaults(func=func)

@@ -417,6 +417,63 @@ def test_cli_produce_then_consume_round_trip(cluster: LocalCluster) -> None:
     assert again.stdout == ""
 
 
+def _committed_offset(b: str, group: str) -> str:
+    described = cli("groups", "describe", group, "--bootstrap-server", b).stdout
+    row = next(line.split() for line in described.splitlines() if line.startswith(group + " "))
+    return row[3]  # CURRENT-OFFSET
+
+
+def test_cli_resets_and_deletes_an_inactive_group(cluster: LocalCluster) -> None:
+    """kafka-consumer-groups.sh --reset-offsets and --delete: a dry run by
+    default, each target clamped to [log start, HW], refused while the group
+    has members."""
+    b = cluster.bootstrap_servers
+    create_topic(cluster, "rewind", partitions=1)
+    cli("produce", "--bootstrap-server", b, "--topic", "rewind",
+        stdin="".join(f"event {i}\n" for i in range(10)))
+    read = cli("consume", "--bootstrap-server", b, "--topic", "rewind", "--group", "rw",
+               "--from-beginning", "--max-messages", "10", "--timeout-ms", "20000")
+    assert len(read.stdout.splitlines()) == 10
+    assert _committed_offset(b, "rw") == "10"
+
+    dry = cli("groups", "reset-offsets", "rw", "--topic", "rewind", "--to-earliest",
+              "--bootstrap-server", b).stdout
+    assert "--execute option is missing" in dry
+    assert dry.splitlines()[-1].split() == ["rw", "rewind", "0", "0"]
+    assert _committed_offset(b, "rw") == "10"  # nothing changed
+
+    for args, expected in ((["--to-offset", "4"], "4"), (["--shift-by", "-100"], "0"),
+                           (["--to-offset", "99"], "10"), (["--shift-by", "-3"], "7"),
+                           (["--to-datetime", "2999-01-01T00:00:00.000"], "10")):
+        done = cli("groups", "reset-offsets", "rw", "--topic", "rewind:0", *args, "--execute",
+                   "--bootstrap-server", b).stdout
+        assert done.splitlines()[-1].split() == ["rw", "rewind", "0", expected], (args, done)
+        assert _committed_offset(b, "rw") == expected
+    cli("groups", "reset-offsets", "rw", "--all-topics", "--shift-by", "-2", "--execute",
+        "--bootstrap-server", b)
+    again = cli("consume", "--bootstrap-server", b, "--topic", "rewind", "--group", "rw",
+                "--max-messages", "2", "--timeout-ms", "20000")
+    assert again.stdout.splitlines() == ["event 8", "event 9"]
+
+    member = Consumer({"bootstrap.servers": b, "group.id": "rw", "auto.offset.reset": "earliest"})
+    try:
+        member.subscribe(["rewind"])
+        for _ in range(60):
+            member.poll(0.5)
+            if member.assignment():
+                break
+        refused = cli("groups", "reset-offsets", "rw", "--all-topics", "--to-earliest",
+                      "--execute", "--bootstrap-server", b, check=False)
+        assert refused.returncode != 0
+        assert "can only be reset if the group 'rw' is inactive, but the current state is " \
+            "Stable" in refused.stderr
+    finally:
+        member.close()
+    deleted = cli("groups", "delete", "rw", "--bootstrap-server", b).stdout
+    assert deleted.strip() == "Deletion of requested consumer groups ('rw') was successful."
+    assert "rw" not in cli("groups", "list", "--bootstrap-server", b).stdout.split()
+
+
 def test_cluster_status_lists_every_node(cluster: LocalCluster) -> None:
     out = cli("cluster", "status", "--dir", str(cluster.directory)).stdout
     assert "Brokers unfenced: 3/3" in out
