@@ -58,7 +58,7 @@ def _find(api: BrokerApiContext, key_type: int, key: str) -> _Found:
         return _unavailable(ErrorCode.invalid_request, f"unknown key type {key_type}")
     topic = api.image.topic_by_name(name)
     if topic is None:
-        coordinators.ensure_internal_topic_named(name)
+        coordinators.ensure_internal_topic(name)
         return _unavailable(ErrorCode.coordinator_not_available, f"creating {name}")
     coordinators.groups_or_start()
     # Both topics hash the key the same way (Utils.abs(hashCode) % partitions).

@@ -90,7 +90,7 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
 def _create_internal(api: BrokerApiContext, name: str) -> ErrorCode:
     """Start creating the internal topic ``name`` as FindCoordinator would;
     LEADER_NOT_AVAILABLE meanwhile (clients retry)."""
-    api.coordinators.ensure_internal_topic_named(name)
+    api.coordinators.ensure_internal_topic(name)
     return ErrorCode.leader_not_available
 
 

@@ -106,25 +106,21 @@ class BrokerCoordinators:
             await self.groups.close()
         await self.producer_ids.close()
 
-    def ensure_internal_topic_named(self, name: str) -> None:
-        """`ensure_internal_topic` for ``__consumer_offsets`` or
-        ``__transaction_state``, with its partition count and configs
-        (FindCoordinator, and a Metadata request naming one)."""
-        partitions = (self.offsets_topic_partitions if name == GROUP_METADATA_TOPIC
-                      else self.txn_topic_partitions)
-        self.ensure_internal_topic(name, partitions, INTERNAL_TOPIC_CONFIGS[name])
-
-    def ensure_internal_topic(self, name: str, partitions: int,
-                              configs: Mapping[str, str]) -> None:
-        """Ask the controller (forwarded CreateTopics) to create an internal
-        topic if the image lacks it; at most one request in flight per topic.
-        The caller answers COORDINATOR_NOT_AVAILABLE meanwhile (clients retry).
+    def ensure_internal_topic(self, name: str) -> None:
+        """Ask the controller (forwarded CreateTopics) to create
+        ``__consumer_offsets`` or ``__transaction_state``, with its partition
+        count and configs, if the image lacks it; at most one request in
+        flight per topic (FindCoordinator, and a Metadata request naming
+        one). The caller answers a retriable error meanwhile.
 
         The replication factor is ``offsets.topic.replication.factor`` /
         ``transaction.state.log.replication.factor`` (default 3), never fewer:
         as Kafka, the topic is not created while fewer brokers are unfenced
         (a topic created smaller would stay so, and with
         ``min.insync.replicas=2`` a factor of 1 is never writable)."""
+        partitions = (self.offsets_topic_partitions if name == GROUP_METADATA_TOPIC
+                      else self.txn_topic_partitions)
+        configs = INTERNAL_TOPIC_CONFIGS[name]
         self._maybe_start()
         if self.metadata.image.topic_by_name(name) is not None or name in self._creating:
             return
