@@ -265,6 +265,28 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "transaction.state.log.num.partitions": 1,
     "transaction.max.timeout.ms": 1,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+    "log.cleaner.backoff.ms": 0,
+    "log.cleaner.delete.retention.ms": 0,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "log.cleaner.max.compaction.lag.ms": 1,
+}
+
+
+def _ratio(setting: str, value: str) -> object:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(setting, f"{value!r} is not a number") from None
+    if not 0.0 <= number <= 1.0:
+        raise ConfigError(setting, f"must be in [0, 1], got {number}")
+    return number
+
+
+# Broker settings passed through to the data plane that are not integers:
+# name -> parser (the value is passed on as the string it parsed to).
+BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
+    "log.cleaner.enable": _bool,
+    "log.cleaner.min.cleanable.ratio": _ratio,
 }
 
 _STRUCTURED: Final = frozenset(
@@ -283,7 +305,9 @@ _STRUCTURED: Final = frozenset(
     }
 )
 
-KNOWN_SETTINGS: Final = frozenset(_SIMPLE) | _STRUCTURED | frozenset(BROKER_SETTINGS)
+KNOWN_SETTINGS: Final = (
+    frozenset(_SIMPLE) | _STRUCTURED | frozenset(BROKER_SETTINGS) | frozenset(BROKER_VALUE_SETTINGS)
+)
 
 
 def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> NodeConfig:
@@ -339,6 +363,9 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         broker_settings=tuple(
             (setting, str(_int(minimum)(setting, props[setting])))
             for setting, minimum in BROKER_SETTINGS.items() if setting in props
+        ) + tuple(
+            (setting, str(parse(setting, props[setting])).lower())
+            for setting, parse in BROKER_VALUE_SETTINGS.items() if setting in props
         ),
         **simple,  # type: ignore[arg-type]
     )

@@ -14,12 +14,15 @@ from data_plane.replication.types import ReplicationConfig
 from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource, MetadataImage
 from metadata_quorum.records.types import ConfigResourceType
 from raftlog.storage import LogConfig
+from raftlog.storage.cleaner import CompactionConfig
 
 __all__ = (
     "BROKER_CONFIG_DEFAULTS",
     "TOPIC_CONFIG_DEFAULTS",
     "broker_config",
+    "compaction_config",
     "effective_topic_config",
+    "is_compacted",
     "log_config",
     "replication_config",
 )
@@ -30,11 +33,15 @@ _LONG_MAX = str((1 << 63) - 1)
 TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = {
     "cleanup.policy": "delete",
     "compression.type": "producer",
+    "delete.retention.ms": "86400000",
     "flush.messages": _LONG_MAX,
     "flush.ms": _LONG_MAX,
     "index.interval.bytes": "4096",
     "max.message.bytes": "1048588",
+    "max.compaction.lag.ms": _LONG_MAX,
     "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
     "min.insync.replicas": "1",
     "retention.bytes": "-1",
     "retention.ms": "604800000",
@@ -48,6 +55,10 @@ TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = {
 #: ``ServerTopicConfigSynonyms``).
 _BROKER_SYNONYMS: Mapping[str, str] = {
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "compression.type": "compression.type",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
@@ -73,6 +84,8 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "max.incremental.fetch.session.cache.slots": "1000",
     "min.incremental.fetch.session.eviction.ms": "120000",
     "log.retention.check.interval.ms": "300000",
+    "log.cleaner.enable": "true",
+    "log.cleaner.backoff.ms": "15000",
     "log.flush.scheduler.interval.ms": _LONG_MAX,
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "socket.request.max.bytes": "104857600",
@@ -124,9 +137,9 @@ def log_config(topic_config: Mapping[str, str]) -> LogConfig:
 
     Retention deletes only when ``cleanup.policy`` includes ``delete``, as
     in Kafka. A compacted-only topic (``__consumer_offsets``, a changelog)
-    keeps every segment: there is no log cleaner here, and deleting by age
-    would drop the latest value of a key that Kafka's compaction keeps (a
-    group's last commit, a transactional id's epoch)."""
+    keeps every segment to the log cleaner (`compaction_config`): deleting by
+    age would drop the latest value of a key (a group's last commit, a
+    transactional id's epoch)."""
     deletes = "delete" in {p.strip() for p in topic_config["cleanup.policy"].split(",")}
     return LogConfig.from_properties({
         "segment.bytes": topic_config["segment.bytes"],
@@ -140,6 +153,25 @@ def log_config(topic_config: Mapping[str, str]) -> LogConfig:
         "message.max.bytes": topic_config["max.message.bytes"],
         "message.timestamp.type": topic_config["message.timestamp.type"],
     })
+
+
+def is_compacted(topic_config: Mapping[str, str]) -> bool:
+    """``cleanup.policy`` includes ``compact``."""
+    return "compact" in {p.strip() for p in topic_config["cleanup.policy"].split(",")}
+
+
+def compaction_config(topic_config: Mapping[str, str]) -> CompactionConfig | None:
+    """The log cleaner's settings for a compacted topic; None if the topic is
+    not compacted. Raises ``ValueError`` for a value that does not parse
+    (the controller validates topic configs, so only a bad static default)."""
+    if not is_compacted(topic_config):
+        return None
+    return CompactionConfig(
+        delete_retention_ms=int(topic_config["delete.retention.ms"]),
+        min_compaction_lag_ms=int(topic_config["min.compaction.lag.ms"]),
+        min_cleanable_dirty_ratio=float(topic_config["min.cleanable.dirty.ratio"]),
+        max_compaction_lag_ms=int(topic_config["max.compaction.lag.ms"]),
+    )
 
 
 def replication_config(

@@ -41,8 +41,10 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from data_plane.broker.log_cleaner import LogCleaner
 from data_plane.broker.log_configs import (
     broker_config,
+    compaction_config,
     effective_topic_config,
     log_config,
     replication_config,
@@ -76,6 +78,7 @@ from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
 from raftlog.storage import ConfigError, FileSystem, Log, RealFileSystem
+from raftlog.storage.cleaner import CompactionConfig
 from raftlog.values import value
 
 __all__ = ("FetchParams", "HostedPartition", "ProduceOutcome", "ReplicaManager")
@@ -110,6 +113,8 @@ class HostedPartition:
     partition: Partition
     topic_id: uuid.UUID
     directory: str
+    #: The log cleaner's settings; None unless the topic is compacted.
+    compaction: CompactionConfig | None = None
 
 
 @value
@@ -178,6 +183,7 @@ class ReplicaManager:
         self._next_flush_ms = 0
         self._next_retention_ms = 0
         self._background: set[asyncio.Task[None]] = set()
+        self.cleaner = LogCleaner(self)
         self._started = False
         self._closed = False
 
@@ -192,12 +198,14 @@ class ReplicaManager:
         self.metadata.subscribe(self._on_image)
         self._apply_image(self.metadata.image)
         self._timer_task = asyncio.create_task(self._timer_loop(), name="replica-manager-timer")
+        self.cleaner.start()
 
     async def close(self) -> None:
         """Stop timers, answer waiters, flush and close every log (clean shutdown)."""
         if self._closed:
             return
         self._closed = True
+        await self.cleaner.close()
         for hook in self._close_hooks:
             try:
                 await hook()
@@ -288,6 +296,7 @@ class ReplicaManager:
             p = hosted.partition
             p.config = replication_config(self.broker_config, topic_config)
             self._reconfigure_log(key, hosted, topic_config)
+            hosted.compaction = self._compaction(key, topic_config)
             p.broker_epoch = broker_epoch
             p.update_ineligible_replicas(
                 frozenset(r for r in reg.replicas if not image.is_usable(r))
@@ -360,6 +369,16 @@ class ReplicaManager:
         if config != segment_log.config:
             segment_log.reconfigure(config)
             log.info("%s-%d: log settings changed: %s", key[0], key[1], config)
+
+    @staticmethod
+    def _compaction(
+        key: TopicPartition, topic_config: Mapping[str, str]
+    ) -> CompactionConfig | None:
+        try:
+            return compaction_config(topic_config)
+        except ValueError as e:
+            log.error("%s-%d: not compacting, a compaction setting is bad: %s", key[0], key[1], e)
+            return None
 
     def _remove(self, key: TopicPartition, *, delete: bool) -> None:
         hosted = self.partitions.pop(key)

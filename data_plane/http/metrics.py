@@ -447,6 +447,32 @@ class NodeCollector(Collector):
         yield leo
         yield lso
         yield hw
+        yield from self._cleaner(replicas)
+
+    @staticmethod
+    def _cleaner(replicas: Any) -> Iterable[Any]:
+        cleaner = getattr(replicas, "cleaner", None)
+        if cleaner is None:
+            return
+        yield GaugeMetricFamily(
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "The largest dirty ratio (percent) among this broker's compacted replicas at the "
+            "cleaner's last look.", value=100.0 * cleaner.max_dirty_ratio)
+        last = cleaner.last_result
+        recopy = 100.0 * last.bytes_written / last.bytes_read if last and last.bytes_read else 0.0
+        yield GaugeMetricFamily(
+            "kafka_log_logcleaner_cleaner_recopy_percent",
+            "Bytes the last cleaning pass wrote, as a percent of the bytes it read.", value=recopy)
+        yield GaugeMetricFamily(
+            "kafka_log_logcleaner_max_clean_time_secs",
+            "How long the last cleaning pass took.", value=cleaner.last_duration_ms / 1000.0)
+        for name, doc, total in (
+            ("passes", "Cleaning passes completed.", cleaner.passes),
+            ("bytes_read", "Bytes the cleaner read.", cleaner.bytes_read),
+            ("bytes_written", "Bytes the cleaner wrote.", cleaner.bytes_written),
+            ("records_removed", "Records compaction removed.", cleaner.records_removed),
+        ):
+            yield CounterMetricFamily(f"raftlog_log_cleaner_{name}", doc, value=total)
 
     # ---- controller -------------------------------------------------------------
 

@@ -10,6 +10,7 @@ Directory layout (Kafka's)::
     ...
     leader-epoch-checkpoint          epoch -> start offset
     log-start-offset-checkpoint      "0\\n<log start offset>\\n"
+    cleaner-offset-checkpoint        "0\\n<first dirty offset>\\n" (compacted logs)
     .kafka_cleanshutdown             present only while the log is closed cleanly
 
 Durability and crash consistency (the orderings matter, so they are listed):
@@ -29,6 +30,11 @@ Durability and crash consistency (the orderings matter, so they are listed):
   (retention), and the directory is fsynced before anything depends on it.
 - Truncations are synced before they return (Kafka defers this; we keep the
   "truncated prefix is what survives" rule simple).
+- The log cleaner (storage/cleaner.py) writes a segment's compacted copy to
+  ``<base>.log.cleaned`` and syncs it; renaming it to ``<base>.log.swap``
+  commits the swap; the old segment's files are deleted and the swap is
+  renamed to ``<base>.log``. Opening the log deletes a ``.cleaned`` file
+  and finishes a ``.swap`` (Kafka's ``LogLoader`` does the same).
 
 Thread-safety: every method may be called from any thread. State changes
 hold ``_lock``. `Log.flush` holds ``_flush_lock`` and syncs *outside*
@@ -68,8 +74,10 @@ from raftlog.storage.errors import (
 from raftlog.storage.files import BytesLike, FileSystem, read_whole_file, write_file_atomically
 from raftlog.storage.index import CorruptIndexError
 from raftlog.storage.segment import (
+    CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     parse_segment_file_name,
@@ -77,6 +85,7 @@ from raftlog.storage.segment import (
 from raftlog.values import value
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 log = logging.getLogger(__name__)
@@ -135,6 +144,11 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = clock.wall_ms()
         self._closed = False
+        # Bumped by every truncation and every deletion of segments: a log
+        # cleaner pass that began before one is not swapped in.
+        self._generation = 0
+        # The log cleaner's first dirty offset (Kafka's cleaner-offset-checkpoint).
+        self._cleaner_checkpoint = 0
         self.opened_cleanly = False
         # Segments whose batches were CRC-scanned at open (0 after a clean shutdown).
         self.recovered_segment_count = 0
@@ -157,7 +171,8 @@ class Log:
         fs.make_dirs(directory)
         self.opened_cleanly = fs.exists(self._path(CLEAN_SHUTDOWN_FILE))
         bases = self._sweep_directory()
-        self._log_start_offset = self._read_log_start_offset()
+        self._log_start_offset = self._read_offset_file(LOG_START_OFFSET_FILE)
+        self._cleaner_checkpoint = self._read_offset_file(CLEANER_CHECKPOINT_FILE)
         self._epoch_cache = LeaderEpochCache(self._epoch_file.read())
         now_ms = clock.wall_ms()
         if not bases:
@@ -170,8 +185,20 @@ class Log:
         return self
 
     def _sweep_directory(self) -> list[int]:
-        """Remove temp files and orphan indexes; return segment base offsets."""
+        """Remove temp files and orphan indexes, finish a log cleaner's
+        committed swap; return segment base offsets."""
         names = self._fs.list_dir(self.directory)
+        swaps = []
+        for name in names:
+            parsed = parse_segment_file_name(name)
+            if parsed is not None and parsed[1] == CLEANED_SUFFIX:
+                self._fs.remove(self._path(name), sync_dir=False)
+            elif parsed is not None and parsed[1] == SWAP_SUFFIX:
+                swaps.append(parsed[0])
+        for base in swaps:
+            self._finish_swap(base, names)
+        if swaps:
+            names = self._fs.list_dir(self.directory)
         bases = set()
         for name in names:
             parsed = parse_segment_file_name(name)
@@ -191,6 +218,29 @@ class Log:
         if removed:
             self._fs.fsync_dir(self.directory)
         return sorted(bases)
+
+    def _finish_swap(self, base: int, names: list[str]) -> None:
+        """A crash left ``<base>.log.swap``: it was synced whole before it got
+        that name, so it replaces the segment files it covers."""
+        swap = LogSegment.open_existing(
+            self._fs, self.directory, base, self.config, 0, log_suffix=SWAP_SUFFIX)
+        try:
+            swap.recover()
+            end = swap.next_offset
+        finally:
+            swap.close()
+        log.warning("finishing the log cleaner's swap of %d..%d", base, end)
+        for name in names:
+            parsed = parse_segment_file_name(name)
+            if (parsed is not None and parsed[1] in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                    and base <= parsed[0] < max(end, base + 1)):
+                self._fs.remove(self._path(name), sync_dir=False)
+        self._fs.fsync_dir(self.directory)
+        swap_path = swap.path(SWAP_SUFFIX)
+        if end == base:  # pragma: no cover - the cleaner never writes an empty segment
+            self._fs.remove(swap_path, sync_dir=True)
+            return
+        self._fs.rename(swap_path, swap.path(LOG_SUFFIX), sync_dir=True)
 
     def _load_segments(self, bases: list[int], now_ms: int) -> None:
         for i, base in enumerate(bases):
@@ -661,6 +711,7 @@ class Log:
             if offset < self._bases[0]:
                 self._truncate_fully_and_start_at(offset)
                 return True
+            self._generation += 1
             # Later segments go first (and durably), so a crash leaves a prefix.
             doomed = [s for s in self._segments if s.base_offset > offset]
             if doomed:
@@ -671,6 +722,8 @@ class Log:
                 self._epoch_file.write(self._epoch_cache.entries)
             if self._log_start_offset > leo:
                 self._write_log_start_offset(leo)
+            if self._cleaner_checkpoint > leo:
+                self._write_cleaner_checkpoint(leo)
             # Segments before the last were synced when rolled; the last was
             # just synced by its truncation: everything left is durable.
             self._flushed_offset = leo
@@ -693,9 +746,12 @@ class Log:
         if self._epoch_cache.clear():
             self._epoch_file.write([])
         self._write_log_start_offset(offset)
+        if self._cleaner_checkpoint != offset:
+            self._write_cleaner_checkpoint(offset)
         self._flushed_offset = offset
 
     def _replace_all_segments(self, offset: int, now_ms: int) -> None:
+        self._generation += 1
         for segment in reversed(self._segments):
             segment.delete_files()
         self._segments.clear()
@@ -719,6 +775,7 @@ class Log:
                 raise OffsetOutOfRangeError(offset, self._log_start_offset, leo)
             if offset <= self._log_start_offset:
                 return False
+            self._generation += 1
             now = self._clock.wall_ms()
             if offset > self._flushed_offset:
                 self._flush_holding_lock(now)
@@ -777,6 +834,7 @@ class Log:
             return count
 
     def _delete_segments(self, doomed: list[LogSegment], *, from_end: bool = False) -> None:
+        self._generation += 1
         ordered = list(reversed(doomed)) if from_end else doomed
         for segment in ordered:
             self._dirty.pop(id(segment), None)
@@ -785,6 +843,97 @@ class Log:
         self._segments = [s for s in self._segments if id(s) not in gone]
         self._bases = [s.base_offset for s in self._segments]
         self._fs.fsync_dir(self.directory)
+
+    # ==== compaction (storage/cleaner.py drives these) ==============================
+
+    @property
+    def first_dirty_offset(self) -> int:
+        """Where the log cleaner's next pass begins: the batches below it were
+        compacted against every key written before it (Kafka's cleaner
+        checkpoint), never below the log start."""
+        return max(self._cleaner_checkpoint, self._log_start_offset)
+
+    def cleanable_segments(self, upper_bound: int) -> tuple[list[LogSegment], int]:
+        """The segments a cleaner may compact: every one but the active
+        segment that ends at or below ``upper_bound`` (the caller's bound:
+        high watermark, last stable offset, compaction lag), oldest first,
+        and the generation to hand back to `replace_with_cleaned`. Raises
+        `LogClosedError`."""
+        with self._lock:
+            self._check_open()
+            cleanable = []
+            for segment in self._segments[:-1]:
+                if segment.next_offset > upper_bound:
+                    break
+                cleanable.append(segment)
+            return cleanable, self._generation
+
+    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty segment at ``<base_offset>.log.cleaned`` for the
+        cleaner to append a compacted copy to."""
+        return LogSegment.create(
+            self._fs, self.directory, base_offset, self.config, self._clock.wall_ms(),
+            log_suffix=CLEANED_SUFFIX,
+        )
+
+    def discard_cleaned_segment(self, segment: LogSegment) -> None:
+        """Close and delete a cleaned segment that will not be swapped in."""
+        segment.close()
+        path = segment.path(CLEANED_SUFFIX)
+        if self._fs.exists(path):
+            self._fs.remove(path, sync_dir=False)
+
+    def replace_with_cleaned(
+        self, old: list[LogSegment], new: LogSegment, generation: int
+    ) -> bool:
+        """Swap ``new`` (from `create_cleaned_segment`, synced, holding the
+        same offset range) in for the neighbouring segments ``old``. Returns
+        False, changing nothing, if the log was truncated or lost segments
+        since `cleanable_segments` returned ``generation``, or ``old`` are
+        no longer neighbours before the active segment; the caller then
+        discards ``new``. Raises `LogClosedError`, and `ValueError` for a
+        segment that does not cover ``old``'s range.
+
+        Crash-safe: the rename to ``.log.swap`` is the commit point (see the
+        module docstring)."""
+        if not old or new.base_offset != old[0].base_offset or new.next_offset != old[-1].next_offset:
+            raise ValueError(
+                f"cleaned segment {new.base_offset}..{new.next_offset} does not cover "
+                f"the segments it replaces"
+            )
+        with self._flush_lock, self._lock:
+            self._check_open()
+            if generation != self._generation:
+                return False
+            position = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+            end = None if position is None else position + len(old)
+            if (position is None or end is None or end >= len(self._segments)
+                    or any(a is not b for a, b in zip(self._segments[position:end], old, strict=True))):
+                return False
+            self._fs.rename(new.path(CLEANED_SUFFIX), new.path(SWAP_SUFFIX), sync_dir=True)
+            for segment in old:
+                self._dirty.pop(id(segment), None)
+                segment.delete_files()
+            self._fs.fsync_dir(self.directory)
+            self._fs.rename(new.path(SWAP_SUFFIX), new.path(LOG_SUFFIX), sync_dir=True)
+            # Reopen under the final name (a test file system's synced-size
+            # marker follows the name), then persist the rebuilt indexes.
+            handle = self._fs.open(new.path(LOG_SUFFIX))
+            new.log_file.close()
+            new.log_file = handle
+            handle.sync()
+            new.write_indexes()
+            self._segments[position:end] = [new]
+            self._bases = [s.base_offset for s in self._segments]
+            return True
+
+    def set_first_dirty_offset(self, offset: int) -> None:
+        """Record that everything below ``offset`` has been compacted
+        (``cleaner-offset-checkpoint``, written atomically)."""
+        with self._lock:
+            self._check_open()
+            if offset != self._cleaner_checkpoint:
+                self._write_cleaner_checkpoint(min(offset, self.log_end_offset))
 
     # ==== closing ==================================================================
 
@@ -816,8 +965,8 @@ class Log:
     def _path(self, name: str) -> str:
         return os.path.join(self.directory, name)
 
-    def _read_log_start_offset(self) -> int:
-        path = self._path(LOG_START_OFFSET_FILE)
+    def _read_offset_file(self, name: str) -> int:
+        path = self._path(name)
         if not self._fs.exists(path):
             return 0
         data = read_whole_file(self._fs, path)
@@ -828,6 +977,12 @@ class Log:
             return int(offset)
         except (ValueError, UnicodeDecodeError) as e:
             raise CorruptCheckpointError(f"{path}: {e}") from e
+
+    def _write_cleaner_checkpoint(self, offset: int) -> None:
+        write_file_atomically(
+            self._fs, self._path(CLEANER_CHECKPOINT_FILE), f"0\n{offset}\n".encode()
+        )
+        self._cleaner_checkpoint = offset
 
     def _write_log_start_offset(self, offset: int) -> None:
         write_file_atomically(

@@ -45,6 +45,9 @@ from raftlog.storage.index import (
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+#: A log cleaner's segment while it is written, then once the swap is committed.
+CLEANED_SUFFIX = ".log.cleaned"
+SWAP_SUFFIX = ".log.swap"
 NO_TIMESTAMP = -1
 # Recovery reads this much at a time and validates every batch in it.
 _RECOVERY_CHUNK_BYTES = 1 << 20
@@ -120,13 +123,17 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, fs: FileSystem, directory: str, base_offset: int, config: LogConfig, now_ms: int
+        cls, fs: FileSystem, directory: str, base_offset: int, config: LogConfig, now_ms: int,
+        *, log_suffix: str = LOG_SUFFIX,
     ) -> LogSegment:
         """Create a new, empty segment (the ``.log`` file and a durable dir entry).
 
         A stale file of the same name (left by a crash) is emptied.
+        ``log_suffix``: the log cleaner writes a segment under another name
+        (``.log.cleaned``) and renames it into place; `path` and the index
+        files always use the final names.
         """
-        path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        path = os.path.join(directory, segment_file_name(base_offset, log_suffix))
         handle = fs.open(path, create=True, sync_dir=True)
         if handle.size:
             handle.truncate(0)
@@ -135,10 +142,12 @@ class LogSegment:
 
     @classmethod
     def open_existing(
-        cls, fs: FileSystem, directory: str, base_offset: int, config: LogConfig, now_ms: int
+        cls, fs: FileSystem, directory: str, base_offset: int, config: LogConfig, now_ms: int,
+        *, log_suffix: str = LOG_SUFFIX,
     ) -> LogSegment:
-        """Open an existing ``.log``; call `load_indexes` or `recover` next."""
-        path = os.path.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        """Open an existing ``.log`` (or, with ``log_suffix``, a cleaner's
+        file); call `load_indexes` or `recover` next."""
+        path = os.path.join(directory, segment_file_name(base_offset, log_suffix))
         return cls(fs, directory, base_offset, config, fs.open(path), now_ms)
 
     def path(self, suffix: str) -> str:
@@ -434,8 +443,10 @@ class LogSegment:
         return consumed
 
     def _continues(self, header: BatchHeader) -> bool:
-        # Our logs are contiguous (no compaction): a batch must start where the
-        # previous one ended, else it is garbage that happens to have a good CRC.
+        # Our logs are contiguous, compacted ones too (the cleaner keeps each
+        # batch's offset range, storage/cleaner.py): a batch must start where
+        # the previous one ended, else it is garbage that happens to have a
+        # good CRC.
         return (
             header.base_offset == self.next_offset
             and header.last_offset >= header.base_offset

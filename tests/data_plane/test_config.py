@@ -6,9 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from data_plane.broker.log_configs import broker_config, effective_topic_config, replication_config
+from data_plane.broker.log_configs import (
+    broker_config,
+    compaction_config,
+    effective_topic_config,
+    replication_config,
+)
 from data_plane.config import ConfigError, env_name, load_config, parse_config, parse_properties
 from metadata_quorum.image import EMPTY_IMAGE
+from raftlog.storage.cleaner import CompactionConfig
 
 BASE = {
     "node.id": "1",
@@ -97,6 +103,10 @@ def test_log_dir_is_accepted_when_log_dirs_is_absent() -> None:
         ("auto.create.topics.enable", "yes"),
         ("unclean.leader.election.enable", "1"),
         ("advertised.listeners", "nonsense"),
+        ("log.cleaner.enable", "maybe"),
+        ("log.cleaner.min.cleanable.ratio", "1.5"),
+        ("log.cleaner.min.cleanable.ratio", "half"),
+        ("log.cleaner.max.compaction.lag.ms", "0"),
     ],
 )
 def test_invalid_value_is_named(setting: str, value: str) -> None:
@@ -198,3 +208,21 @@ def test_broker_data_plane_settings_pass_through_with_kafka_names() -> None:
         parse_config({**BASE, "replica.lag.time.max.ms": "0"}, {})
     with pytest.raises(ConfigError, match=r"log\.retention\.ms"):
         parse_config({**BASE, "log.retention.ms": "soon"}, {})
+
+
+def test_log_cleaner_settings_reach_each_compacted_topic() -> None:
+    config = parse_config({**BASE, "log.cleaner.enable": "FALSE",
+                           "log.cleaner.min.cleanable.ratio": "0.1",
+                           "log.cleaner.delete.retention.ms": "1000",
+                           "log.cleaner.backoff.ms": "50"}, {})
+    merged = broker_config(dict(config.broker_settings), EMPTY_IMAGE, 1)
+    assert (merged["log.cleaner.enable"], merged["log.cleaner.backoff.ms"]) == ("false", "50")
+    assert compaction_config(effective_topic_config(merged, {})) is None  # cleanup.policy=delete
+    compacted = compaction_config(effective_topic_config(
+        merged, {"cleanup.policy": "compact,delete", "min.compaction.lag.ms": "5"}))
+    assert compacted == CompactionConfig(delete_retention_ms=1000, min_compaction_lag_ms=5,
+                                         min_cleanable_dirty_ratio=0.1)
+    # Kafka's defaults when nothing is set.
+    defaults = compaction_config(effective_topic_config(
+        broker_config({}, EMPTY_IMAGE, 1), {"cleanup.policy": "compact"}))
+    assert defaults == CompactionConfig()

@@ -1,0 +1,529 @@
+"""Log compaction (``cleanup.policy=compact``; Kafka's ``LogCleaner``).
+
+A pass over one log:
+
+1. **Cleanable range.** Every segment but the active one that ends at or
+   below the caller's upper bound (the high watermark and the last stable
+   offset: nothing a new leader might truncate is ever compacted against)
+   and, with ``min.compaction.lag.ms``, whose newest record is at least
+   that old.
+2. **Key map.** The dirty part of that range (from the log's first dirty
+   offset, ``cleaner-offset-checkpoint``) is read, and each key maps to the
+   offset of its newest record there.
+3. **Copy.** The cleanable segments, oldest first, in groups of
+   neighbours that fit one segment together (``segment.bytes``, the index
+   size, int32 relative offsets; Kafka's ``groupSegmentsBySize``), are each
+   copied to ``<first base>.log.cleaned`` keeping only the records the map
+   does not supersede, and swapped in for the group
+   (`Log.replace_with_cleaned`). A lone segment where nothing changes is
+   left alone. The first dirty offset then moves to the end of the range.
+
+What a record keeps and what it loses:
+
+- A record with a key stays only while no newer record with that key lies
+  in the dirty range. Offsets never change: a rewritten batch keeps its
+  baseOffset, lastOffsetDelta, leader epoch and producer fields, and each
+  record its offset delta, so a batch's offset range is what it was.
+- A tombstone (null value) that is its key's newest record stays for
+  ``delete.retention.ms`` more. The first pass that keeps it writes the
+  delete horizon into its batch (KIP-534: attribute bit 6, baseTimestamp =
+  now + ``delete.retention.ms``, record timestamps re-encoded against it);
+  a later pass after the horizon drops it.
+- A batch left with no record becomes an empty batch. Consecutive empty
+  batches of one leader epoch are merged into one header covering their
+  offsets, except an idempotent producer's last batch in the range, which
+  stays as an empty batch with its producer id, epoch and sequence range,
+  so that its producer state survives a restart (Kafka keeps that batch for
+  the same reason). Clients skip empty batches (the protocol allows them
+  after compaction). So, unlike Kafka, which leaves gaps between batches,
+  a compacted log stays contiguous batch by batch, and replication,
+  recovery and truncation need no gap rules.
+
+Deliberately conservative, where Kafka does more:
+
+- Transactional batches and control batches (commit and abort markers) are
+  copied unchanged and their keys do not enter the map, so an aborted write
+  never hides an older committed value. Kafka also removes aborted records
+  and, eventually, markers.
+- A record without a key is kept (Kafka's cleaner drops it; the broker
+  refuses keyless produces to compacted topics).
+- A batch whose codec this process cannot read (lz4 or snappy without
+  their optional modules) is copied unchanged, and its keys do not enter
+  the map.
+- A segment the caller says must keep its base offset (``can_merge``
+  False: the broker's per-segment transaction index files are named by it)
+  is cleaned on its own, never merged into its predecessor.
+
+The pass reads segments without the log's lock (they are not the active
+segment, so only a truncation or a deletion can touch them, and either
+bumps the log's generation, which makes the swap refuse). Per-record work
+happens here, in the cleaner, never on the produce or fetch path.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from raftlog.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    RecordError,
+    TimestampType,
+    iter_batches,
+    parse_header,
+    validate_batch,
+)
+from raftlog.records.batch import pack_header
+from raftlog.records.compression import compress, decompress
+from raftlog.records.reader import DEFAULT_MAX_DECOMPRESSED_BYTES
+from raftlog.records.record import Record, decode_record, encode_record
+from raftlog.storage.config import INT_MAX
+from raftlog.storage.log import Log
+from raftlog.storage.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+_DELETE_HORIZON_BIT = 0x40
+_TIMESTAMP_TYPE_BIT = 0x08
+_READ_CHUNK_BYTES = 1 << 20
+_WRITE_CHUNK_BYTES = 1 << 20
+NO_TIMESTAMP = -1
+
+
+class CleanerStopped(Exception):
+    """`clean` was asked to stop (``stop`` was set); nothing more is swapped."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """The topic configs a cleaner pass follows (Kafka's names and defaults)."""
+
+    #: How long a tombstone stays after the pass that first kept it.
+    delete_retention_ms: int = 86_400_000
+    #: Records newer than this are not compacted (their segment is not cleanable).
+    min_compaction_lag_ms: int = 0
+    #: Clean once dirty bytes / cleanable bytes reach this.
+    min_cleanable_dirty_ratio: float = 0.5
+    #: Clean regardless of the ratio once a dirty record is this old.
+    max_compaction_lag_ms: int = (1 << 63) - 1
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What one pass did (the figures Kafka's cleaner logs)."""
+
+    #: The key map covered [first_dirty_offset, end_offset).
+    first_dirty_offset: int
+    end_offset: int
+    keys: int = 0
+    segments_rewritten: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    #: The log was truncated or lost segments meanwhile; the pass stopped.
+    aborted: bool = False
+    rewritten_bases: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class DirtyState:
+    """How much of a log's cleanable range is dirty."""
+
+    clean_bytes: int
+    dirty_bytes: int
+    #: The oldest timestamp in the first dirty segment (-1 if unknown).
+    first_dirty_timestamp: int
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def cleanable_segments(
+    target: Log, upper_bound: int, now_ms: int, min_compaction_lag_ms: int
+) -> tuple[list[LogSegment], int]:
+    """`Log.cleanable_segments`, cut before the first segment holding a
+    record newer than ``min.compaction.lag.ms``."""
+    segments, generation = target.cleanable_segments(upper_bound)
+    if min_compaction_lag_ms > 0:
+        for i, segment in enumerate(segments):
+            if segment.max_timestamp > now_ms - min_compaction_lag_ms:
+                return segments[:i], generation
+    return segments, generation
+
+
+def dirty_state(target: Log, upper_bound: int, now_ms: int, min_compaction_lag_ms: int = 0) -> DirtyState:
+    """Clean and dirty bytes of the cleanable range (Kafka's
+    ``LogToClean``: the ratio decides which log is cleaned next)."""
+    segments, _ = cleanable_segments(target, upper_bound, now_ms, min_compaction_lag_ms)
+    first_dirty = target.first_dirty_offset
+    clean = dirty = 0
+    first_dirty_timestamp = NO_TIMESTAMP
+    for segment in segments:
+        if segment.next_offset <= first_dirty:
+            clean += segment.size
+        else:
+            if dirty == 0:
+                first_dirty_timestamp = segment.rolling_based_timestamp or NO_TIMESTAMP
+            dirty += segment.size
+    return DirtyState(clean, dirty, first_dirty_timestamp)
+
+
+def needs_cleaning(state: DirtyState, config: CompactionConfig, now_ms: int) -> bool:
+    """Kafka's choice: the dirty ratio reached ``min.cleanable.dirty.ratio``,
+    or a dirty record is older than ``max.compaction.lag.ms``."""
+    if state.dirty_bytes == 0:
+        return False
+    if state.ratio >= config.min_cleanable_dirty_ratio:
+        return True
+    first = state.first_dirty_timestamp
+    return first >= 0 and now_ms - first > config.max_compaction_lag_ms
+
+
+def clean(
+    target: Log, upper_bound: int, now_ms: int, config: CompactionConfig,
+    *, stop: threading.Event | None = None,
+    can_merge: Callable[[LogSegment], bool] | None = None,
+) -> CleanResult | None:
+    """One compaction pass over ``target`` below ``upper_bound``; None when
+    nothing in the cleanable range is dirty.
+
+    Raises `RecordError` for a corrupt batch in the range (nothing is
+    swapped from then on), `CleanerStopped` once ``stop`` is set (checked
+    at every batch), `LogClosedError`, `OSError`.
+
+    ``can_merge(segment)``: whether ``segment`` may be merged into the
+    segment before it (default: always).
+    """
+    segments, generation = cleanable_segments(
+        target, upper_bound, now_ms, config.min_compaction_lag_ms)
+    first_dirty = target.first_dirty_offset
+    if not segments or segments[-1].next_offset <= first_dirty:
+        return None
+    result = CleanResult(first_dirty, segments[-1].next_offset)
+    key_map, last_producer_batch = _scan(segments, first_dirty, stop)
+    result.keys = len(key_map)
+    live = [s for s in segments if s.next_offset > target.log_start_offset]
+    for group in group_segments(live, target.config.segment_bytes, can_merge):
+        copy = _Copy(target, group, key_map, last_producer_batch, now_ms, config, result, stop)
+        cleaned = copy.run()
+        if cleaned is None:
+            continue
+        cleaned.log_file.sync()
+        if not target.replace_with_cleaned(group, cleaned, generation):
+            target.discard_cleaned_segment(cleaned)
+            result.aborted = True
+            return result
+        result.segments_rewritten += len(group)
+        result.rewritten_bases.append(group[0].base_offset)
+    target.set_first_dirty_offset(result.end_offset)
+    return result
+
+
+def group_segments(
+    segments: list[LogSegment], max_bytes: int,
+    can_merge: Callable[[LogSegment], bool] | None = None,
+) -> list[list[LogSegment]]:
+    """Runs of neighbouring segments whose copies fit one segment: their
+    sizes add up to at most ``max_bytes``, their offset index entries fit
+    one index, and their offsets stay within int32 of the first base."""
+    groups: list[list[LogSegment]] = []
+    for segment in segments:
+        if groups and (can_merge is None or can_merge(segment)):
+            group = groups[-1]
+            first = group[0]
+            if (sum(s.size for s in group) + segment.size <= max_bytes
+                    and sum(len(s.offset_index) for s in group) + len(segment.offset_index)
+                    < first.offset_index.max_entries
+                    and segment.next_offset - 1 - first.base_offset <= INT_MAX):
+                group.append(segment)
+                continue
+        groups.append([segment])
+    return groups
+
+
+# ==== reading ====================================================================
+
+
+def _segment_batches(
+    segment: LogSegment, stop: threading.Event | None
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Every batch of a segment with its bytes, CRC-checked, read in chunks."""
+    position, end = 0, segment.size
+    handle = segment.log_file
+    while position < end:
+        chunk = handle.read_at(position, min(_READ_CHUNK_BYTES, end - position))
+        view = memoryview(chunk)
+        consumed = 0
+        for header, at in iter_batches(chunk):
+            if stop is not None and stop.is_set():
+                raise CleanerStopped()
+            size = header.size_in_bytes
+            yield header, view[at : at + size]
+            consumed = at + size
+        if consumed == 0:
+            # One batch bigger than a chunk.
+            size = parse_header(chunk).size_in_bytes
+            whole = handle.read_at(position, size)
+            header = validate_batch(whole)
+            yield header, memoryview(whole)
+            consumed = size
+        position += consumed
+
+
+def _records(header: BatchHeader, batch: memoryview) -> list[tuple[Record, memoryview]] | None:
+    """Each record with its encoded bytes; None if the batch cannot be read
+    here (an unavailable codec) or is malformed."""
+    try:
+        data = decompress(
+            header.compression, batch[BATCH_HEADER_SIZE:], limit=DEFAULT_MAX_DECOMPRESSED_BYTES)
+        override = (header.max_timestamp
+                    if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None)
+        out: list[tuple[Record, memoryview]] = []
+        view = memoryview(data)
+        position = 0
+        for _ in range(header.records_count):
+            record, end = decode_record(
+                data, position, base_offset=header.base_offset,
+                base_timestamp=header.base_timestamp, timestamp_override=override)
+            out.append((record, view[position:end]))
+            position = end
+        if position != len(data):
+            return None
+        return out
+    except (RecordError, ValueError) as e:
+        log.warning("cleaner: batch at offset %d is unreadable (%s); kept as it is",
+                    header.base_offset, e)
+        return None
+
+
+def _scan(
+    segments: list[LogSegment], first_dirty: int, stop: threading.Event | None
+) -> tuple[dict[bytes, int], dict[int, int]]:
+    """The key map of the dirty range, and each idempotent producer's last
+    batch (base offset) in the whole range."""
+    key_map: dict[bytes, int] = {}
+    last_producer_batch: dict[int, int] = {}
+    for segment in segments:
+        dirty = segment.next_offset > first_dirty
+        for header, batch in _segment_batches(segment, stop):
+            if header.producer_id >= 0 and not header.is_control:
+                last_producer_batch[header.producer_id] = header.base_offset
+            if not dirty or header.last_offset < first_dirty:
+                continue
+            if header.is_control or header.is_transactional:
+                continue
+            records = _records(header, batch)
+            if records is None:
+                continue
+            for record, _ in records:
+                if record.key is not None and record.offset >= first_dirty:
+                    key_map[record.key] = record.offset
+    return key_map, last_producer_batch
+
+
+# ==== copying ====================================================================
+
+
+class _Copy:
+    """A group of segments' compacted copy, written to ``<first base>.log.cleaned``."""
+
+    def __init__(
+        self, target: Log, group: list[LogSegment], key_map: dict[bytes, int],
+        last_producer_batch: dict[int, int], now_ms: int, config: CompactionConfig,
+        result: CleanResult, stop: threading.Event | None = None,
+    ) -> None:
+        self._stop = stop
+        self._target = target
+        self._group = group
+        self._key_map = key_map
+        self._last_producer_batch = last_producer_batch
+        self._now_ms = now_ms
+        self._config = config
+        self._result = result
+        self._out: LogSegment | None = None
+        self._buffers: list[bytes | memoryview] = []
+        self._batches: list[tuple[int, int, int]] = []
+        self._buffered = 0
+        # A run of batches left empty: (base offset, last offset, leader epoch).
+        self._empty_run: tuple[int, int, int] | None = None
+        self._changed = False
+
+    def run(self) -> LogSegment | None:
+        """The cleaned segment (synced by the caller), or None if nothing changed."""
+        group = self._group
+        self._out = self._target.create_cleaned_segment(group[0].base_offset)
+        self._changed = len(group) > 1
+        try:
+            for segment in group:
+                for header, batch in _segment_batches(segment, self._stop):
+                    self._result.bytes_read += len(batch)
+                    self._copy_batch(header, batch)
+            self._end_empty_run()
+            self._flush()
+            if self._out.next_offset != group[-1].next_offset:
+                raise AssertionError(
+                    f"cleaned segment ends at {self._out.next_offset}, "
+                    f"the original at {group[-1].next_offset}")
+        except BaseException:
+            self._target.discard_cleaned_segment(self._out)
+            raise
+        if not self._changed:
+            self._target.discard_cleaned_segment(self._out)
+            return None
+        self._result.bytes_written += self._out.size
+        return self._out
+
+    def _copy_batch(self, header: BatchHeader, batch: memoryview) -> None:
+        if header.is_control or header.is_transactional:
+            self._keep(header, batch)
+            return
+        if header.records_count == 0:
+            # Empty already (an earlier pass): a producer's last batch stays,
+            # anything else joins the run of empty batches around it.
+            if header.producer_id >= 0 and self._is_last_of_producer(header):
+                self._keep(header, batch)
+            else:
+                self._add_to_empty_run(header, new=header.producer_id >= 0)
+            return
+        records = _records(header, batch)
+        if records is None:
+            self._keep(header, batch)
+            return
+        self._result.records_read += len(records)
+        horizon_passed = header.has_delete_horizon and self._now_ms >= header.base_timestamp
+        kept: list[tuple[Record, memoryview]] = []
+        needs_horizon = False
+        for record, raw in records:
+            key = record.key
+            if key is not None:
+                newest = self._key_map.get(key)
+                if newest is not None and record.offset < newest:
+                    continue
+                if record.value is None:
+                    if horizon_passed:
+                        self._result.tombstones_removed += 1
+                        continue
+                    needs_horizon = needs_horizon or not header.has_delete_horizon
+            kept.append((record, raw))
+        self._result.records_removed += len(records) - len(kept)
+        if len(kept) == len(records) and not needs_horizon:
+            self._keep(header, batch)
+        elif kept:
+            self._changed = True
+            self._emit(header, self._rewrite(header, kept, needs_horizon))
+        elif header.producer_id >= 0 and self._is_last_of_producer(header):
+            self._changed = True
+            self._emit(header, _empty_batch(header))
+        else:
+            self._add_to_empty_run(header, new=True)
+
+    def _is_last_of_producer(self, header: BatchHeader) -> bool:
+        return self._last_producer_batch.get(header.producer_id) == header.base_offset
+
+    def _rewrite(
+        self, header: BatchHeader, kept: list[tuple[Record, memoryview]], set_horizon: bool
+    ) -> bytes:
+        attributes = header.attributes
+        base_timestamp = header.base_timestamp
+        log_append_time = bool(attributes & _TIMESTAMP_TYPE_BIT)
+        if set_horizon:
+            attributes |= _DELETE_HORIZON_BIT
+            base_timestamp = self._now_ms + self._config.delete_retention_ms
+        section = bytearray()
+        if set_horizon and not log_append_time:
+            # Record timestamps are deltas from baseTimestamp, which now holds
+            # the horizon: re-encode each against it.
+            for record, _ in kept:
+                encode_record(
+                    section, offset_delta=record.offset - header.base_offset,
+                    timestamp_delta=record.timestamp - base_timestamp,
+                    key=record.key, value=record.value, headers=record.headers)
+        else:
+            for _, raw in kept:
+                section += raw
+        max_timestamp = (header.max_timestamp if log_append_time
+                         else max(record.timestamp for record, _ in kept))
+        return pack_header(
+            compress(header.compression, section),
+            base_offset=header.base_offset,
+            partition_leader_epoch=header.partition_leader_epoch,
+            attributes=attributes,
+            last_offset_delta=header.last_offset_delta,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            records_count=len(kept),
+        )
+
+    def _keep(self, header: BatchHeader, batch: memoryview) -> None:
+        self._emit(header, batch)
+
+    def _emit(self, header: BatchHeader, data: bytes | memoryview) -> None:
+        self._end_empty_run()
+        self._append(data, header.last_offset, parse_header(data).max_timestamp)
+
+    def _add_to_empty_run(self, header: BatchHeader, *, new: bool) -> None:
+        """``new``: the batch was not already a merged empty batch (so the
+        copy differs from the original even if the run stays one batch)."""
+        run = self._empty_run
+        epoch = header.partition_leader_epoch
+        if run is not None and run[2] == epoch and run[1] + 1 == header.base_offset:
+            self._empty_run = (run[0], header.last_offset, epoch)
+            self._changed = True
+            return
+        self._end_empty_run()
+        self._empty_run = (header.base_offset, header.last_offset, epoch)
+        self._changed = self._changed or new
+
+    def _end_empty_run(self) -> None:
+        run = self._empty_run
+        if run is None:
+            return
+        self._empty_run = None
+        base, last, epoch = run
+        data = pack_header(
+            b"", base_offset=base, partition_leader_epoch=epoch, attributes=0,
+            last_offset_delta=last - base, base_timestamp=NO_TIMESTAMP,
+            max_timestamp=NO_TIMESTAMP, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+            records_count=0)
+        self._append(data, last, NO_TIMESTAMP)
+
+    def _append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
+        self._buffers.append(data)
+        self._batches.append((last_offset, max_timestamp, len(data)))
+        self._buffered += len(data)
+        if self._buffered >= _WRITE_CHUNK_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffers or self._out is None:
+            return
+        self._out.append(self._buffers, self._batches)
+        self._buffers, self._batches, self._buffered = [], [], 0
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """``header``'s batch with no records: its offsets, epoch, timestamps and
+    producer fields (the producer state a restart rebuilds from the log)."""
+    return pack_header(
+        b"",
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes & _TIMESTAMP_TYPE_BIT,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=0,
+    )
