@@ -51,6 +51,9 @@ INTERNAL_TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
     GROUP_METADATA_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600"},
     TRANSACTION_STATE_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600"},
 }
+#: The broker setting that overrides each internal topic's segment.bytes.
+_SEGMENT_SETTING = {GROUP_METADATA_TOPIC: "offsets.topic.segment.bytes",
+                    TRANSACTION_STATE_TOPIC: "transaction.state.log.segment.bytes"}
 
 
 class BrokerCoordinators:
@@ -120,7 +123,10 @@ class BrokerCoordinators:
         ``min.insync.replicas=2`` a factor of 1 is never writable)."""
         partitions = (self.offsets_topic_partitions if name == GROUP_METADATA_TOPIC
                       else self.txn_topic_partitions)
-        configs = INTERNAL_TOPIC_CONFIGS[name]
+        configs = dict(INTERNAL_TOPIC_CONFIGS[name])
+        segment_bytes = self.replicas.static_config.get(_SEGMENT_SETTING[name])
+        if segment_bytes is not None:
+            configs["segment.bytes"] = segment_bytes
         self._maybe_start()
         if self.metadata.image.topic_by_name(name) is not None or name in self._creating:
             return

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as ATP
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -200,5 +200,83 @@ def test_compacted_topic_keeps_each_keys_last_value_for_every_client(tmp_path: P
         end = max(acked) + 1
         read = _confluent_read(cluster.bootstrap_servers, end)
         _check("after restart", read, acked, cleaned_below)
+    finally:
+        cluster.stop(timeout_s=10)
+
+
+def test_group_offsets_survive_compaction_of_consumer_offsets_and_a_coordinator_crash(
+    tmp_path: Path,
+) -> None:
+    """``__consumer_offsets`` is compacted like any compacted topic: after
+    many commits and a deleted group, a new coordinator that loads the
+    compacted log knows each group's last commit, and the deleted group stays
+    deleted."""
+    layout = ClusterLayout.build(
+        base_port=None, timeouts=Timeouts.fast(),
+        properties={"min.insync.replicas": "2", "log.cleaner.backoff.ms": "200",
+                    "offsets.topic.num.partitions": "1",
+                    "offsets.topic.segment.bytes": "4096",
+                    "group.initial.rebalance.delay.ms": "0"})
+    cluster = LocalCluster(str(tmp_path), layout)
+    cluster.up(40)
+    try:
+        bootstrap = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("t", 1, 3)])["t"].result(15)
+        cluster.wait_topic("t", 1)
+        consumers = {g: Consumer({"bootstrap.servers": bootstrap, "group.id": g,
+                                  "enable.auto.commit": False}) for g in ("kept", "deleted")}
+
+        def commit(consumer: Consumer, offset: int) -> None:
+            # The first commits may meet a coordinator still loading (retriable).
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    consumer.commit(offsets=[CTP("t", 0, offset)], asynchronous=False)
+                    return
+                except KafkaException as e:
+                    if not e.args[0].retriable() or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+
+        for offset in range(1, 151):
+            for consumer in consumers.values():
+                commit(consumer, offset)
+        for consumer in consumers.values():
+            consumer.close()
+        admin.delete_consumer_groups(["deleted"])["deleted"].result(15)
+        nodes = [n.node_id for n in layout.nodes]
+
+        def first_dirty(node_id: int) -> int:
+            path = cluster.data_dir(node_id) / "__consumer_offsets-0" / "cleaner-offset-checkpoint"
+            return int(path.read_text().split()[1]) if path.exists() else 0
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and min(first_dirty(n) for n in nodes) < 200:
+            time.sleep(0.3)
+        assert min(first_dirty(n) for n in nodes) >= 200, [first_dirty(n) for n in nodes]
+        leader = admin.list_topics("__consumer_offsets", timeout=10).topics[
+            "__consumer_offsets"].partitions[0].leader
+        cluster.kill(leader, signal.SIGKILL)
+
+        def committed(group: str) -> int:
+            check = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "enable.auto.commit": False})
+            try:
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        return int(check.committed([CTP("t", 0)], timeout=5)[0].offset)
+                    except KafkaException:  # the coordinator is moving; retry
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.5)
+            finally:
+                check.close()
+
+        assert committed("kept") == 150
+        assert committed("deleted") == OFFSET_INVALID
+        cluster.start(leader)
+        cluster.wait_ready(60)
     finally:
         cluster.stop(timeout_s=10)
