@@ -184,4 +184,5 @@ def replication_config(
         unclean_leader_election_enable=topic_config["unclean.leader.election.enable"] == "true",
         replica_fetch_max_bytes=int(broker["replica.fetch.max.bytes"]),
         replica_fetch_backoff_ms=int(broker["replica.fetch.backoff.ms"]),
+        compacted=is_compacted(topic_config),
     )

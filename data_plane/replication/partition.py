@@ -49,7 +49,7 @@ from data_plane.txn.markers import EndTxnMarker, build_marker_batch
 from data_plane.txn.producer_state import AppendVerdict
 from data_plane.txn.replica_state import ReplicaTxnState
 from raftlog.net.errors import ErrorCode
-from raftlog.records import BatchHeader, RecordError, validate_batches
+from raftlog.records import BatchHeader, RecordError, decode_records, validate_batches
 from raftlog.storage import (
     InvalidEpochError,
     InvalidRecordBatchError,
@@ -501,6 +501,29 @@ class Partition:
                     error_message=f"recordsCount {header.records_count} with lastOffsetDelta "
                     f"{header.last_offset_delta}",
                 )
+        if self.config.compacted:
+            return self._check_keys(records, headers)
+        return headers
+
+    def _check_keys(
+        self, records: bytes | bytearray, headers: list[BatchHeader]
+    ) -> list[BatchHeader] | AppendResult:
+        """Kafka's ``LogValidator`` rule for compacted topics: every record has
+        a key (the cleaner compacts by key). The one produce check that reads
+        records, so only compacted topics pay for it."""
+        position = 0
+        for header in headers:
+            try:
+                keyless = any(r.key is None for r in decode_records(
+                    records, pos=position, validate_crc=False))
+            except RecordError as e:
+                return AppendResult(ErrorCode.corrupt_message, error_message=str(e))
+            if keyless:
+                return AppendResult(
+                    ErrorCode.invalid_record,
+                    error_message="Compacted topic cannot accept message without key in "
+                    f"topic partition {self.topic}-{self.partition}.")
+            position += header.size_in_bytes
         return headers
 
     def check_enough_replicas_reach_offset(

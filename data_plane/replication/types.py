@@ -96,6 +96,8 @@ class ReplicationConfig:
     alter_partition_retry_backoff_ms: int = 50
     # Resend an AlterPartition that got no answer in this long (request.timeout.ms).
     alter_partition_timeout_ms: int = 30_000
+    # cleanup.policy includes compact: a produced record must have a key.
+    compacted: bool = False
 
     def __post_init__(self) -> None:
         for name in ("replica_lag_time_max_ms", "replica_fetch_max_bytes",

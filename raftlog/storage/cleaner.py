@@ -45,8 +45,9 @@ Deliberately conservative, where Kafka does more:
   copied unchanged and their keys do not enter the map, so an aborted write
   never hides an older committed value. Kafka also removes aborted records
   and, eventually, markers.
-- A record without a key is kept (Kafka's cleaner drops it; the broker
-  refuses keyless produces to compacted topics).
+- A record without a key is kept (Kafka's cleaner drops it). Brokers
+  refuse keyless produces to compacted topics, as Kafka's do, so only a
+  topic that became compacted later holds any.
 - A batch whose codec this process cannot read (lz4 or snappy without
   their optional modules) is copied unchanged, and its keys do not enter
   the map.

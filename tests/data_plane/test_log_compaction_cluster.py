@@ -155,6 +155,14 @@ def test_compacted_topic_keeps_each_keys_last_value_for_every_client(tmp_path: P
             "cleanup.policy": "compact", "segment.bytes": "16384",
             "min.insync.replicas": "2", "delete.retention.ms": "3600000"})])[TOPIC].result(15)
         cluster.wait_topic(TOPIC, 1)
+        # As Kafka: a record without a key is refused (INVALID_RECORD).
+        keyless = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        refused: list[KafkaError | None] = []
+        keyless.produce(TOPIC, value=b"no key", partition=0,
+                        on_delivery=lambda err, msg: refused.append(err))
+        keyless.flush(30)
+        assert refused and refused[0] is not None
+        assert refused[0].code() == KafkaError.INVALID_RECORD, refused
         acked: Acked = {}
         _produce(cluster.bootstrap_servers, 0, 600, "none", acked)
         _produce(cluster.bootstrap_servers, 600, 600, "zstd", acked,

@@ -174,6 +174,22 @@ def test_a_batch_over_message_max_bytes_is_message_too_large() -> None:
     assert result.error == ErrorCode.message_too_large
 
 
+def test_a_compacted_topic_refuses_records_without_a_key() -> None:
+    c = Ctx(config=ReplicationConfig(compacted=True))
+    c.apply(state(1, 1, 1))
+    keyed = BatchBuilder()
+    keyed.append(b"v", key=b"k", timestamp_ms=0)
+    keyed.append(None, key=b"k", timestamp_ms=0)  # a tombstone has a key
+    assert c.parts[1].append_records(keyed.build(), Acks.ALL, 0).error == ErrorCode.none
+    mixed = BatchBuilder()
+    mixed.append(b"v", key=b"k", timestamp_ms=0)
+    mixed.append(b"v", timestamp_ms=0)
+    result = c.parts[1].append_records(mixed.build(), Acks.ALL, 0)
+    assert result.error == ErrorCode.invalid_record
+    assert result.error_message is not None and "without key" in result.error_message
+    assert c.parts[1].log_end_offset == 2
+
+
 def test_producers_may_not_write_control_batches(ctx: Ctx) -> None:
     control = build_control_batch(ControlRecordType.COMMIT, b"\x00\x00\x00\x00\x00\x00", timestamp_ms=0, producer_id=1,
                                   producer_epoch=0)
