@@ -111,7 +111,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     LIST_GROUPS: (0, 4),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
-    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_PARTITIONS_TO_TXN: (0, 4),
     ADD_OFFSETS_TO_TXN: (0, 3),
     END_TXN: (0, 3),
     WRITE_TXN_MARKERS: (1, 1),

@@ -8,8 +8,9 @@ clients' records (INVALID_TOPIC_EXCEPTION).
 Transactional produce (a transactional id) appends like any idempotent
 produce; the partition's producer state fences older epochs
 (INVALID_PRODUCER_EPOCH) and tracks the open transaction for the LSO. The
-partition is not checked against the coordinator's AddPartitionsToTxn set
-(KIP-890's verification is not done).
+first batch of a transaction on a partition is verified with the
+transaction coordinator first (KIP-890, `data_plane.broker.txn_verification`):
+a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
             else:
                 entries[key] = bytes(part.records or b"")
         order.append((str(topic.name), indexes))
+    if request.transactional_id is not None and entries:
+        # KIP-890: a transaction's first batch on a partition is checked with
+        # its coordinator; the rest are appended right after, with no await
+        # in between (the verification guards hold until the append).
+        refused = await api.coordinators.verifier.verify(str(request.transactional_id), entries)
+        for key, outcome in refused.items():
+            del entries[key]
+            early[key] = outcome
     outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
     outcomes.update(early)
     if acks == 0:

@@ -1,4 +1,4 @@
-"""Transaction APIs (KIP-98): AddPartitionsToTxn (v0-3), AddOffsetsToTxn
+"""Transaction APIs (KIP-98): AddPartitionsToTxn (v0-4), AddOffsetsToTxn
 (v0-3), EndTxn (v0-3), TxnOffsetCommit (v0-3) and WriteTxnMarkers (v1).
 
 The first three run on the broker's `TxnCoordinatorRuntime` (the
@@ -56,6 +56,8 @@ def legacy_fenced_error(error: ErrorCode, api_version: int, first_version: int =
 
 async def handle_add_partitions_to_txn(api: BrokerApiContext, ctx: RequestContext,
                                        request: Any) -> Any:
+    if ctx.api_version >= 4:
+        return await _add_partitions_to_txn_batched(api, request)
     tid = str(request.v3_and_below_transactional_id)
     pid = int(request.v3_and_below_producer_id)
     epoch = int(request.v3_and_below_producer_epoch)
@@ -78,6 +80,37 @@ async def handle_add_partitions_to_txn(api: BrokerApiContext, ctx: RequestContex
         "throttle_time": NO_THROTTLE,
         "results_by_topic_v3_and_below": [{"name": t, "results_by_partition": ps}
                                           for t, ps in by_topic.items()],
+    })
+
+
+async def _add_partitions_to_txn_batched(api: BrokerApiContext, request: Any) -> Any:
+    """Version 4+, the broker-to-coordinator form (KIP-890): many
+    transactions per request, each either added (as v3) or, with
+    ``verify_only``, only checked (`TxnCoordinatorRuntime.verify_partitions`:
+    a partition leader asking before it appends a transaction's first batch)."""
+    runtime = api.coordinators.transactions_or_start()
+    results = []
+    for txn in request.transactions:
+        tid, pid, epoch = str(txn.transactional_id), int(txn.producer_id), int(txn.producer_epoch)
+        wanted = [(str(t.name), int(p)) for t in txn.topics for p in t.partitions]
+        errors: dict[tuple[str, int], ErrorCode]
+        if txn.verify_only:
+            errors = runtime.verify_partitions(tid, pid, epoch, wanted)
+        elif any(not _exists(api, tp) for tp in wanted):
+            errors = {tp: ErrorCode.operation_not_attempted if _exists(api, tp)
+                      else ErrorCode.unknown_topic_or_partition for tp in wanted}
+        else:
+            response = await runtime.add_partitions(tid, pid, epoch, wanted)
+            errors = dict.fromkeys(wanted, response.error)
+        by_topic: dict[str, list[dict[str, object]]] = {}
+        for (topic, partition), error in errors.items():
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "partition_error_code": error})
+        results.append({"transactional_id": tid, "topic_results": [
+            {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]})
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE, "error_code": ErrorCode.none,
+        "results_by_transaction": results,
     })
 
 

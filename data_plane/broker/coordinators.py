@@ -24,6 +24,7 @@ from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.producer_ids import ProducerIdManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.txn_runtime import DEFAULT_ABORT_CHECK_INTERVAL_MS, TxnCoordinatorRuntime
+from data_plane.broker.txn_verification import TxnVerifier
 from data_plane.groups.model import GroupConfig
 from data_plane.groups.partitioning import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
 from data_plane.txn.coordinator import DEFAULT_MAX_TXN_TIMEOUT_MS
@@ -81,6 +82,8 @@ class BrokerCoordinators:
                 DEFAULT_ABORT_CHECK_INTERVAL_MS)),
             max_timeout_ms=int(config.get("transaction.max.timeout.ms",
                                           DEFAULT_MAX_TXN_TIMEOUT_MS)))
+        self.verifier = TxnVerifier(metadata, replicas, self.transactions_or_start,
+                                    listener_name=listener_name)
         self._started = False
         self._creating: dict[str, asyncio.Task[None]] = {}
         replicas.add_close_hook(self.close)
@@ -104,6 +107,7 @@ class BrokerCoordinators:
     async def close(self) -> None:
         for task in self._creating.values():
             task.cancel()
+        await self.verifier.close()
         if self._started:
             await self.transactions.close()
             await self.groups.close()

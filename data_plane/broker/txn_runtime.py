@@ -206,6 +206,17 @@ class TxnCoordinatorRuntime:
         return await self._command(transactional_id, lambda c, now: c.handle_add_partitions(
             transactional_id, producer_id, producer_epoch, partitions, now))
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """`TransactionCoordinator.verify_partitions` on the coordinator of
+        ``transactional_id`` (NOT_COORDINATOR if it is not led here). Reads
+        only: a command in flight shows as CONCURRENT_TRANSACTIONS."""
+        slot = self._slots.get(self.partition_for(transactional_id))
+        if slot is None:
+            return dict.fromkeys(partitions, ErrorCode.not_coordinator)
+        return slot.coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions)
+
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> TxnResponse:
         return await self._command(transactional_id, lambda c, now: c.handle_end_txn(

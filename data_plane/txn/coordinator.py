@@ -217,6 +217,27 @@ class TransactionCoordinator:
                                   txn_start_ms=start, last_update_ms=now_ms)
         return self._write(ongoing, ErrorCode.none)
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890's check for a partition leader (AddPartitionsToTxn v4 with
+        ``verify_only``): is each partition in the producer's ongoing
+        transaction? Changes nothing.
+
+        Per partition: NONE if it is; INVALID_TXN_STATE if not (the
+        transaction ended, or the producer never added it). For all:
+        NOT_COORDINATOR, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, as
+        AddPartitionsToTxn; CONCURRENT_TRANSACTIONS while the transaction is
+        being written or completed (the leader's produce then retries)."""
+        wanted = list(partitions)
+        m, err = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if m is None:
+            return dict.fromkeys(wanted, err)
+        if m.state in _PREPARE:
+            return dict.fromkeys(wanted, ErrorCode.concurrent_transactions)
+        ongoing = m.partitions if m.state == TxnState.ONGOING else frozenset()
+        return {tp: ErrorCode.none if tp in ongoing else ErrorCode.invalid_txn_state
+                for tp in wanted}
+
     def handle_add_offsets(self, transactional_id: str, producer_id: int,
                            producer_epoch: int, group_id: str, now_ms: int) -> TxnResult:
         """AddOffsetsToTxn: adds the group's ``__consumer_offsets`` partition

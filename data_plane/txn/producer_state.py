@@ -293,6 +293,9 @@ class ProducerStateManager:
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._entries.get(producer_id)
 
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        return producer_id in self._ongoing
+
     def ongoing_transactions(self) -> dict[int, int]:
         """pid -> first offset of every open transaction, earliest first."""
         return dict(self._ongoing)

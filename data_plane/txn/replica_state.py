@@ -108,6 +108,11 @@ class ReplicaTxnState:
         self.aborted = AbortedTxnIndex()
         # Base offset of the active segment as of the last append we saw.
         self._active_base = -1
+        # KIP-890 verification guards: producer id -> the token of a
+        # verification in flight. Any transactional batch or marker of that
+        # producer reaching the log clears it, so a verification that a
+        # marker overtook does not let its batch start a new transaction.
+        self._verification_guards: dict[int, object] = {}
 
     # ==== views =====================================================================
 
@@ -185,6 +190,29 @@ class ReplicaTxnState:
                 self.producers.reset(segment_log.log_start_offset)
                 return
 
+    # ==== KIP-890 verification =====================================================
+
+    def needs_verification(self, producer_id: int) -> bool:
+        """A transactional batch of ``producer_id`` would start a transaction
+        on this partition (none of its is ongoing here)."""
+        return not self.producers.has_ongoing_transaction(producer_id)
+
+    def start_verification(self, producer_id: int) -> object:
+        """The guard token for a verification of ``producer_id`` (the one in
+        flight, or a new one)."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = self._verification_guards[producer_id] = object()
+        return guard
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        """Nothing of the producer reached the log since the guard was made."""
+        return self._verification_guards.get(producer_id) is guard
+
+    def end_verification(self, producer_id: int, guard: object) -> None:
+        if self._verification_guards.get(producer_id) is guard:
+            del self._verification_guards[producer_id]
+
     # ==== appends ===================================================================
 
     def validate(self, headers: list[BatchHeader], now_ms: int) -> AppendVerdict:
@@ -218,6 +246,11 @@ class ReplicaTxnState:
         self.apply_appended(segment_log, batches)
 
     def _apply(self, batches: Iterable[LoggedBatch], *, from_log_start: bool = False) -> None:
+        if self._verification_guards:
+            batches = list(batches)
+            for header, _ in batches:
+                if header.is_transactional:
+                    self._verification_guards.pop(header.producer_id, None)
         done = self.producers.load_from_batches(batches, from_log_start=from_log_start)
         if done:
             self.aborted.append_completed(done)

@@ -1,0 +1,243 @@
+"""KIP-890 part 1: partition leaders verify a transaction's first batch on a
+partition with the transaction coordinator.
+
+The scenario it exists for is a hanging transaction: a transactional batch
+that reaches a partition after its transaction was aborted (a delayed
+retry) must not open a new transaction there, or the partition's last
+stable offset stays behind it forever. The cluster test drives it with raw
+Kafka requests (a client library always adds partitions first), against a
+3-broker in-process cluster where one partition's leader is the
+coordinator (answered in process) and the others ask it over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kio.schema.add_partitions_to_txn.v3 import request as aptt_req
+from kio.schema.end_txn.v3 import request as end_req
+from kio.schema.find_coordinator.v4 import request as fc_req
+from kio.schema.init_producer_id.v4 import request as init_req
+from kio.schema.produce.v9 import request as produce_req
+
+from data_plane.api.build import build
+from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
+from data_plane.txn.coordinator import TransactionCoordinator
+from data_plane.txn.replica_state import ReplicaTxnState
+from data_plane.txn.txn_log import TRANSACTION_STATE_TOPIC, partition_for
+from raftlog.net.client import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode
+from raftlog.records import BatchBuilder, build_control_batch
+from raftlog.records.batch import ControlRecordType
+from raftlog.storage import Log, LogConfig
+from raftlog.testing.clock import FakeClock
+from raftlog.testing.disk import FakeFileSystem
+
+pytestmark = pytest.mark.timeout(120)
+
+TID = "verified-writer"
+TOPIC = "t"
+
+
+# ---- the coordinator's check --------------------------------------------------
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self._ids = itertools.count(1000)
+
+    def next_producer_id(self) -> int:
+        return next(self._ids)
+
+
+def test_the_coordinator_answers_per_partition_and_changes_nothing() -> None:
+    c = TransactionCoordinator(partition_for(TID), coordinator_epoch=1, allocator=_Ids())
+    init = c.handle_init_producer_id(TID, 60_000, 0, None)
+    c.apply(init)
+    pid, epoch = init.response.producer_id, init.response.producer_epoch
+    added, other = ("orders", 0), ("orders", 1)
+    # No transaction yet: nothing is in it.
+    assert c.verify_partitions(TID, pid, epoch, [added]) == {added: ErrorCode.invalid_txn_state}
+    c.apply(c.handle_add_partitions(TID, pid, epoch, [added], 0))
+    before = c.metadata(TID)
+    assert c.verify_partitions(TID, pid, epoch, [added, other]) == {
+        added: ErrorCode.none, other: ErrorCode.invalid_txn_state}
+    assert c.metadata(TID) == before
+    assert c.verify_partitions(TID, pid + 1, epoch, [added]) == {
+        added: ErrorCode.invalid_producer_id_mapping}
+    assert c.verify_partitions(TID, pid, epoch + 1, [added]) == {
+        added: ErrorCode.producer_fenced}
+    assert c.verify_partitions("someone-else", pid, epoch, [added]) in (
+        {added: ErrorCode.not_coordinator}, {added: ErrorCode.invalid_producer_id_mapping})
+    # Completing: busy (the leader's produce retries); completed: not in it.
+    end = c.handle_end_txn(TID, pid, epoch, False, 0)
+    c.apply(end)
+    assert c.verify_partitions(TID, pid, epoch, [added]) == {
+        added: ErrorCode.concurrent_transactions}
+    for marker in end.markers:
+        done = c.handle_marker_written(TID, (marker.topic, marker.partition), 0)
+        if done is not None:
+            c.apply(done)
+    assert c.verify_partitions(TID, pid, epoch, [added]) == {added: ErrorCode.invalid_txn_state}
+
+
+# ---- a cluster ------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path: object) -> Iterator[ClusterThread]:
+    c = InProcessCluster(str(tmp_path), 3, {
+        "min.insync.replicas": "2",
+        "transaction.state.log.num.partitions": "1",
+        "offsets.topic.num.partitions": "1",
+    })
+    with ClusterThread(c) as ct:
+        yield ct
+
+
+class _Wire:
+    """One raw Kafka client per broker of the in-process cluster."""
+
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self.cluster = cluster
+        self.clients = {
+            broker_id: KafkaProtocolClient("127.0.0.1", broker.server.port,
+                                           client_id="raw", request_timeout_ms=10_000)
+            for broker_id, broker in cluster.brokers.items()}
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            await client.close()
+
+    async def send(self, broker_id: int, request: Any) -> Any:
+        return await self.clients[broker_id].send(request)
+
+    async def until(self, broker_id: int, request: Any, ok: Any) -> Any:
+        """Resend while the answer is a retriable coordinator error."""
+        for _ in range(200):
+            response = await self.send(broker_id, request)
+            if ok(response):
+                return response
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"no good answer to {type(request).__name__}: {response}")
+
+    def leader(self, partition: int) -> int:
+        return self.cluster.leader_of(TOPIC, partition)
+
+    async def produce(self, partition: int, pid: int, epoch: int, seq: int) -> ErrorCode:
+        builder = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                               is_transactional=True)
+        builder.append(b"v%d" % seq, key=b"k", timestamp_ms=0)
+        request = build(produce_req.ProduceRequest, {
+            "transactional_id": TID, "acks": -1, "timeout": datetime.timedelta(seconds=10),
+            "topic_data": [{"name": TOPIC, "partition_data": [
+                {"index": partition, "records": builder.build()}]}]})
+        response = await self.send(self.leader(partition), request)
+        return ErrorCode(int(response.responses[0].partition_responses[0].error_code))
+
+
+def _lso_and_hw(cluster: InProcessCluster, partition: int) -> tuple[int, int]:
+    leader = cluster.brokers[cluster.leader_of(TOPIC, partition)]
+    p = leader.replicas.partitions[(TOPIC, partition)].partition
+    return p.last_stable_offset, p.high_watermark
+
+
+def test_a_late_batch_after_an_abort_is_refused_and_the_lso_moves_on(
+    cluster: ClusterThread,
+) -> None:
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 3, 3, {"min.insync.replicas": "2"})
+    cluster.run(c.wait_until(lambda: sum(
+        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
+        if k[0] == TOPIC and h.partition.is_leader) == 3))
+
+    async def scenario() -> dict[str, Any]:
+        wire = _Wire(c)
+        try:
+            found = await wire.until(1, build(fc_req.FindCoordinatorRequest, {
+                "key_type": 1, "coordinator_keys": [TID]}),
+                lambda r: r.coordinators[0].error_code == 0)
+            coordinator = int(found.coordinators[0].node_id)
+            init = await wire.until(coordinator, build(init_req.InitProducerIdRequest, {
+                "transactional_id": TID, "transaction_timeout": datetime.timedelta(seconds=60),
+                "producer_id": -1, "producer_epoch": -1}), lambda r: r.error_code == 0)
+            pid, epoch = int(init.producer_id), int(init.producer_epoch)
+
+            async def add(partitions: list[int]) -> None:
+                await wire.until(coordinator, build(aptt_req.AddPartitionsToTxnRequest, {
+                    "v3_and_below_transactional_id": TID, "v3_and_below_producer_id": pid,
+                    "v3_and_below_producer_epoch": epoch,
+                    "v3_and_below_topics": [{"name": TOPIC, "partitions": partitions}]}),
+                    lambda r: all(p.partition_error_code == 0
+                                  for t in r.results_by_topic_v3_and_below
+                                  for p in t.results_by_partition))
+
+            async def end(commit: bool) -> None:
+                await wire.until(coordinator, build(end_req.EndTxnRequest, {
+                    "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+                    "committed": commit}), lambda r: r.error_code == 0)
+
+            out: dict[str, Any] = {"coordinator": coordinator,
+                                   "leaders": [wire.leader(p) for p in range(3)]}
+            # A transaction over every partition: each leader verifies (the
+            # coordinator's in process, the other two over the wire).
+            await add([0, 1, 2])
+            out["added"] = [await wire.produce(p, pid, epoch, 0) for p in range(3)]
+            await end(True)
+            # The next one adds partition 0 only.
+            await add([0])
+            out["not_added"] = [await wire.produce(p, pid, epoch, 1) for p in (1, 2)]
+            out["in_txn"] = await wire.produce(0, pid, epoch, 1)
+            await end(False)
+            await c.wait_until(lambda: all(
+                _lso_and_hw(c, p)[0] == _lso_and_hw(c, p)[1] for p in range(3)))
+            # The delayed retry of a batch of the aborted transaction.
+            out["late"] = await wire.produce(0, pid, epoch, 2)
+            await asyncio.sleep(0.2)
+            out["lso_hw"] = [_lso_and_hw(c, p) for p in range(3)]
+            return out
+        finally:
+            await wire.close()
+
+    out = cluster.run(scenario())
+    leaders, coordinator = out["leaders"], out["coordinator"]
+    assert coordinator in leaders and any(leader != coordinator for leader in leaders)
+    assert out["added"] == [ErrorCode.none] * 3
+    assert out["not_added"] == [ErrorCode.invalid_txn_state] * 2
+    assert out["in_txn"] == ErrorCode.none
+    assert out["late"] == ErrorCode.invalid_txn_state
+    # No transaction hangs: every partition's LSO is its HW.
+    assert all(lso == hw for lso, hw in out["lso_hw"]), out["lso_hw"]
+    assert TRANSACTION_STATE_TOPIC in {k[0] for b in c.brokers.values()
+                                       for k in b.replicas.partitions}
+
+
+def test_a_batch_or_marker_of_the_producer_voids_a_verification_in_flight() -> None:
+    fs, clock = FakeFileSystem(), FakeClock()
+    fs.make_dirs("/p")
+    log = Log.open("/p", LogConfig(), fs=fs, clock=clock)
+    state = ReplicaTxnState("/p", None)
+    assert state.needs_verification(7)
+    guard = state.start_verification(7)
+    assert state.start_verification(7) is guard  # a retry shares the question in flight
+    # Another producer's batch changes nothing.
+    other = BatchBuilder(producer_id=8, producer_epoch=0, base_sequence=0, is_transactional=True)
+    other.append(b"x", timestamp_ms=0)
+    data = other.build()
+    log.append_as_leader(data, 0)
+    state.apply_appended_bytes(log, log.read(0, 1 << 20).records)
+    assert state.verification_holds(7, guard)
+    # The producer's abort marker lands while the question is out.
+    marker = build_control_batch(ControlRecordType.ABORT, b"\x00\x00\x00\x00\x00\x00",
+                                 timestamp_ms=0, producer_id=7, producer_epoch=0,
+                                 base_offset=1)
+    log.append_as_leader(marker, 0)
+    state.apply_appended_bytes(log, log.read(1, 1 << 20).records)
+    assert not state.verification_holds(7, guard)
+    assert state.needs_verification(7)
+    state.end_verification(7, guard)  # a stale guard's end is harmless
