@@ -1,0 +1,116 @@
+"""A replica that starts empty copies its leader's compacted log (in-process
+cluster): the empty batches compaction leaves and the producer batches it
+keeps empty replicate like any batch, the new replica's producer state
+equals the leader's, and, once it leads, consumers read each key's last
+value from it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CTP
+
+from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
+from raftlog.records import decode_records, iter_batches
+from raftlog.storage import Log
+
+pytestmark = pytest.mark.timeout(120)
+TOPIC = "compacted"
+
+
+@pytest.fixture
+def cluster(tmp_path: object) -> Iterator[ClusterThread]:
+    c = InProcessCluster(str(tmp_path), 3, {
+        "min.insync.replicas": "2", "log.cleaner.backoff.ms": "50",
+        "replica.lag.time.max.ms": "2000"})
+    with ClusterThread(c) as ct:
+        yield ct
+
+
+def _records(log: Log) -> dict[int, tuple[bytes | None, bytes | None]]:
+    out: dict[int, tuple[bytes | None, bytes | None]] = {}
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).records
+        for header, at in iter_batches(data):
+            for record in decode_records(data, pos=at):
+                out[record.offset] = (record.key, record.value)
+            offset = header.next_offset
+    return out
+
+
+def test_an_empty_replica_copies_a_compacted_log_and_serves_it(cluster: ClusterThread) -> None:
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 1, 3, {
+        "cleanup.policy": "compact", "segment.bytes": "2048", "min.insync.replicas": "2"})
+    cluster.run(c.wait_until(lambda: any(
+        b.replicas.is_leader((TOPIC, 0)) for b in c.brokers.values())))
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0})
+    acked: dict[int, tuple[bytes, bytes]] = {}
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[msg.offset()] = (msg.key(), msg.value())  # type: ignore[attr-defined]
+
+    for i in range(300):
+        producer.produce(TOPIC, key=b"k%d" % (i % 10), value=b"v%d" % i, partition=0,
+                         on_delivery=on_delivery)
+        if i % 20 == 0:
+            producer.flush(30)
+    assert producer.flush(30) == 0 and not errors and len(acked) == 300
+    leader = c.leader_of(TOPIC, 0)
+    leader_log = c.brokers[leader].replicas.partitions[(TOPIC, 0)].partition.log
+    cluster.run(c.wait_until(lambda: leader_log.first_dirty_offset > 100, timeout_s=30))
+    assert len(_records(leader_log)) < 150
+
+    # A follower loses its disk and starts empty.
+    follower = next(b for b in c.brokers if b != leader)
+    directory = c.brokers[follower].replicas.partitions[(TOPIC, 0)].directory
+    cluster.run(c.kill_broker(follower))
+    shutil.rmtree(directory)
+    cluster.run(c.start_broker(follower))
+
+    def caught_up() -> bool:
+        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
+        return (hosted is not None
+                and hosted.partition.log_end_offset == leader_log.log_end_offset
+                and follower in c.controller.image.topic_by_name(TOPIC).partitions[0].isr)
+
+    cluster.run(c.wait_until(caught_up, timeout_s=30))
+    copy = c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition
+    assert os.path.isdir(directory)
+    newest = {key: (offset, value) for offset, (key, value) in sorted(acked.items())}
+    assert {k: (o, v) for o, (k, v) in sorted(_records(copy.log).items())} == newest
+    # The producer's last batch survived compaction (as Kafka keeps it), so
+    # the copy knows its epoch and last sequence; older batches' metadata,
+    # which only the live leader still caches, is gone from the log.
+    leader_state = c.brokers[leader].replicas.partitions[(TOPIC, 0)].partition.txn.producers
+    (pid,) = leader_state.state_key()[1][0][:1]
+    live, rebuilt = leader_state.entry(pid), copy.txn.producers.entry(pid)
+    assert live is not None and rebuilt is not None
+    assert (rebuilt.producer_epoch, rebuilt.batches[-1]) == (live.producer_epoch, live.batches[-1])
+
+    # It leads, and a consumer reading from the start sees each key's last value.
+    cluster.call(c.controller.elect_leader, TOPIC, 0, follower)
+    cluster.run(c.wait_until(lambda: c.brokers[follower].replicas.is_leader((TOPIC, 0))))
+    consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "read",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP(TOPIC, 0, 0)])
+    seen: dict[bytes, tuple[int, bytes]] = {}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and max(
+            (o for o, _ in seen.values()), default=-1) < max(acked):
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen[msg.key()] = (msg.offset(), msg.value())
+    consumer.close()
+    assert seen == newest
