@@ -9,7 +9,7 @@
   ``--bootstrap-server HOST:PORT`` (a broker: Metadata, with live leaders
   and ISRs; CreateTopics/CreatePartitions/DeleteTopics forwarded), printing
   what kafka-topics.sh prints; ``alter --partitions N`` adds partitions;
-- ``configs describe|alter --topic T | --broker-defaults`` with
+- ``configs describe|alter --topic T | --broker ID | --broker-defaults`` with
   ``--add-config k=v,k2=[a,b]`` and ``--delete-config k,k2``, like
   kafka-configs.sh (IncrementalAlterConfigs);
 - ``delete-records --topic T --partition P --offset O`` (-1: the high
@@ -580,29 +580,72 @@ def parse_add_config(text: str) -> list[tuple[str, str]]:
     return out
 
 
+#: DescribeConfigs config sources, as kafka-configs.sh names them.
+_SOURCE_NAMES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                 5: "DEFAULT_CONFIG"}
+
+
 def _config_resource(args: argparse.Namespace) -> tuple[int, str, str]:
-    """(resource type, name, label) from ``--topic`` or ``--broker-defaults``."""
+    """(resource type, name, label) from ``--topic``, ``--broker`` or ``--broker-defaults``."""
     if args.topic:
         return _TOPIC_RESOURCE, args.topic, f"topic {args.topic}"
-    return _BROKER_RESOURCE, "", "the broker defaults"
+    if args.broker is not None:
+        if not args.broker.isdigit():
+            raise CliError(f"--broker takes a broker id, not {args.broker!r}")
+        return _BROKER_RESOURCE, args.broker, f"broker {args.broker}"
+    return _BROKER_RESOURCE, "", "brokers in the cluster"
+
+
+async def _describe_broker_configs(
+    admin: _Admin, name: str
+) -> list[tuple[str, str, int, bool]]:
+    """(key, value, config source, read only) of a broker (``name`` its id,
+    asked of that broker) or of the cluster default (``name`` "")."""
+    if name:
+        metadata = await _metadata(admin, [])
+        broker = next((b for b in metadata.brokers if str(int(b.node_id)) == name), None)
+        if broker is None:
+            raise CliError(f"broker {name} is not in the cluster")
+        admin.prefer(str(broker.host), int(broker.port))
+    request = dcfg_req.DescribeConfigsRequest(
+        resources=(dcfg_req.DescribeConfigsResource(
+            resource_type=i8(_BROKER_RESOURCE), resource_name=name, configuration_keys=None),),
+        include_synonyms=False, include_documentation=False,
+    )
+    response: dcfg_resp.DescribeConfigsResponse = await admin.first(
+        request, 4, lambda r: None if r.results[0].error_code == ErrorCode.none
+        else _error_name(r.results[0].error_code))
+    return [(str(c.name), "" if c.value is None else str(c.value), int(c.config_source),
+             bool(c.read_only)) for c in response.results[0].configs]
 
 
 def cmd_configs(args: argparse.Namespace) -> int:
-    if bool(args.topic) == bool(args.broker_defaults):
-        raise CliError("configs needs one of --topic T or --broker-defaults")
+    if sum((bool(args.topic), args.broker is not None, bool(args.broker_defaults))) != 1:
+        raise CliError("configs needs one of --topic T, --broker ID or --broker-defaults")
     if args.action == "alter" and not (args.add_config or args.delete_config):
         raise CliError("configs alter needs --add-config and/or --delete-config")
     rtype, name, label = _config_resource(args)
 
     async def body(admin: _Admin) -> int:
-        if args.action == "describe":
-            if rtype != _TOPIC_RESOURCE:
-                raise CliError("configs describe takes --topic (broker settings: a broker's "
-                               "DescribeConfigs, e.g. `kcat -X dump`)")
+        if args.action == "describe" and rtype == _TOPIC_RESOURCE:
             overrides = await _topic_overrides(admin, name)
             print(f"Dynamic configs for {label} are:")
             for key, value in overrides:
                 print(f"  {key}={value}")
+            return 0
+        if args.action == "describe":
+            entries = await _describe_broker_configs(admin, name)
+            dynamic = 2 if name else 3
+            heading = "All configs" if args.all else (
+                "Dynamic configs" if name else "Default configs")
+            print(f"{heading} for {label} are:")
+            for key, value, source, read_only in sorted(entries):
+                if args.all:
+                    flags = " (read-only)" if read_only else ""
+                    print(f"  {key}={value} {_SOURCE_NAMES.get(source, source)}{flags}")
+                elif source == dynamic:
+                    print(f"  {key}={value}")
             return 0
         ops = [iac_req.AlterableConfig(name=k, config_operation=i8(_SET), value=v)
                for item in args.add_config or () for k, v in parse_add_config(item)]
@@ -616,7 +659,8 @@ def cmd_configs(args: argparse.Namespace) -> int:
         response: iac_resp.IncrementalAlterConfigsResponse = await admin.first(
             request, 1, lambda r: _not_controller([x.error_code for x in r.responses]))
         _check(response.responses[0], f"alter the configs of {label}")
-        print(f"Completed updating config for {label}.")
+        print(f"Completed updating {'default ' if rtype == _BROKER_RESOURCE and not name else ''}"
+              f"config for {label}.")
         return 0
 
     return _run_admin(args, body)
@@ -767,8 +811,13 @@ def register(sub: Any) -> None:
     configs.add_argument("action", choices=("describe", "alter"))
     entity = configs.add_mutually_exclusive_group()
     entity.add_argument("--topic")
+    entity.add_argument("--broker", metavar="ID",
+                        help="one broker's dynamic configs (kafka-configs.sh --entity-type "
+                        "brokers --entity-name ID)")
     entity.add_argument("--broker-defaults", action="store_true",
                         help="the cluster-wide broker defaults (kafka-configs.sh --entity-default)")
+    configs.add_argument("--all", action="store_true",
+                         help="describe: every setting of the broker, with its source")
     configs.add_argument("--add-config", action="append", metavar="K=V[,K2=[A,B]]")
     configs.add_argument("--delete-config", action="append", metavar="K[,K2]")
     _admin_options(configs, broker=True)

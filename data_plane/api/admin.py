@@ -23,10 +23,15 @@ from kio.static.primitive import i8
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
 from data_plane.broker.log_configs import (
-    BROKER_CONFIG_DEFAULTS,
-    TOPIC_CONFIG_DEFAULTS,
+    DYNAMIC_BROKER,
+    DYNAMIC_DEFAULT,
+    STATIC,
+    broker_config_sources,
     effective_topic_config,
+    topic_config_sources,
 )
+from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
+from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 from raftlog.net.registry import convert_request
@@ -61,8 +66,11 @@ BROKER_RESOURCE: Final = 4
 # DescribeConfigs ConfigSource ids.
 _DYNAMIC_TOPIC: Final = 1
 _DYNAMIC_BROKER: Final = 2
+_DYNAMIC_DEFAULT_BROKER: Final = 3
 _STATIC_BROKER: Final = 4
 _DEFAULT: Final = 5
+_SOURCE_IDS: Final = {"topic": _DYNAMIC_TOPIC, DYNAMIC_BROKER: _DYNAMIC_BROKER,
+                      DYNAMIC_DEFAULT: _DYNAMIC_DEFAULT_BROKER, STATIC: _STATIC_BROKER}
 
 
 def _as_values(entity: object) -> object:
@@ -269,21 +277,19 @@ async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, re
             else:
                 own = api.image.topic_config(name)
                 merged = effective_topic_config(api.replicas.broker_config, own)
-                configs = [
-                    _entry(k, v, _DYNAMIC_TOPIC if k in own else
-                           _STATIC_BROKER if v != TOPIC_CONFIG_DEFAULTS.get(k) else _DEFAULT,
-                           read_only=False)
-                    for k, v in sorted(merged.items())
-                ]
-        elif rtype == BROKER_RESOURCE and name in ("", str(api.metadata.broker_id)):
-            merged = api.replicas.broker_config
-            static = api.replicas.static_config
-            configs = [
-                _entry(k, v, _STATIC_BROKER if k in static else
-                       _DEFAULT if v == BROKER_CONFIG_DEFAULTS.get(k) else _DYNAMIC_BROKER,
-                       read_only=k in static)
-                for k, v in sorted(merged.items())
-            ]
+                sources = topic_config_sources(_broker_sources(api), own)
+                configs = [_entry(k, v, _SOURCE_IDS.get(sources.get(k, ""), _DEFAULT),
+                                  read_only=False)
+                           for k, v in sorted(merged.items())]
+        elif rtype == BROKER_RESOURCE and name == "":
+            # The cluster default (kafka-configs --entity-default): what is set there.
+            configs = [_entry(k, v, _DYNAMIC_DEFAULT_BROKER, read_only=False)
+                       for k, v in sorted(api.image.config(CLUSTER_DEFAULT_RESOURCE).items())]
+        elif rtype == BROKER_RESOURCE and name == str(api.metadata.broker_id):
+            sources = _broker_sources(api)
+            configs = [_entry(k, v, _SOURCE_IDS.get(sources.get(k, ""), _DEFAULT),
+                              read_only=k not in BROKER_CONFIG_VALIDATORS)
+                       for k, v in sorted(api.replicas.broker_config.items())]
         else:
             error = ErrorCode.invalid_request
         if keys is not None:
@@ -293,6 +299,10 @@ async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, re
             "resource_type": rtype, "resource_name": name, "configs": configs,
         })
     return build(response_class(request), {"throttle_time": NO_THROTTLE, "results": results})
+
+
+def _broker_sources(api: BrokerApiContext) -> dict[str, str]:
+    return broker_config_sources(api.replicas.static_config, api.image, api.metadata.broker_id)
 
 
 def _entry(name: str, value: str, source: int, *, read_only: bool) -> Mapping[str, object]:

@@ -20,11 +20,13 @@ __all__ = (
     "BROKER_CONFIG_DEFAULTS",
     "TOPIC_CONFIG_DEFAULTS",
     "broker_config",
+    "broker_config_sources",
     "compaction_config",
     "effective_topic_config",
     "is_compacted",
     "log_config",
     "replication_config",
+    "topic_config_sources",
 )
 
 _LONG_MAX = str((1 << 63) - 1)
@@ -119,6 +121,47 @@ def broker_config(
                 merged[target] = str(int(layer[key]) * unit_ms)
         merged.update(layer)
     return merged
+
+
+#: Where a broker setting's value comes from (DescribeConfigs' config sources).
+DYNAMIC_BROKER = "dynamic_broker"
+DYNAMIC_DEFAULT = "dynamic_default"
+STATIC = "static"
+DEFAULT = "default"
+
+
+def broker_config_sources(
+    static: Mapping[str, str], image: MetadataImage, broker_id: int
+) -> dict[str, str]:
+    """For each `broker_config` key, the layer its value comes from: this
+    broker's dynamic configs, the cluster default, server.properties, or
+    Kafka's default (``log.retention.hours`` counts for ``log.retention.ms``)."""
+    sources = dict.fromkeys(BROKER_CONFIG_DEFAULTS, DEFAULT)
+    derived = {"log.retention.hours": "log.retention.ms",
+               "log.retention.minutes": "log.retention.ms", "log.roll.hours": "log.roll.ms"}
+    for source, layer in (
+        (STATIC, static),
+        (DYNAMIC_DEFAULT, image.config(CLUSTER_DEFAULT_RESOURCE)),
+        (DYNAMIC_BROKER, image.config(ConfigResource(ConfigResourceType.BROKER, str(broker_id)))),
+    ):
+        for key in layer:
+            sources[key] = source
+            if key in derived and derived[key] not in layer:
+                sources[derived[key]] = source
+    return sources
+
+
+def topic_config_sources(
+    broker_sources: Mapping[str, str], topic: Mapping[str, str]
+) -> dict[str, str]:
+    """For each `effective_topic_config` key: ``"topic"`` when the topic sets
+    it, else the source of the broker setting it inherits (`broker_config_sources`)."""
+    sources = dict.fromkeys(TOPIC_CONFIG_DEFAULTS, DEFAULT)
+    for broker_key, topic_key in _BROKER_SYNONYMS.items():
+        sources[topic_key] = broker_sources.get(broker_key, DEFAULT)
+    for key in topic:
+        sources[key] = "topic"
+    return sources
 
 
 def effective_topic_config(broker: Mapping[str, str], topic: Mapping[str, str]) -> dict[str, str]:

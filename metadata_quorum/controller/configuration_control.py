@@ -1,9 +1,12 @@
 """Configs: the known topic configs, their validation, and IncrementalAlterConfigs.
 
 After Kafka's ``ConfigurationControlManager``. Config values are stored as
-strings in ConfigRecords; resolution for a topic is: topic config, then the
-cluster default (resource ``(BROKER, "")``), then the static
-`ControllerConfig` value.
+strings in ConfigRecords. A broker resolves its settings as: its own
+dynamic configs (resource ``(BROKER, "<id>")``), the cluster default
+(``(BROKER, "")``), ``server.properties``, Kafka's defaults; a topic's
+configs come first for the topic. The controller's own decisions
+(`unclean_leader_election_enabled`) read the topic, the cluster default,
+then the static `ControllerConfig` value.
 """
 
 from __future__ import annotations
@@ -113,10 +116,33 @@ TOPIC_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
 }
 
-#: Cluster-default (``BROKER ""``) configs the controller accepts dynamically.
+#: Dynamic broker configs, for the cluster default (``BROKER ""``) and for
+#: one broker (``BROKER "<id>"``): Kafka's dynamic log configs (the broker
+#: synonyms of the topic configs a broker honours, which become the
+#: defaults of every topic that sets none) and the log cleaner's backoff.
 BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
     MIN_INSYNC_REPLICAS: _integer(1, INT32_MAX),
+    "compression.type": TOPIC_CONFIG_VALIDATORS["compression.type"],
+    "log.cleanup.policy": TOPIC_CONFIG_VALIDATORS["cleanup.policy"],
+    "log.cleaner.backoff.ms": _integer(0, INT64_MAX),
+    "log.cleaner.delete.retention.ms": TOPIC_CONFIG_VALIDATORS["delete.retention.ms"],
+    "log.cleaner.max.compaction.lag.ms": TOPIC_CONFIG_VALIDATORS["max.compaction.lag.ms"],
+    "log.cleaner.min.cleanable.ratio": _ratio,
+    "log.cleaner.min.compaction.lag.ms": TOPIC_CONFIG_VALIDATORS["min.compaction.lag.ms"],
+    "log.flush.interval.messages": TOPIC_CONFIG_VALIDATORS["flush.messages"],
+    "log.flush.interval.ms": TOPIC_CONFIG_VALIDATORS["flush.ms"],
+    "log.index.interval.bytes": TOPIC_CONFIG_VALIDATORS["index.interval.bytes"],
+    "log.index.size.max.bytes": TOPIC_CONFIG_VALIDATORS["segment.index.bytes"],
+    "log.message.timestamp.type": TOPIC_CONFIG_VALIDATORS["message.timestamp.type"],
+    "log.retention.bytes": TOPIC_CONFIG_VALIDATORS["retention.bytes"],
+    "log.retention.hours": _integer(-1, INT32_MAX),
+    "log.retention.minutes": _integer(-1, INT32_MAX),
+    "log.retention.ms": TOPIC_CONFIG_VALIDATORS["retention.ms"],
+    "log.roll.hours": _integer(1, INT32_MAX),
+    "log.roll.ms": TOPIC_CONFIG_VALIDATORS["segment.ms"],
+    "log.segment.bytes": TOPIC_CONFIG_VALIDATORS["segment.bytes"],
+    "message.max.bytes": TOPIC_CONFIG_VALIDATORS["max.message.bytes"],
 }
 
 
@@ -198,8 +224,8 @@ def alter_configs(
     AlterConfigs (``replace``) on topics and the cluster default.
 
     Per resource, all-or-nothing: UNKNOWN_TOPIC_OR_PARTITION for a missing
-    topic, INVALID_REQUEST for a broker resource other than "" (cluster
-    default) or a key given twice, INVALID_CONFIG for an unknown key, a bad
+    topic, INVALID_REQUEST for a broker resource named neither "" (the
+    cluster default) nor a broker id, or a key given twice, INVALID_CONFIG for an unknown key, a bad
     value, or APPEND/SUBTRACT on a config that is not a list. APPEND adds
     the values not there yet to the current list (the default when the
     resource sets none); SUBTRACT removes them, as Kafka's
@@ -224,12 +250,8 @@ def _alter_one(
             return ErrorCode.unknown_topic_or_partition, f"no topic {resource.name!r}", []
         validators = TOPIC_CONFIG_VALIDATORS
     else:
-        if resource.name != "":
-            return (
-                ErrorCode.invalid_request,
-                "only the cluster default broker resource (\"\") is dynamic here",
-                [],
-            )
+        if resource.name != "" and not (resource.name.isdigit() and resource.name.isascii()):
+            return ErrorCode.invalid_request, f"Illegal broker ID: {resource.name!r}", []
         validators = BROKER_CONFIG_VALIDATORS
     keys = [op.key for op in resource.ops]
     if len(set(keys)) != len(keys):

@@ -341,3 +341,74 @@ def test_preferred_leader_election_after_a_broker_returns(cluster: LocalCluster)
     answer = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("elect", 0)]).result(15)
     (error,) = answer.values()
     assert error is not None and error.name() == "ELECTION_NOT_NEEDED"
+
+
+def test_dynamic_broker_configs_per_broker_and_cluster_wide(cluster: LocalCluster) -> None:
+    """kafka-configs.sh --entity-type brokers: a per-broker dynamic config
+    (message.max.bytes on broker 2 only) and a cluster default
+    (log.retention.ms) reach the brokers' topic defaults at once, and
+    DescribeConfigs names where each value comes from."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("dyn", 3, 3)])["dyn"].result(15)
+    cluster.wait_topic("dyn", 3)
+    b = cluster.bootstrap_servers
+    out = cli("configs", "alter", "--broker", "2", "--add-config", "message.max.bytes=300",
+              "--bootstrap-server", b)
+    assert out.returncode == 0 and "Completed updating config for broker 2." in out.stdout
+    # (confluent-kafka's AdminClient refuses the empty name of the cluster default.)
+    out = cli("configs", "alter", "--broker-defaults", "--add-config", "log.retention.ms=3600000",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    assert "Completed updating default config for brokers in the cluster." in out.stdout
+    try:
+        # Broker 2 refuses a 1000-byte batch for the partitions it leads; the
+        # others still take it (their default is Kafka's).
+        leaders = {p.id: p.leader for p in
+                   admin.list_topics("dyn", timeout=10).topics["dyn"].partitions.values()}
+        producer = Producer({"bootstrap.servers": b, "acks": "all",
+                             "message.timeout.ms": 10_000})
+
+        def send(partition: int) -> str:
+            outcome: list[str] = []
+            producer.produce("dyn", b"x" * 1000, partition=partition,
+                             on_delivery=lambda err, msg: outcome.append(
+                                 "ok" if err is None else str(err.name())))
+            producer.flush(15)
+            return outcome[0]
+
+        def refused_by_broker_2_only() -> None:
+            for partition, leader in leaders.items():
+                assert send(partition) == ("MSG_SIZE_TOO_LARGE" if leader == 2 else "ok")
+        assert 2 in leaders.values()
+        eventually(refused_by_broker_2_only, timeout_s=15)
+
+        def described() -> None:
+            two = ConfigResource("broker", "2")
+            entries = admin.describe_configs([two])[two].result(10)
+            assert (entries["message.max.bytes"].value, entries["message.max.bytes"].source) \
+                == ("300", 2)  # DYNAMIC_BROKER_CONFIG
+            assert (entries["log.retention.ms"].value, entries["log.retention.ms"].source) \
+                == ("3600000", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+            # What cannot change at run time is read-only, as in Kafka.
+            assert entries["replica.lag.time.max.ms"].is_read_only
+            assert not entries["message.max.bytes"].is_read_only
+            topic = ConfigResource("topic", "dyn")
+            inherited = admin.describe_configs([topic])[topic].result(10)
+            assert (inherited["retention.ms"].value, inherited["retention.ms"].source) \
+                == ("3600000", 3)
+        eventually(described)
+        listing = cli("configs", "describe", "--broker", "2", "--bootstrap-server", b)
+        assert listing.returncode == 0, listing.stderr
+        assert listing.stdout.splitlines() == [
+            "Dynamic configs for broker 2 are:", "  message.max.bytes=300"]
+        listing = cli("configs", "describe", "--broker-defaults", "--bootstrap-server", b)
+        assert listing.stdout.splitlines() == [
+            "Default configs for brokers in the cluster are:", "  log.retention.ms=3600000"]
+        bad = cli("configs", "alter", "--broker", "2", "--add-config", "retention.ms=5",
+                  "--bootstrap-server", b)
+        assert bad.returncode != 0 and "INVALID_CONFIG" in bad.stderr + bad.stdout
+    finally:
+        assert cli("configs", "alter", "--broker", "2", "--delete-config", "message.max.bytes",
+                   "--bootstrap-server", b).returncode == 0
+        assert cli("configs", "alter", "--broker-defaults", "--delete-config",
+                   "log.retention.ms", "--bootstrap-server", b).returncode == 0

@@ -16,6 +16,7 @@ from metadata_quorum.controller.configuration_control import (
     topic_config_error,
     unclean_leader_election_enabled,
 )
+from metadata_quorum.image import ConfigResource
 from metadata_quorum.records import ConfigRecord, ConfigResourceType
 from raftlog.net.errors import ErrorCode
 
@@ -73,7 +74,7 @@ def test_validate_only_writes_nothing() -> None:
     [
         (TOPIC, "missing", (AlterConfigOp("retention.ms", ConfigOpType.SET, "1"),),
          ErrorCode.unknown_topic_or_partition),
-        (BROKER, "3", (AlterConfigOp("min.insync.replicas", ConfigOpType.SET, "1"),),
+        (BROKER, "x", (AlterConfigOp("min.insync.replicas", ConfigOpType.SET, "1"),),
          ErrorCode.invalid_request),
         (TOPIC, "t", (AlterConfigOp("retention.ms", ConfigOpType.SET, "1"),
                       AlterConfigOp("retention.ms", ConfigOpType.DELETE)),
@@ -152,3 +153,26 @@ def test_unclean_resolution_order_topic_then_cluster_then_static() -> None:
     ctx.run(alter(ctx, TOPIC, "t", AlterConfigOp(
         "unclean.leader.election.enable", ConfigOpType.SET, "false")))
     assert unclean_leader_election_enabled(ctx.image, "t", ctx.config) is False
+
+
+def test_a_broker_and_the_cluster_default_take_dynamic_log_configs() -> None:
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    result = alter(ctx, BROKER, "3", AlterConfigOp("message.max.bytes", ConfigOpType.SET, "300"),
+                   AlterConfigOp("log.cleaner.min.cleanable.ratio", ConfigOpType.SET, "0.1"))
+    assert result.response[0].error is ErrorCode.none
+    assert result.records == (ConfigRecord(BROKER, "3", "message.max.bytes", "300"),
+                              ConfigRecord(BROKER, "3", "log.cleaner.min.cleanable.ratio", "0.1"))
+    ctx.run(result)
+    assert ctx.image.config(ConfigResource(BROKER, "3")) == {
+        "message.max.bytes": "300", "log.cleaner.min.cleanable.ratio": "0.1"}
+    ok = alter(ctx, BROKER, "", AlterConfigOp("log.retention.ms", ConfigOpType.SET, "60000"))
+    assert ok.response[0].error is ErrorCode.none
+    for name, op, code in (
+        ("3", AlterConfigOp("log.retention.ms", ConfigOpType.SET, "-2"), ErrorCode.invalid_config),
+        ("3", AlterConfigOp("log.cleaner.min.cleanable.ratio", ConfigOpType.SET, "2"),
+         ErrorCode.invalid_config),
+        ("-1", AlterConfigOp("log.retention.ms", ConfigOpType.SET, "1"), ErrorCode.invalid_request),
+    ):
+        bad = alter(ctx, BROKER, name, op)
+        assert bad.response[0].error is code and bad.records == ()
