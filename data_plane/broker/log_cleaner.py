@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -55,6 +56,8 @@ class LogCleaner:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stop = threading.Event()
+        # The pass running in the worker thread, if any (close waits for it).
+        self._running: asyncio.Future[CleanResult | None] | None = None
         self._failed_until: dict[TopicPartition, int] = {}
         #: Totals since start, for /metrics.
         self.passes = 0
@@ -78,6 +81,12 @@ class LogCleaner:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._running is not None:
+            # The pass stops at its next batch (CleanerStopped); wait for it,
+            # so nothing touches a log after the replica manager closes it.
+            await asyncio.wait([self._running], timeout=60)
+            if self._running.done() and not self._running.cancelled():
+                self._running.exception()  # retrieved: CleanerStopped is expected here
 
     def wake(self) -> None:
         """Look for work now rather than after the backoff (tests, admin)."""
@@ -132,9 +141,10 @@ class LogCleaner:
             # A segment's transaction index file is named by its base offset.
             return not fs.exists(os.path.join(directory, txn_index_file_name(segment.base_offset)))
 
+        self._running = asyncio.get_running_loop().run_in_executor(None, functools.partial(
+            clean, segment_log, upper, now_ms, config, stop=self._stop, can_merge=can_merge))
         try:
-            result = await asyncio.to_thread(
-                clean, segment_log, upper, now_ms, config, stop=self._stop, can_merge=can_merge)
+            result = await asyncio.shield(self._running)
         except asyncio.CancelledError:
             raise
         except Exception as e:
