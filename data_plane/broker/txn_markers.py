@@ -34,11 +34,10 @@ from typing import Any
 from kio.schema.write_txn_markers.v1 import request as wtm_req
 
 from data_plane.api.build import build
+from data_plane.broker.broker_clients import BrokerClients, endpoint
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
 from data_plane.txn.markers import TxnMarkerRequest
-from metadata_quorum.image import BrokerRegistration
-from raftlog.net.client import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("FINAL_MARKER_ERRORS", "TxnMarkerChannel")
@@ -66,7 +65,8 @@ class TxnMarkerChannel:
         self.on_written = on_written
         self._queued: list[TxnMarkerRequest] = []
         self._in_flight: set[int] = set()
-        self._clients: dict[int, tuple[tuple[str, int], KafkaProtocolClient]] = {}
+        self._clients = BrokerClients(metadata, listener_name, client_id="txn-marker-channel",
+                                      request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
@@ -82,9 +82,7 @@ class TxnMarkerChannel:
         for task in list(self._sends):
             task.cancel()
         await asyncio.gather(*self._sends, return_exceptions=True)
-        for _, client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     def enqueue(self, markers: tuple[TxnMarkerRequest, ...] | list[TxnMarkerRequest]) -> None:
         """Queue markers for delivery (the coordinator's records are committed)."""
@@ -144,7 +142,7 @@ class TxnMarkerChannel:
         if reg is None or reg.leader < 0:
             return None
         broker = image.brokers.get(reg.leader)
-        if broker is None or broker.fenced or _endpoint(broker, self.listener_name) is None:
+        if broker is None or broker.fenced or endpoint(broker, self.listener_name) is None:
             return None
         return reg.leader
 
@@ -167,7 +165,7 @@ class TxnMarkerChannel:
         except Exception as e:
             log.info("WriteTxnMarkers to broker %d failed (%s); retrying", leader, e)
             retry = markers
-            await self._drop_client(leader)
+            await self._clients.drop(leader)
         finally:
             self._in_flight.discard(leader)
         if retry:
@@ -186,7 +184,9 @@ class TxnMarkerChannel:
              "coordinator_epoch": coordinator_epoch,
              "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
             for (pid, epoch, commit, coordinator_epoch), topics in grouped.items()]})
-        response: Any = await self._client(leader).send(request)
+        client = self._clients.get(leader)
+        assert client is not None  # _leader_of checked the broker and its endpoint
+        response: Any = await client.send(request)
         out: dict[tuple[int, str, int], ErrorCode] = {}
         for result in response.markers:
             for topic in result.topics:
@@ -194,27 +194,3 @@ class TxnMarkerChannel:
                     out[(int(result.producer_id), str(topic.name), int(part.partition_index))] = (
                         ErrorCode(int(part.error_code)))
         return out
-
-    def _client(self, broker_id: int) -> KafkaProtocolClient:
-        broker = self.metadata.image.brokers[broker_id]
-        address = _endpoint(broker, self.listener_name)
-        assert address is not None  # _leader_of checked it
-        cached = self._clients.get(broker_id)
-        if cached is not None and cached[0] == address:
-            return cached[1]
-        client = KafkaProtocolClient(address[0], address[1], client_id="txn-marker-channel",
-                                     request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS)
-        self._clients[broker_id] = (address, client)
-        return client
-
-    async def _drop_client(self, broker_id: int) -> None:
-        cached = self._clients.pop(broker_id, None)
-        if cached is not None:
-            await cached[1].close()
-
-
-def _endpoint(broker: BrokerRegistration, listener_name: str) -> tuple[str, int] | None:
-    for endpoint in broker.listeners:
-        if endpoint.name == listener_name:
-            return endpoint.host, endpoint.port
-    return None

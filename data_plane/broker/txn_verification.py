@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.add_partitions_to_txn.v4 import request as aptt_req
 
 from data_plane.api.build import build
+from data_plane.broker.broker_clients import BrokerClients
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.replication.types import AppendResult, TopicPartition
 from data_plane.txn.txn_log import TRANSACTION_STATE_TOPIC
-from raftlog.net.client import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode
 from raftlog.records import RecordError, parse_header
 
@@ -69,12 +69,11 @@ class TxnVerifier:
         self.replicas = replicas
         self._runtime = runtime
         self.listener_name = listener_name
-        self._clients: dict[int, tuple[tuple[str, int], KafkaProtocolClient]] = {}
+        self._clients = BrokerClients(metadata, listener_name, client_id="txn-verification",
+                                      request_timeout_ms=VERIFY_REQUEST_TIMEOUT_MS)
 
     async def close(self) -> None:
-        for _, client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     async def verify(
         self, transactional_id: str, entries: Mapping[TopicPartition, bytes]
@@ -138,7 +137,7 @@ class TxnVerifier:
         if reg.leader == self.metadata.broker_id:
             return runtime.verify_partitions(
                 transactional_id, producer_id, producer_epoch, partitions)
-        client = self._client(reg.leader)
+        client = self._clients.get(reg.leader)
         if client is None:
             return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         by_topic: dict[str, list[int]] = {}
@@ -154,7 +153,7 @@ class TxnVerifier:
             raise
         except Exception as e:
             log.info("transaction verification with broker %d failed: %r", reg.leader, e)
-            await self._drop_client(reg.leader)
+            await self._clients.drop(reg.leader)
             return dict.fromkeys(partitions, ErrorCode.network_exception)
         if int(response.error_code) != 0:
             return dict.fromkeys(partitions, ErrorCode(int(response.error_code)))
@@ -165,24 +164,3 @@ class TxnVerifier:
                     out[(str(topic_result.name), int(part.partition_index))] = ErrorCode(
                         int(part.partition_error_code))
         return out
-
-    def _client(self, broker_id: int) -> KafkaProtocolClient | None:
-        broker = self.metadata.image.brokers.get(broker_id)
-        if broker is None or broker.fenced:
-            return None
-        address = next(((e.host, e.port) for e in broker.listeners
-                        if e.name == self.listener_name), None)
-        if address is None:
-            return None
-        cached = self._clients.get(broker_id)
-        if cached is not None and cached[0] == address:
-            return cached[1]
-        client = KafkaProtocolClient(address[0], address[1], client_id="txn-verification",
-                                     request_timeout_ms=VERIFY_REQUEST_TIMEOUT_MS)
-        self._clients[broker_id] = (address, client)
-        return client
-
-    async def _drop_client(self, broker_id: int) -> None:
-        cached = self._clients.pop(broker_id, None)
-        if cached is not None:
-            await cached[1].close()
