@@ -50,7 +50,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     layout = ClusterLayout.build(
         base_port=None,
         timeouts=Timeouts.fast(),
-        properties={"min.insync.replicas": "2", "auto.create.topics.enable": "false"},
+        properties={"min.insync.replicas": "2", "auto.create.topics.enable": "false",
+                    "group.initial.rebalance.delay.ms": "0"},
     )
     c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
     started = time.monotonic()
