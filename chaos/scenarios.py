@@ -421,7 +421,7 @@ async def _describe(h: Harness, n: Node) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "data_plane.cli",
+        "data_plane",
         "quorum",
         "describe",
         "--status",

@@ -71,7 +71,7 @@ __all__ = (
 
 COMBINED: Final = "broker,controller"
 STATE_FILE: Final = "cluster.json"
-SERVER_CLI: Final = (sys.executable, "-m", "data_plane.cli", "server", "start")
+SERVER_CLI: Final = (sys.executable, "-m", "data_plane", "server", "start")
 
 
 class LocalClusterError(Exception):

@@ -120,7 +120,7 @@ def test_netns_db_signals_the_node_itself_inside_its_namespace(tmp_path: Path) -
                 assert pid is not None
                 pids.append(pid)
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                assert b"data_plane.cli" in cmdline and b"ip\0netns" not in cmdline
+                assert b"-m\0data_plane\0server" in cmdline and b"ip\0netns" not in cmdline
                 assert os.readlink(f"/proc/{pid}/ns/net") != root_ns
             assert db.bootstrap_servers().startswith("10.77.")
             assert await db.controller() in db.nodes  # probed at the node addresses

@@ -28,7 +28,7 @@ from raftlog.net import KafkaProtocolClient
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
+CLI = [sys.executable, "-m", "data_plane"]
 SESSION_TIMEOUT_MS = 3000
 COMBINED = (1, 2, 3)
 BROKER_ONLY = 4

@@ -28,7 +28,7 @@ from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
+CLI = [sys.executable, "-m", "data_plane"]
 
 
 @pytest.fixture(scope="module")

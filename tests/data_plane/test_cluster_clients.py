@@ -38,7 +38,7 @@ from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
+CLI = [sys.executable, "-m", "data_plane"]
 KEYS = [f"key-{i}".encode() for i in range(6)]
 PER_CODEC = 60
 # A record as acknowledged or read: (partition, offset, value).

@@ -40,7 +40,7 @@ from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
+CLI = [sys.executable, "-m", "data_plane"]
 GROUP_TOPIC = "eos-g12"
 GROUP_PARTITIONS = 12
 COMMIT_EVERY = 10

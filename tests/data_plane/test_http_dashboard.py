@@ -76,7 +76,7 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout_s: float = 30.0) -
 def describe(cluster: LocalCluster, topic: str) -> dict[int, tuple[int, set[int]]]:
     """partition -> (leader, ISR) as ``raftlog topics describe`` prints them."""
     out = subprocess.run(
-        [sys.executable, "-m", "data_plane.cli", "topics", "describe", "--topic", topic,
+        [sys.executable, "-m", "data_plane", "topics", "describe", "--topic", topic,
          "--bootstrap-server", cluster.bootstrap_servers],
         capture_output=True, text=True, check=True, timeout=30).stdout
     result = {}

@@ -76,7 +76,7 @@ def test_metadata_answers_with_the_addresses_of_the_listener_asked(
 
     # A real client bootstrapped on EXTERNAL follows the EXTERNAL address and works.
     bootstrap = f"127.0.0.1:{external}"
-    subprocess.run([sys.executable, "-m", "data_plane.cli", "topics", "create", "--topic", "ext",
+    subprocess.run([sys.executable, "-m", "data_plane", "topics", "create", "--topic", "ext",
                     "--partitions", "1", "--replication-factor", "1",
                     "--bootstrap-server", bootstrap], check=True, capture_output=True, timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",

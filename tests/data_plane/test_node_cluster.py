@@ -31,7 +31,7 @@ from raftlog.net.errors import ErrorCode, TransportError
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
+CLI = [sys.executable, "-m", "data_plane"]
 
 
 def make_cluster(root: Path) -> LocalCluster:

@@ -22,7 +22,7 @@ except ImportError as exc:  # depends on the environment
         f"pyspark is not installed ({exc}); pip install 'pyspark==4.3.0' pyarrow 'pandas<3'"
     )
 
-CLI = [sys.executable, "-m", "data_plane.cli"]
+CLI = [sys.executable, "-m", "data_plane"]
 
 
 def spark_builder(master: str = "local[2,2]") -> Any:
