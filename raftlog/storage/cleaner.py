@@ -418,10 +418,10 @@ class _Copy:
             self._keep(header, batch)
         elif kept:
             self._changed = True
-            self._emit(header, self._rewrite(header, kept, needs_horizon))
+            self._emit(*self._rewrite(header, kept, needs_horizon))
         elif header.producer_id >= 0 and self._is_last_of_producer(header):
             self._changed = True
-            self._emit(header, _empty_batch(header))
+            self._emit(_empty_batch(header), header.last_offset, header.max_timestamp)
         else:
             self._add_to_empty_run(header, new=True)
 
@@ -430,7 +430,8 @@ class _Copy:
 
     def _rewrite(
         self, header: BatchHeader, kept: list[tuple[Record, memoryview]], set_horizon: bool
-    ) -> bytes:
+    ) -> tuple[bytes, int, int]:
+        """The batch with only ``kept``: its bytes, last offset and maxTimestamp."""
         attributes = header.attributes
         base_timestamp = header.base_timestamp
         log_append_time = bool(attributes & _TIMESTAMP_TYPE_BIT)
@@ -451,7 +452,7 @@ class _Copy:
                 section += raw
         max_timestamp = (header.max_timestamp if log_append_time
                          else max(record.timestamp for record, _ in kept))
-        return pack_header(
+        data = pack_header(
             compress(header.compression, section),
             base_offset=header.base_offset,
             partition_leader_epoch=header.partition_leader_epoch,
@@ -464,13 +465,15 @@ class _Copy:
             base_sequence=header.base_sequence,
             records_count=len(kept),
         )
+        return data, header.last_offset, max_timestamp
 
     def _keep(self, header: BatchHeader, batch: memoryview) -> None:
-        self._emit(header, batch)
+        """Copy a batch as it is."""
+        self._emit(batch, header.last_offset, header.max_timestamp)
 
-    def _emit(self, header: BatchHeader, data: bytes | memoryview) -> None:
+    def _emit(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
         self._end_empty_run()
-        self._append(data, header.last_offset, parse_header(data).max_timestamp)
+        self._append(data, last_offset, max_timestamp)
 
     def _add_to_empty_run(self, header: BatchHeader, *, new: bool) -> None:
         """``new``: the batch was not already a merged empty batch (so the
