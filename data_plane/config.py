@@ -271,6 +271,8 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "log.cleaner.delete.retention.ms": 0,
     "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.max.compaction.lag.ms": 1,
+    "log.message.timestamp.before.max.ms": 0,
+    "log.message.timestamp.after.max.ms": 0,
 }
 
 

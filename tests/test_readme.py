@@ -155,7 +155,8 @@ def test_topic_config_table() -> None:
         name = first_code(row[0])
         assert name in TOPIC_CONFIG_DEFAULTS, f"{name} is not a topic config the broker knows"
         default = TOPIC_CONFIG_DEFAULTS[name]
-        if name in ("flush.messages", "flush.ms", "max.compaction.lag.ms"):
+        if name in ("flush.messages", "flush.ms", "max.compaction.lag.ms",
+                    "message.timestamp.before.max.ms"):
             assert default == str((1 << 63) - 1) and row[1].startswith("2^63-1")
         elif name not in ("min.insync.replicas", "unclean.leader.election.enable"):
             assert row[1].split()[0] == default, f"{name}: README {row[1]}, broker {default}"

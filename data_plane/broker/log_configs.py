@@ -41,6 +41,9 @@ TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = {
     "index.interval.bytes": "4096",
     "max.message.bytes": "1048588",
     "max.compaction.lag.ms": _LONG_MAX,
+    # KIP-937; Kafka 4.0 made one hour the default of the "after" bound.
+    "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": _LONG_MAX,
     "message.timestamp.type": "CreateTime",
     "min.cleanable.dirty.ratio": "0.5",
     "min.compaction.lag.ms": "0",
@@ -66,6 +69,8 @@ _BROKER_SYNONYMS: Mapping[str, str] = {
     "log.flush.interval.ms": "flush.ms",
     "log.index.interval.bytes": "index.interval.bytes",
     "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
     "log.message.timestamp.type": "message.timestamp.type",
     "min.insync.replicas": "min.insync.replicas",
     "log.retention.bytes": "retention.bytes",
@@ -228,4 +233,6 @@ def replication_config(
         replica_fetch_max_bytes=int(broker["replica.fetch.max.bytes"]),
         replica_fetch_backoff_ms=int(broker["replica.fetch.backoff.ms"]),
         compacted=is_compacted(topic_config),
+        message_timestamp_before_max_ms=int(topic_config["message.timestamp.before.max.ms"]),
+        message_timestamp_after_max_ms=int(topic_config["message.timestamp.after.max.ms"]),
     )

@@ -30,6 +30,7 @@ from data_plane.replication import isr as isr_math
 from data_plane.replication.follower import FollowerState, divergence_truncation_offset
 from data_plane.replication.leader import LeaderState
 from data_plane.replication.types import (
+    LONG_MAX,
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     Acks,
@@ -49,7 +50,13 @@ from data_plane.txn.markers import EndTxnMarker, build_marker_batch
 from data_plane.txn.producer_state import AppendVerdict
 from data_plane.txn.replica_state import ReplicaTxnState
 from raftlog.net.errors import ErrorCode
-from raftlog.records import BatchHeader, RecordError, decode_records, validate_batches
+from raftlog.records import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    RecordError,
+    decode_records,
+    validate_batches,
+)
 from raftlog.storage import (
     InvalidEpochError,
     InvalidRecordBatchError,
@@ -348,7 +355,9 @@ class Partition:
         Checks, in order: acks in {0, 1, -1} (INVALID_REQUIRED_ACKS); leader
         (NOT_LEADER_OR_FOLLOWER); batch headers and CRC (CORRUPT_MESSAGE);
         each batch within ``message.max.bytes`` (MESSAGE_TOO_LARGE); producer
-        batches only, with offset deltas 0..n-1 (INVALID_RECORD); for acks=all
+        batches only, with offset deltas 0..n-1 (INVALID_RECORD); CreateTime
+        timestamps within ``message.timestamp.before/after.max.ms``
+        (INVALID_TIMESTAMP); keys on a compacted topic (INVALID_RECORD); for acks=all
         a committed ISR of at least ``min.insync.replicas``
         (NOT_ENOUGH_REPLICAS, before anything is written). Then assigns
         offsets, stamps the leader epoch (header rewrite, no recompression)
@@ -375,7 +384,7 @@ class Partition:
         leader = self._leader
         if leader is None:
             return AppendResult(ErrorCode.not_leader_or_follower)
-        headers = self._validate_producer_batches(records)
+        headers = self._validate_producer_batches(records, wall_now)
         if isinstance(headers, AppendResult):
             return headers
         if acks == Acks.ALL and len(leader.isr) < self.config.min_insync_replicas:
@@ -476,7 +485,7 @@ class Partition:
                             leader_epoch=leader.leader_epoch, records_count=1)
 
     def _validate_producer_batches(
-        self, records: bytes | bytearray
+        self, records: bytes | bytearray, wall_now_ms: int
     ) -> list[BatchHeader] | AppendResult:
         try:
             headers = validate_batches(records)
@@ -501,16 +510,63 @@ class Partition:
                     error_message=f"recordsCount {header.records_count} with lastOffsetDelta "
                     f"{header.last_offset_delta}",
                 )
-        if self.config.compacted:
+        config = self.config
+        if (config.message_timestamp_before_max_ms < LONG_MAX
+                or config.message_timestamp_after_max_ms < LONG_MAX):
+            rejected = self._check_timestamps(records, headers, wall_now_ms)
+            if rejected is not None:
+                return rejected
+        if config.compacted:
             return self._check_keys(records, headers)
         return headers
+
+    def _check_timestamps(
+        self, records: bytes | bytearray, headers: list[BatchHeader], now_ms: int
+    ) -> AppendResult | None:
+        """KIP-937 (Kafka's ``LogValidator.validateTimestamp``): with
+        ``message.timestamp.type=CreateTime``, every record's timestamp must
+        lie within [now - message.timestamp.before.max.ms, now +
+        message.timestamp.after.max.ms]; a record without one (-1) passes.
+
+        The upper bound is checked on each batch's maxTimestamp, which no
+        record exceeds, so the default bound (one hour ahead) costs one
+        comparison per batch. The lower bound needs each record's timestamp
+        (a batch header holds no minimum), so records are read only when a
+        topic sets ``message.timestamp.before.max.ms``."""
+        if self.log.config.message_timestamp_type != "CreateTime":
+            return None
+        config = self.config
+        low = now_ms - config.message_timestamp_before_max_ms
+        high = now_ms + config.message_timestamp_after_max_ms
+        before_bounded = config.message_timestamp_before_max_ms < LONG_MAX
+        position = 0
+        for header in headers:
+            if header.max_timestamp > high or before_bounded:
+                try:
+                    stamps = [(r.timestamp, r.offset) for r in decode_records(
+                        records, pos=position, validate_crc=False)]
+                except RecordError as e:
+                    return AppendResult(ErrorCode.corrupt_message, error_message=str(e))
+                if header.max_timestamp > high:
+                    # A batch whose records are all in range but whose
+                    # maxTimestamp is not is refused for that maxTimestamp.
+                    stamps.append((header.max_timestamp, header.last_offset))
+                for timestamp, offset in stamps:
+                    if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+                        return AppendResult(
+                            ErrorCode.invalid_timestamp,
+                            error_message=f"Timestamp {timestamp} of message with offset "
+                            f"{offset} is out of range. The timestamp should be within "
+                            f"[{low}, {high}]")
+            position += header.size_in_bytes
+        return None
 
     def _check_keys(
         self, records: bytes | bytearray, headers: list[BatchHeader]
     ) -> list[BatchHeader] | AppendResult:
         """Kafka's ``LogValidator`` rule for compacted topics: every record has
-        a key (the cleaner compacts by key). The one produce check that reads
-        records, so only compacted topics pay for it."""
+        a key (the cleaner compacts by key). It reads records, so only
+        compacted topics pay for it."""
         position = 0
         for header in headers:
             try:

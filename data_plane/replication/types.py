@@ -21,6 +21,8 @@ NO_LEADER = -1
 CONSUMER_REPLICA_ID = -1
 UNKNOWN_OFFSET = -1
 UNKNOWN_BROKER_EPOCH = -1
+#: Java's Long.MAX_VALUE: Kafka's "no limit" for long-valued settings.
+LONG_MAX = (1 << 63) - 1
 
 TopicPartition = tuple[str, int]
 
@@ -98,11 +100,18 @@ class ReplicationConfig:
     alter_partition_timeout_ms: int = 30_000
     # cleanup.policy includes compact: a produced record must have a key.
     compacted: bool = False
+    # message.timestamp.before.max.ms / message.timestamp.after.max.ms
+    # (KIP-937): how far before or after the broker's clock a CreateTime
+    # record's timestamp may be. The core's defaults check nothing; the
+    # broker passes Kafka's topic defaults (no bound before, one hour after).
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         for name in ("replica_lag_time_max_ms", "replica_fetch_max_bytes",
                      "replica_fetch_backoff_ms", "alter_partition_retry_backoff_ms",
-                     "alter_partition_timeout_ms"):
+                     "alter_partition_timeout_ms", "message_timestamp_before_max_ms",
+                     "message_timestamp_after_max_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if self.min_insync_replicas < 1:

@@ -102,6 +102,8 @@ TOPIC_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     "max.compaction.lag.ms": _integer(1, INT64_MAX),
     "max.message.bytes": _integer(0, INT32_MAX),
     "message.downconversion.enable": _boolean,
+    "message.timestamp.after.max.ms": _integer(0, INT64_MAX),
+    "message.timestamp.before.max.ms": _integer(0, INT64_MAX),
     "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
     "min.cleanable.dirty.ratio": _ratio,
     "min.compaction.lag.ms": _integer(0, INT64_MAX),
@@ -134,6 +136,10 @@ BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     "log.flush.interval.ms": TOPIC_CONFIG_VALIDATORS["flush.ms"],
     "log.index.interval.bytes": TOPIC_CONFIG_VALIDATORS["index.interval.bytes"],
     "log.index.size.max.bytes": TOPIC_CONFIG_VALIDATORS["segment.index.bytes"],
+    "log.message.timestamp.after.max.ms":
+        TOPIC_CONFIG_VALIDATORS["message.timestamp.after.max.ms"],
+    "log.message.timestamp.before.max.ms":
+        TOPIC_CONFIG_VALIDATORS["message.timestamp.before.max.ms"],
     "log.message.timestamp.type": TOPIC_CONFIG_VALIDATORS["message.timestamp.type"],
     "log.retention.bytes": TOPIC_CONFIG_VALIDATORS["retention.bytes"],
     "log.retention.hours": _integer(-1, INT32_MAX),

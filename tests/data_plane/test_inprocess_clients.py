@@ -242,6 +242,46 @@ def test_log_append_time_topic_answers_the_brokers_timestamps(cluster: ClusterTh
     assert message.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, stamp)
 
 
+def test_timestamps_outside_the_topics_bounds_are_refused_to_real_clients(
+    cluster: ClusterThread,
+) -> None:
+    """KIP-937: a CreateTime record more than ``message.timestamp.after.max.ms``
+    (Kafka's default: one hour) ahead of the broker's clock, or more than
+    ``message.timestamp.before.max.ms`` behind it, is refused with
+    INVALID_TIMESTAMP; confluent-kafka and kafka-python each see that error
+    and nothing refused can be read."""
+    from kafka.errors import InvalidTimestampError
+
+    bootstrap = cluster.cluster.bootstrap_servers
+    cluster.call(cluster.cluster.controller.create_topic, "bounded", 1, 3,
+                 {"min.insync.replicas": "2", "message.timestamp.before.max.ms": "60000"})
+    cluster.run(cluster.cluster.wait_until(lambda: any(
+        k[0] == "bounded" and h.partition.is_leader
+        for b in cluster.cluster.brokers.values() for k, h in b.replicas.partitions.items())))
+    now = int(time.time() * 1000)
+    outcomes: dict[str, object] = {}
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0})
+    for name, stamp in (("now", now), ("two hours ahead", now + 7_200_000),
+                        ("ten minutes ago", now - 600_000)):
+        producer.produce("bounded", name.encode(), timestamp=stamp,
+                         on_delivery=lambda err, msg, name=name: outcomes.update(
+                             {name: err.code() if err is not None else msg.offset()}))
+        assert producer.flush(30) == 0
+    assert outcomes == {"now": 0, "two hours ahead": KafkaError.INVALID_TIMESTAMP,
+                        "ten minutes ago": KafkaError.INVALID_TIMESTAMP}
+    kp = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0)
+    with pytest.raises(InvalidTimestampError):
+        kp.send("bounded", b"kafka-python late", timestamp_ms=now - 600_000).get(timeout=30)
+    assert kp.send("bounded", b"kafka-python now",
+                   timestamp_ms=int(time.time() * 1000)).get(timeout=30).offset == 1
+    kp.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=3_000,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([KTP("bounded", 0)])
+    assert [m.value for m in consumer] == [b"now", b"kafka-python now"]
+    consumer.close()
+
+
 def test_kafka_python_describes_each_brokers_log_dirs(cluster: ClusterThread) -> None:
     """DescribeLogDirs (kafka-log-dirs.sh): every broker answers its own
     directory with the partitions it holds and their size on disk."""

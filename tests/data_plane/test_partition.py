@@ -190,6 +190,56 @@ def test_a_compacted_topic_refuses_records_without_a_key() -> None:
     assert c.parts[1].log_end_offset == 2
 
 
+def _stamped(*timestamps: int) -> bytes:
+    b = BatchBuilder()
+    for ts in timestamps:
+        b.append(b"v", timestamp_ms=ts)
+    return b.build()
+
+
+def test_create_time_timestamps_outside_the_kip_937_bounds_are_invalid_timestamp() -> None:
+    now = 1_800_000_000_000
+    c = Ctx(config=ReplicationConfig(message_timestamp_before_max_ms=60_000,
+                                     message_timestamp_after_max_ms=3_600_000))
+    c.apply(state(1, 1, 1))
+    leader = c.parts[1]
+    # Within [now - 1 min, now + 1 h], ends included; -1 (no timestamp) passes.
+    ok = leader.append_records(_stamped(now - 60_000, now, -1, now + 3_600_000), Acks.LEADER,
+                               0, wall_clock_ms=now)
+    assert ok.error == ErrorCode.none
+    # A later record out of order, earlier than the first, is still found:
+    # the lower bound reads each record, not the batch header.
+    early = leader.append_records(_stamped(now, now - 60_001), Acks.LEADER, 0, wall_clock_ms=now)
+    assert early.error == ErrorCode.invalid_timestamp
+    assert early.error_message == (
+        f"Timestamp {now - 60_001} of message with offset 1 is out of range. "
+        f"The timestamp should be within [{now - 60_000}, {now + 3_600_000}]")
+    late = leader.append_records(_stamped(now, now + 3_600_001), Acks.LEADER, 0,
+                                 wall_clock_ms=now)
+    assert late.error == ErrorCode.invalid_timestamp
+    assert late.error_message is not None and f"Timestamp {now + 3_600_001}" in late.error_message
+    # Nothing of a refused request is appended.
+    assert leader.log_end_offset == 4
+
+
+def test_only_the_upper_timestamp_bound_is_checked_by_default_and_not_for_log_append_time() -> None:
+    now = 1_800_000_000_000
+    hour_ahead = ReplicationConfig(message_timestamp_after_max_ms=3_600_000)
+    c = Ctx(config=hour_ahead)
+    c.apply(state(1, 1, 1))
+    # No lower bound: a record from 1970 is taken, one two hours ahead is not.
+    assert c.parts[1].append_records(_stamped(0), Acks.LEADER, 0,
+                                     wall_clock_ms=now).error == ErrorCode.none
+    assert c.parts[1].append_records(_stamped(now + 7_200_000), Acks.LEADER, 0,
+                                     wall_clock_ms=now).error == ErrorCode.invalid_timestamp
+    # LogAppendTime: the broker's own stamp replaces the producer's, unchecked.
+    stamped_by_log = Ctx(config=hour_ahead,
+                         log_config=LogConfig(message_timestamp_type="LogAppendTime"))
+    stamped_by_log.apply(state(1, 1, 1))
+    assert stamped_by_log.parts[1].append_records(
+        _stamped(now + 7_200_000), Acks.LEADER, 0, wall_clock_ms=now).error == ErrorCode.none
+
+
 def test_producers_may_not_write_control_batches(ctx: Ctx) -> None:
     control = build_control_batch(ControlRecordType.COMMIT, b"\x00\x00\x00\x00\x00\x00", timestamp_ms=0, producer_id=1,
                                   producer_epoch=0)

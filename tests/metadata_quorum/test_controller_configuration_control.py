@@ -34,6 +34,8 @@ BROKER = ConfigResourceType.BROKER
         ("min.cleanable.dirty.ratio", "0.5", True), ("min.cleanable.dirty.ratio", "2", False),
         ("preallocate", "TRUE", True), ("preallocate", "yes", False),
         ("message.timestamp.type", "LogAppendTime", True), ("max.message.bytes", "x", False),
+        ("message.timestamp.before.max.ms", "60000", True),
+        ("message.timestamp.after.max.ms", "-1", False),
         ("unknown.key", "1", False), ("retention.ms", None, False),
     ],
 )
