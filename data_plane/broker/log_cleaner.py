@@ -164,11 +164,12 @@ class LogCleaner:
         self.last_duration_ms = self._replicas.clock.monotonic_ms() - started
         log.info(
             "%s-%d: cleaned offsets %d..%d (dirty ratio %.2f) in %d ms: %d keys, "
-            "%d of %d records removed (%d tombstones), %d segments rewritten, "
-            "%d -> %d bytes%s",
+            "%d of %d records removed (%d tombstones, %d of aborted transactions), "
+            "%d segments rewritten, %d -> %d bytes%s",
             key[0], key[1], result.first_dirty_offset, result.end_offset, ratio,
             self.last_duration_ms, result.keys,
             result.records_removed, result.records_read, result.tombstones_removed,
+            result.aborted_records_removed,
             result.segments_rewritten, result.bytes_read, result.bytes_written,
             " (stopped: the log was truncated meanwhile)" if result.aborted else "")
         return not result.aborted

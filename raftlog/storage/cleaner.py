@@ -39,12 +39,29 @@ What a record keeps and what it loses:
   a compacted log stays contiguous batch by batch, and replication,
   recovery and truncation need no gap rules.
 
+Transactions (the range lies below the last stable offset, so each of its
+transactions has ended; the marker says how):
+
+- A committed transaction's records are compacted like any others: their
+  keys enter the map (once the COMMIT marker is read) and they give way to
+  newer records of their keys.
+- An aborted transaction's records are all removed, as Kafka's cleaner
+  removes them; an aborted write never enters the map, so it never hides
+  an older committed value.
+- A transactional batch left with no records becomes an ordinary empty
+  batch (or its producer's last batch, kept empty with its producer fields,
+  as above), so a replica replaying the log never sees a transaction begin
+  where none is left.
+- A transactional batch whose marker lies above the cleanable range (not
+  rolled yet) is copied unchanged, its keys outside the map, until a later
+  pass sees the marker.
+
 Deliberately conservative, where Kafka does more:
 
-- Transactional batches and control batches (commit and abort markers) are
-  copied unchanged and their keys do not enter the map, so an aborted write
-  never hides an older committed value. Kafka also removes aborted records
-  and, eventually, markers.
+- Markers (control batches) are kept. Kafka removes a marker once its
+  transaction's records are gone and ``delete.retention.ms`` has passed;
+  kept, each costs one small batch, and a replica rebuilding its producer
+  state needs no rule for a transaction whose records and marker are gone.
 - A record without a key is kept (Kafka's cleaner drops it). Brokers
   refuse keyless produces to compacted topics, as Kafka's do, so only a
   topic that became compacted later holds any.
@@ -77,7 +94,8 @@ from raftlog.records import (
     parse_header,
     validate_batch,
 )
-from raftlog.records.batch import pack_header
+from raftlog.records.batch import ControlRecordType, pack_header
+from raftlog.records.builder import parse_control_record_key
 from raftlog.records.compression import compress, decompress
 from raftlog.records.reader import DEFAULT_MAX_DECOMPRESSED_BYTES
 from raftlog.records.record import Record, decode_record, encode_record
@@ -126,6 +144,8 @@ class CleanResult:
     records_read: int = 0
     records_removed: int = 0
     tombstones_removed: int = 0
+    #: Of ``records_removed``: records of aborted transactions.
+    aborted_records_removed: int = 0
     #: The log was truncated or lost segments meanwhile; the pass stopped.
     aborted: bool = False
     rewritten_bases: list[int] = field(default_factory=list)
@@ -208,11 +228,11 @@ def clean(
     if not segments or segments[-1].next_offset <= first_dirty:
         return None
     result = CleanResult(first_dirty, segments[-1].next_offset)
-    key_map, last_producer_batch = _scan(segments, first_dirty, stop)
-    result.keys = len(key_map)
+    scan = _scan(segments, first_dirty, stop)
+    result.keys = len(scan.key_map)
     live = [s for s in segments if s.next_offset > target.log_start_offset]
     for group in group_segments(live, target.config.segment_bytes, can_merge):
-        copy = _Copy(target, group, key_map, last_producer_batch, now_ms, config, result, stop)
+        copy = _Copy(target, group, scan, now_ms, config, result, stop)
         cleaned = copy.run()
         if cleaned is None:
             continue
@@ -304,29 +324,95 @@ def _records(header: BatchHeader, batch: memoryview) -> list[tuple[Record, memor
         return None
 
 
+@dataclass(slots=True)
+class _ScanResult:
+    """What the read pass learnt about the cleanable range."""
+
+    #: Key -> offset of its newest record in the dirty range (committed
+    #: transactional records included).
+    key_map: dict[bytes, int] = field(default_factory=dict)
+    #: Producer id -> base offset of its last data batch in the whole range.
+    last_producer_batch: dict[int, int] = field(default_factory=dict)
+    #: Base offset of each transactional data batch whose marker is in the
+    #: range -> True if its transaction committed, False if it aborted. A
+    #: batch not in it (its marker lies above the range) is left as it is.
+    txn_fates: dict[int, bool] = field(default_factory=dict)
+
+
 def _scan(
     segments: list[LogSegment], first_dirty: int, stop: threading.Event | None
-) -> tuple[dict[bytes, int], dict[int, int]]:
-    """The key map of the dirty range, and each idempotent producer's last
-    batch (base offset) in the whole range."""
-    key_map: dict[bytes, int] = {}
-    last_producer_batch: dict[int, int] = {}
+) -> _ScanResult:
+    """One read of the cleanable range: the key map of its dirty part, each
+    idempotent producer's last batch, and each transaction's outcome.
+
+    A transactional batch's keys enter the map only once its COMMIT marker
+    is read (an aborted write must never hide an older committed value), and
+    a key keeps the newer of the two offsets (the marker comes after records
+    of other producers already mapped)."""
+    scan = _ScanResult()
+    key_map, last_producer_batch, fates = scan.key_map, scan.last_producer_batch, scan.txn_fates
+    # Producer id -> its open transaction's data batches (base offsets) and
+    # the keys they wrote in the dirty range, until its marker.
+    open_txns: dict[int, tuple[list[int], list[tuple[bytes, int]]]] = {}
     for segment in segments:
         dirty = segment.next_offset > first_dirty
         for header, batch in _segment_batches(segment, stop):
-            if header.producer_id >= 0 and not header.is_control:
-                last_producer_batch[header.producer_id] = header.base_offset
-            if not dirty or header.last_offset < first_dirty:
+            pid = header.producer_id
+            if header.is_control:
+                if header.is_transactional and pid in open_txns:
+                    committed = _marker_commits(header, batch)
+                    bases, keys = open_txns.pop(pid)
+                    if committed is None:
+                        continue  # unreadable marker: its batches stay as they are
+                    for base in bases:
+                        fates[base] = committed
+                    if committed:
+                        for key, offset in keys:
+                            if key_map.get(key, -1) < offset:
+                                key_map[key] = offset
                 continue
-            if header.is_control or header.is_transactional:
+            if pid >= 0:
+                last_producer_batch[pid] = header.base_offset
+            in_dirty = dirty and header.last_offset >= first_dirty
+            txn_keys: list[tuple[bytes, int]] | None = None
+            if header.is_transactional:
+                txn = open_txns.get(pid)
+                if txn is None:
+                    txn = open_txns[pid] = ([], [])
+                txn[0].append(header.base_offset)
+                txn_keys = txn[1]
+            if not in_dirty:
                 continue
             records = _records(header, batch)
             if records is None:
+                if txn_keys is not None:
+                    # Unreadable: never mapped, so never decided either.
+                    open_txns[pid][0].remove(header.base_offset)
                 continue
             for record, _ in records:
                 if record.key is not None and record.offset >= first_dirty:
-                    key_map[record.key] = record.offset
-    return key_map, last_producer_batch
+                    if txn_keys is not None:
+                        txn_keys.append((record.key, record.offset))
+                    else:
+                        key_map[record.key] = record.offset
+    return scan
+
+
+def _marker_commits(header: BatchHeader, batch: memoryview) -> bool | None:
+    """Whether a transaction marker is a COMMIT (False: ABORT; None: not a
+    readable transaction marker)."""
+    records = _records(header, batch)
+    if not records:
+        return None
+    try:
+        _, kind = parse_control_record_key(records[0][0].key)
+    except (RecordError, ValueError):
+        return None
+    if kind == ControlRecordType.COMMIT:
+        return True
+    if kind == ControlRecordType.ABORT:
+        return False
+    return None
 
 
 # ==== copying ====================================================================
@@ -336,15 +422,15 @@ class _Copy:
     """A group of segments' compacted copy, written to ``<first base>.log.cleaned``."""
 
     def __init__(
-        self, target: Log, group: list[LogSegment], key_map: dict[bytes, int],
-        last_producer_batch: dict[int, int], now_ms: int, config: CompactionConfig,
-        result: CleanResult, stop: threading.Event | None = None,
+        self, target: Log, group: list[LogSegment], scan: _ScanResult, now_ms: int,
+        config: CompactionConfig, result: CleanResult, stop: threading.Event | None = None,
     ) -> None:
         self._stop = stop
         self._target = target
         self._group = group
-        self._key_map = key_map
-        self._last_producer_batch = last_producer_batch
+        self._key_map = scan.key_map
+        self._last_producer_batch = scan.last_producer_batch
+        self._txn_fates = scan.txn_fates
         self._now_ms = now_ms
         self._config = config
         self._result = result
@@ -382,9 +468,22 @@ class _Copy:
         return self._out
 
     def _copy_batch(self, header: BatchHeader, batch: memoryview) -> None:
-        if header.is_control or header.is_transactional:
+        if header.is_control:
             self._keep(header, batch)
             return
+        if header.is_transactional and header.records_count > 0:
+            committed = self._txn_fates.get(header.base_offset)
+            if committed is None:
+                self._keep(header, batch)  # its marker is above the range
+                return
+            if not committed:
+                # An aborted transaction's records go (Kafka's cleaner drops
+                # them too); the batch's offsets stay, as an empty batch.
+                self._result.records_read += header.records_count
+                self._result.records_removed += header.records_count
+                self._result.aborted_records_removed += header.records_count
+                self._drop_all(header)
+                return
         if header.records_count == 0:
             # Empty already (an earlier pass): a producer's last batch stays,
             # anything else joins the run of empty batches around it.
@@ -419,7 +518,15 @@ class _Copy:
         elif kept:
             self._changed = True
             self._emit(*self._rewrite(header, kept, needs_horizon))
-        elif header.producer_id >= 0 and self._is_last_of_producer(header):
+        else:
+            self._drop_all(header)
+
+    def _drop_all(self, header: BatchHeader) -> None:
+        """A batch none of whose records stays: an empty batch with its
+        producer fields if it is its producer's last, else part of the run
+        of empty batches. Either way not transactional: a replica replaying
+        the log must not see a transaction begin there (its marker stays)."""
+        if header.producer_id >= 0 and self._is_last_of_producer(header):
             self._changed = True
             self._emit(_empty_batch(header), header.last_offset, header.max_timestamp)
         else:

@@ -114,3 +114,100 @@ def test_an_empty_replica_copies_a_compacted_log_and_serves_it(cluster: ClusterT
             seen[msg.key()] = (msg.offset(), msg.value())
     consumer.close()
     assert seen == newest
+
+
+@pytest.fixture
+def txn_cluster(tmp_path: object) -> Iterator[ClusterThread]:
+    c = InProcessCluster(str(tmp_path), 3, {
+        "min.insync.replicas": "2", "log.cleaner.backoff.ms": "50",
+        "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"})
+    with ClusterThread(c) as ct:
+        yield ct
+
+
+def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
+    txn_cluster: ClusterThread,
+) -> None:
+    """A transactional producer writes a compacted topic (Kafka Streams'
+    exactly-once changelogs): every replica's cleaner removes the aborted
+    records and compacts the committed ones by key; read_committed and
+    read_uncommitted consumers both see each key's last committed value and
+    no aborted one; a replica that copies the compacted log from scratch
+    rebuilds a producer state with no open transaction, so its last stable
+    offset is its high watermark."""
+    cluster = txn_cluster
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 1, 3, {
+        "cleanup.policy": "compact", "min.insync.replicas": "2",
+        "min.cleanable.dirty.ratio": "0.01"})
+    cluster.run(c.wait_until(lambda: any(
+        b.replicas.is_leader((TOPIC, 0)) for b in c.brokers.values())))
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers,
+                         "transactional.id": "changelog-writer", "linger.ms": 5})
+    producer.init_transactions(60)
+    committed: dict[bytes, bytes] = {}
+    aborted: set[bytes] = set()
+    for n in range(40):
+        producer.begin_transaction()
+        writes = {b"k%d" % i: b"t%d-k%d" % (n, i) for i in range(4)}
+        for key, value in writes.items():
+            producer.produce(TOPIC, key=key, value=value, partition=0)
+        producer.flush(30)  # on the leader's log before the marker, aborted or not
+        if n % 3 == 2:
+            producer.abort_transaction(30)
+            aborted |= set(writes.values())
+        else:
+            producer.commit_transaction(30)
+            committed.update(writes)
+    leader = c.leader_of(TOPIC, 0)
+    logs = {b: c.brokers[b].replicas.partitions[(TOPIC, 0)].partition.log for b in c.brokers}
+    end = logs[leader].log_end_offset
+    cluster.run(c.wait_until(lambda: all(
+        log.log_end_offset == end for log in logs.values())))
+
+    def values(log: Log) -> list[bytes | None]:
+        """The data records' values (markers left out)."""
+        return [v for k, v in _records(log).values() if k is not None and k.startswith(b"k")]
+
+    # Everything is still in the active segment, which is never cleaned:
+    # every replica has every aborted record. Rolled, it can be cleaned.
+    assert all(len(aborted & set(values(log))) == len(aborted) for log in logs.values())
+    for log in logs.values():
+        cluster.call(log.roll)
+    cluster.run(c.wait_until(lambda: all(
+        sorted(values(log)) == sorted(committed.values()) for log in logs.values()),
+        timeout_s=30))
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": isolation,
+                             "enable.auto.commit": False, "isolation.level": isolation})
+        consumer.assign([CTP(TOPIC, 0, 0)])
+        seen: dict[bytes, bytes] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and seen != committed:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                assert msg.value() not in aborted, isolation
+                seen[msg.key()] = msg.value()
+        consumer.close()
+        assert seen == committed, isolation
+
+    # A follower loses its disk and copies the compacted log.
+    follower = next(b for b in c.brokers if b != leader)
+    directory = c.brokers[follower].replicas.partitions[(TOPIC, 0)].directory
+    cluster.run(c.kill_broker(follower))
+    shutil.rmtree(directory)
+    cluster.run(c.start_broker(follower))
+
+    def copied() -> bool:
+        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
+        return (hosted is not None
+                and hosted.partition.log_end_offset == logs[leader].log_end_offset
+                and hosted.partition.high_watermark == logs[leader].log_end_offset)
+
+    cluster.run(c.wait_until(copied, timeout_s=30))
+    copy = c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition
+    assert copy.last_stable_offset == copy.high_watermark
+    assert not aborted & set(values(copy.log))
+    assert sorted(values(copy.log)) == sorted(committed.values())
+    print(f"log end {logs[leader].log_end_offset}: {len(committed)} of {40 * 4} records left "
+          f"({len(aborted)} aborted); the copy's LSO {copy.last_stable_offset}")

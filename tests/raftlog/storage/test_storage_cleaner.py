@@ -150,20 +150,53 @@ def test_tombstones_stay_for_delete_retention_then_go(small_log: Log, clock: Fak
     assert_contiguous(log)
 
 
-def test_transactional_and_control_batches_are_copied_and_supersede_nothing(
-    small_log: Log, clock: FakeClock
-) -> None:
+def _marker(kind: ControlRecordType, producer_id: int) -> bytes:
+    return build_control_batch(kind, b"\x00\x00\x00\x00\x00\x00", producer_id=producer_id,
+                               producer_epoch=0, timestamp_ms=T0)
+
+
+def test_transactions_are_compacted_by_their_outcome(small_log: Log, clock: FakeClock) -> None:
+    """Committed transactional records compact like any others; aborted ones
+    are removed and hide nothing; a transaction whose marker is not in the
+    cleanable range yet is left as it is until a later pass; markers stay;
+    an emptied transactional batch is no longer transactional."""
     log = small_log
-    log.append_as_leader(keyed_batch([(b"k", b"committed")]), 0)
-    log.append_as_leader(keyed_batch([(b"k", b"aborted")], producer_id=7, base_sequence=0,
-                                     transactional=True), 0)
-    log.append_as_leader(build_control_batch(
-        ControlRecordType.ABORT, b"\x00\x00\x00\x00\x00\x00", producer_id=7, producer_epoch=0,
-        timestamp_ms=T0), 0)
+
+    def txn(writes: list[Write], pid: int) -> bytes:
+        return keyed_batch(writes, producer_id=pid, base_sequence=0, transactional=True)
+
+    log.append_as_leader(keyed_batch([(b"a", b"plain-a")]), 0)                   # 0
+    log.append_as_leader(txn([(b"a", b"aborted-a")], 7), 0)                      # 1
+    log.append_as_leader(_marker(ControlRecordType.ABORT, 7), 0)                 # 2
+    log.append_as_leader(keyed_batch([(b"b", b"plain-b")]), 0)                   # 3
+    log.append_as_leader(txn([(b"b", b"committed-b"), (b"c", b"committed-c")], 8), 0)  # 4, 5
+    log.append_as_leader(keyed_batch([(b"c", b"newer-c")]), 0)                   # 6
+    log.append_as_leader(_marker(ControlRecordType.COMMIT, 8), 0)                # 7
+    log.append_as_leader(txn([(b"a", b"undecided-a")], 10), 0)                   # 8
     log.roll()
-    before = records_of(log)
+    log.append_as_leader(_marker(ControlRecordType.ABORT, 10), 0)                # 9, active
+    result = clean(log, log.log_end_offset, clock.wall_ms(), CompactionConfig())
+    assert result is not None and result.aborted_records_removed == 1
+    data = [(o, k, v) for o, k, v in records_of(log) if k in (b"a", b"b", b"c")]
+    assert data == [(0, b"a", b"plain-a"), (4, b"b", b"committed-b"), (6, b"c", b"newer-c"),
+                    (8, b"a", b"undecided-a")]
+    headers = {h.base_offset: h for h in headers_of(log)}
+    assert headers[2].is_control and headers[7].is_control and headers[9].is_control
+    # Producer 7's only data batch stays, empty and no longer transactional.
+    assert (headers[1].producer_id, headers[1].records_count, headers[1].is_transactional) == (
+        7, 0, False)
+    assert headers[4].is_transactional and headers[4].records_count == 1
+    assert headers[8].is_transactional and headers[8].records_count == 1
+    assert_contiguous(log)
+
+    # The marker is rolled into the cleanable range: the aborted write goes.
+    log.append_as_leader(keyed_batch([(b"d", b"plain-d")]), 0)
+    log.roll()
     clean(log, log.log_end_offset, clock.wall_ms(), CompactionConfig())
-    assert records_of(log) == before
+    data = [(o, k, v) for o, k, v in records_of(log) if k in (b"a", b"b", b"c")]
+    assert data == [(0, b"a", b"plain-a"), (4, b"b", b"committed-b"), (6, b"c", b"newer-c")]
+    assert {h.base_offset: h for h in headers_of(log)}[8].records_count == 0
+    assert_contiguous(log)
 
 
 def test_a_producers_last_batch_stays_as_an_empty_batch(small_log: Log, clock: FakeClock) -> None:
@@ -394,3 +427,93 @@ def test_neighbouring_segments_merge_unless_one_must_keep_its_base(
     reopened = Log.open(LOG_DIR, LogConfig(segment_bytes=400), fs=fs, clock=clock)
     assert [s.base_offset for s in reopened.segments] == after
     assert records_of(reopened) == expected
+
+
+@st.composite
+def _txn_histories(draw: st.DrawFn) -> list[tuple[str, int]]:
+    ops = st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 3)),
+        st.tuples(st.just("delete"), st.integers(0, 3)),
+        st.tuples(st.sampled_from(["tput1", "tput2"]), st.integers(0, 3)),
+        st.tuples(st.sampled_from(["commit", "abort"]), st.integers(1, 2)),
+        st.tuples(st.just("roll"), st.just(0)),
+        st.tuples(st.just("clean"), st.integers(0, 100)),
+    )
+    history = draw(st.lists(ops, min_size=1, max_size=60))
+    # End every transaction left open, then clean everything: most histories
+    # then have a decided transaction in a cleaned segment.
+    return [*history, ("abort", 1), ("commit", 2), ("roll", 0), ("clean", 100)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_txn_histories())
+def test_read_committed_readers_see_every_keys_last_committed_write(
+    history: list[tuple[str, int]],
+) -> None:
+    """Two transactional producers and plain writes, interleaved; the cleaner
+    runs below the last stable offset (the first open transaction's start),
+    as the broker runs it. A reader that skips aborted and still-open
+    transactions sees each key's last committed write at its offset; every
+    record read is the one written there; markers all stay; nothing at or
+    above the bound is removed."""
+    fs, clock = FakeFileSystem(), FakeClock()
+    fs.make_dirs(LOG_DIR)
+    log = Log.open(LOG_DIR, LogConfig(segment_bytes=300), fs=fs, clock=clock)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    outcome: dict[int, bool] = {}  # offset of a transactional write -> committed
+    open_txns: dict[int, list[int]] = {1: [], 2: []}
+    markers: list[int] = []
+    bound = 0
+    for n, (op, arg) in enumerate(history):
+        if op in ("put", "delete", "tput1", "tput2"):
+            key, value = b"k%d" % arg, (None if op == "delete" else b"v%d" % n)
+            pid = int(op[-1]) if op.startswith("tput") else -1
+            batch = keyed_batch([(key, value)], timestamp_ms=clock.wall_ms(), producer_id=pid,
+                                base_sequence=0 if pid > 0 else -1, transactional=pid > 0)
+            info = log.append_as_leader(batch, 0)
+            written[info.first_offset] = (key, value)
+            if pid > 0:
+                open_txns[pid].append(info.first_offset)
+        elif op in ("commit", "abort"):
+            if open_txns[arg]:
+                kind = ControlRecordType.COMMIT if op == "commit" else ControlRecordType.ABORT
+                markers.append(log.append_as_leader(_marker(kind, arg), 0).first_offset)
+                for offset in open_txns[arg]:
+                    outcome[offset] = op == "commit"
+                open_txns[arg] = []
+        elif op == "roll":
+            log.roll()
+        else:
+            lso = min([t[0] for t in open_txns.values() if t] or [log.log_end_offset])
+            bound = max(bound, min(lso, log.log_end_offset * arg // 100))
+            clean(log, bound, clock.wall_ms(), CompactionConfig())
+    got = records_of(log)
+    assert_contiguous(log)
+    read_data = [(o, k, v) for o, k, v in got if o in written]
+    for offset, read_key, read_value in read_data:
+        assert written[offset] == (read_key, read_value)
+    assert [o for o, _, _ in got if o not in written] == markers
+
+    def visible(offset: int) -> bool:
+        return outcome.get(offset, offset not in _all(open_txns))
+
+    last_committed: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset in sorted(written):
+        if visible(offset):
+            key, value = written[offset]
+            last_committed[key] = (offset, value)
+    last_read: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset, read_key, read_value in read_data:
+        if visible(offset):
+            assert read_key is not None
+            last_read[read_key] = (offset, read_value)
+    for key, (offset, value) in last_committed.items():
+        if value is None:
+            assert last_read.get(key, (offset, None)) == (offset, None)
+        else:
+            assert last_read[key] == (offset, value)
+    assert [o for o, _, _ in read_data if o >= bound] == [o for o in sorted(written) if o >= bound]
+
+
+def _all(open_txns: dict[int, list[int]]) -> set[int]:
+    return {offset for offsets in open_txns.values() for offset in offsets}
