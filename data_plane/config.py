@@ -266,6 +266,7 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "transaction.max.timeout.ms": 1,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
     "log.cleaner.backoff.ms": 0,
+    "log.cleaner.dedupe.buffer.size": 1,
     "offsets.topic.segment.bytes": 14,
     "transaction.state.log.segment.bytes": 14,
     "log.cleaner.delete.retention.ms": 0,

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 #: A replica whose pass failed is left alone this long (Kafka marks its log
 #: directory uncleanable until a restart).
 FAILURE_BACKOFF_MS = 600_000
+#: log.cleaner.dedupe.buffer.size's default (Kafka's: 128 MiB).
+DEDUPE_BUFFER_BYTES = "134217728"
 
 
 class LogCleaner:
@@ -61,6 +63,8 @@ class LogCleaner:
         self._failed_until: dict[TopicPartition, int] = {}
         #: Totals since start, for /metrics.
         self.passes = 0
+        #: Passes that stopped early at log.cleaner.dedupe.buffer.size.
+        self.map_full_passes = 0
         self.bytes_read = 0
         self.bytes_written = 0
         self.records_removed = 0
@@ -141,8 +145,11 @@ class LogCleaner:
             # A segment's transaction index file is named by its base offset.
             return not fs.exists(os.path.join(directory, txn_index_file_name(segment.base_offset)))
 
+        map_bytes = int(self._replicas.broker_config.get(
+            "log.cleaner.dedupe.buffer.size", DEDUPE_BUFFER_BYTES))
         self._running = asyncio.get_running_loop().run_in_executor(None, functools.partial(
-            clean, segment_log, upper, now_ms, config, stop=self._stop, can_merge=can_merge))
+            clean, segment_log, upper, now_ms, config, stop=self._stop, can_merge=can_merge,
+            max_map_bytes=map_bytes))
         try:
             result = await asyncio.shield(self._running)
         except asyncio.CancelledError:
@@ -157,6 +164,7 @@ class LogCleaner:
         if result is None:
             return False
         self.passes += 1
+        self.map_full_passes += result.map_full
         self.bytes_read += result.bytes_read
         self.bytes_written += result.bytes_written
         self.records_removed += result.records_removed
@@ -165,11 +173,13 @@ class LogCleaner:
         log.info(
             "%s-%d: cleaned offsets %d..%d (dirty ratio %.2f) in %d ms: %d keys, "
             "%d of %d records removed (%d tombstones, %d of aborted transactions), "
-            "%d segments rewritten, %d -> %d bytes%s",
+            "%d segments rewritten, %d -> %d bytes%s%s",
             key[0], key[1], result.first_dirty_offset, result.end_offset, ratio,
             self.last_duration_ms, result.keys,
             result.records_removed, result.records_read, result.tombstones_removed,
             result.aborted_records_removed,
             result.segments_rewritten, result.bytes_read, result.bytes_written,
-            " (stopped: the log was truncated meanwhile)" if result.aborted else "")
+            " (stopped: the log was truncated meanwhile)" if result.aborted else "",
+            " (the key map reached log.cleaner.dedupe.buffer.size: the next pass goes on)"
+            if result.map_full else "")
         return not result.aborted

@@ -93,6 +93,7 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.enable": "true",
     "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.dedupe.buffer.size": "134217728",
     "log.flush.scheduler.interval.ms": _LONG_MAX,
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "socket.request.max.bytes": "104857600",

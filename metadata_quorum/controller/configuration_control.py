@@ -128,6 +128,7 @@ BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     "compression.type": TOPIC_CONFIG_VALIDATORS["compression.type"],
     "log.cleanup.policy": TOPIC_CONFIG_VALIDATORS["cleanup.policy"],
     "log.cleaner.backoff.ms": _integer(0, INT64_MAX),
+    "log.cleaner.dedupe.buffer.size": _integer(1, INT64_MAX),
     "log.cleaner.delete.retention.ms": TOPIC_CONFIG_VALIDATORS["delete.retention.ms"],
     "log.cleaner.max.compaction.lag.ms": TOPIC_CONFIG_VALIDATORS["max.compaction.lag.ms"],
     "log.cleaner.min.cleanable.ratio": _ratio,

@@ -9,7 +9,9 @@ A pass over one log:
    that old.
 2. **Key map.** The dirty part of that range (from the log's first dirty
    offset, ``cleaner-offset-checkpoint``) is read, and each key maps to the
-   offset of its newest record there.
+   offset of its newest record there. With a memory budget
+   (``log.cleaner.dedupe.buffer.size``) the map may stop at a batch before
+   the end; the pass then cleans only up to there.
 3. **Copy.** The cleanable segments, oldest first, in groups of
    neighbours that fit one segment together (``segment.bytes``, the index
    size, int32 relative offsets; Kafka's ``groupSegmentsBySize``), are each
@@ -148,6 +150,9 @@ class CleanResult:
     aborted_records_removed: int = 0
     #: The log was truncated or lost segments meanwhile; the pass stopped.
     aborted: bool = False
+    #: The key map reached ``max_map_bytes`` before the end of the cleanable
+    #: range: this pass covered up to ``end_offset``, the next goes on from it.
+    map_full: bool = False
     rewritten_bases: list[int] = field(default_factory=list)
 
 
@@ -211,6 +216,7 @@ def clean(
     target: Log, upper_bound: int, now_ms: int, config: CompactionConfig,
     *, stop: threading.Event | None = None,
     can_merge: Callable[[LogSegment], bool] | None = None,
+    max_map_bytes: int | None = None,
 ) -> CleanResult | None:
     """One compaction pass over ``target`` below ``upper_bound``; None when
     nothing in the cleanable range is dirty.
@@ -221,16 +227,27 @@ def clean(
 
     ``can_merge(segment)``: whether ``segment`` may be merged into the
     segment before it (default: always).
+
+    ``max_map_bytes`` (``log.cleaner.dedupe.buffer.size``): about how much
+    memory the key map may take (`MAP_ENTRY_BYTES` plus the key per key).
+    When the next batch's new keys would not fit, the map ends before that
+    batch (after one batch at least, so every pass gets somewhere), as
+    Kafka's ``buildOffsetMap`` stops when its map is full: the pass cleans
+    only up to there, copies every batch from there on unchanged, and the
+    first dirty offset moves only that far, so the next pass goes on from
+    there.
     """
     segments, generation = cleanable_segments(
         target, upper_bound, now_ms, config.min_compaction_lag_ms)
     first_dirty = target.first_dirty_offset
     if not segments or segments[-1].next_offset <= first_dirty:
         return None
-    result = CleanResult(first_dirty, segments[-1].next_offset)
-    scan = _scan(segments, first_dirty, stop)
+    scan = _scan(segments, first_dirty, stop, max_map_bytes)
+    end = segments[-1].next_offset if scan.end_offset is None else scan.end_offset
+    result = CleanResult(first_dirty, end, map_full=scan.end_offset is not None)
     result.keys = len(scan.key_map)
-    live = [s for s in segments if s.next_offset > target.log_start_offset]
+    live = [s for s in segments
+            if s.next_offset > target.log_start_offset and s.base_offset < end]
     for group in group_segments(live, target.config.segment_bytes, can_merge):
         copy = _Copy(target, group, scan, now_ms, config, result, stop)
         cleaned = copy.run()
@@ -337,10 +354,20 @@ class _ScanResult:
     #: range -> True if its transaction committed, False if it aborted. A
     #: batch not in it (its marker lies above the range) is left as it is.
     txn_fates: dict[int, bool] = field(default_factory=dict)
+    #: Where the map stopped when it filled up (a batch's base offset); None
+    #: if it covers the whole range. Batches from there on are not cleaned.
+    end_offset: int | None = None
+
+
+#: What one key costs the key map, besides the key's bytes (measured with
+#: tracemalloc on CPython 3.11: a dict entry, the key's bytes object header
+#: and the offset's int come to 90-100 bytes).
+MAP_ENTRY_BYTES = 100
 
 
 def _scan(
-    segments: list[LogSegment], first_dirty: int, stop: threading.Event | None
+    segments: list[LogSegment], first_dirty: int, stop: threading.Event | None,
+    max_map_bytes: int | None = None,
 ) -> _ScanResult:
     """One read of the cleanable range: the key map of its dirty part, each
     idempotent producer's last batch, and each transaction's outcome.
@@ -354,6 +381,7 @@ def _scan(
     # Producer id -> its open transaction's data batches (base offsets) and
     # the keys they wrote in the dirty range, until its marker.
     open_txns: dict[int, tuple[list[int], list[tuple[bytes, int]]]] = {}
+    map_bytes = 0  # the map's and the open transactions' keys
     for segment in segments:
         dirty = segment.next_offset > first_dirty
         for header, batch in _segment_batches(segment, stop):
@@ -389,6 +417,15 @@ def _scan(
                     # Unreadable: never mapped, so never decided either.
                     open_txns[pid][0].remove(header.base_offset)
                 continue
+            if max_map_bytes is not None:
+                cost = sum(MAP_ENTRY_BYTES + len(record.key) for record, _ in records
+                           if record.key is not None and record.key not in key_map)
+                if map_bytes and map_bytes + cost > max_map_bytes:
+                    if txn_keys is not None:
+                        open_txns[pid][0].pop()  # not this pass's
+                    scan.end_offset = header.base_offset
+                    return scan
+                map_bytes += cost
             for record, _ in records:
                 if record.key is not None and record.offset >= first_dirty:
                     if txn_keys is not None:
@@ -431,6 +468,7 @@ class _Copy:
         self._key_map = scan.key_map
         self._last_producer_batch = scan.last_producer_batch
         self._txn_fates = scan.txn_fates
+        self._end = scan.end_offset
         self._now_ms = now_ms
         self._config = config
         self._result = result
@@ -468,8 +506,8 @@ class _Copy:
         return self._out
 
     def _copy_batch(self, header: BatchHeader, batch: memoryview) -> None:
-        if header.is_control:
-            self._keep(header, batch)
+        if header.is_control or (self._end is not None and header.base_offset >= self._end):
+            self._keep(header, batch)  # a marker, or beyond a full map's reach
             return
         if header.is_transactional and header.records_count > 0:
             committed = self._txn_fates.get(header.base_offset)

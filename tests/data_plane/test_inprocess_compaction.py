@@ -27,7 +27,9 @@ TOPIC = "compacted"
 def cluster(tmp_path: object) -> Iterator[ClusterThread]:
     c = InProcessCluster(str(tmp_path), 3, {
         "min.insync.replicas": "2", "log.cleaner.backoff.ms": "50",
-        "replica.lag.time.max.ms": "2000"})
+        "replica.lag.time.max.ms": "2000",
+        # A key map of about three keys: passes stop part-way and go on.
+        "log.cleaner.dedupe.buffer.size": "350"})
     with ClusterThread(c) as ct:
         yield ct
 
@@ -71,6 +73,7 @@ def test_an_empty_replica_copies_a_compacted_log_and_serves_it(cluster: ClusterT
     leader_log = c.brokers[leader].replicas.partitions[(TOPIC, 0)].partition.log
     # The leader's cleaner compacts as segments roll (a pass at a time).
     cluster.run(c.wait_until(lambda: len(_records(leader_log)) < 150, timeout_s=30))
+    assert c.brokers[leader].replicas.cleaner.map_full_passes > 0
 
     # A follower loses its disk and starts empty.
     follower = next(b for b in c.brokers if b != leader)

@@ -199,6 +199,59 @@ def test_transactions_are_compacted_by_their_outcome(small_log: Log, clock: Fake
     assert_contiguous(log)
 
 
+def test_a_full_key_map_ends_the_pass_and_the_next_pass_goes_on(
+    small_log: Log, clock: FakeClock
+) -> None:
+    """``max_map_bytes`` (``log.cleaner.dedupe.buffer.size``): the map stops
+    before the batch whose new keys would not fit; batches from there on are
+    copied unchanged and stay dirty; later passes finish the job, with the
+    same result as one unbounded pass."""
+    log = small_log
+    for n in range(40):
+        log.append_as_leader(keyed_batch([(b"k%d" % (n % 8), b"v%d" % n)]), 0)
+    log.roll()
+    before = records_of(log)
+    budget = 3 * (cleaner_module.MAP_ENTRY_BYTES + 2)  # three two-byte keys
+    result = clean(log, log.log_end_offset, clock.wall_ms(), CompactionConfig(),
+                   max_map_bytes=budget)
+    assert result is not None and result.map_full and result.keys == 3
+    # k0, k1, k2 were mapped from offsets 0..2; k3 at offset 3 did not fit.
+    assert result.end_offset == 3 == log.first_dirty_offset
+    assert records_of(log) == before  # nothing below 3 is superseded within 0..2
+    passes = 1
+    while (result := clean(log, log.log_end_offset, clock.wall_ms(), CompactionConfig(),
+                           max_map_bytes=budget)) is not None:
+        passes += 1
+        assert result.keys <= 3
+        assert_contiguous(log)
+    newest = {k: (o, v) for o, k, v in before}
+    assert {k: (o, v) for o, k, v in records_of(log)} == newest
+    assert len(records_of(log)) == 8
+    assert log.first_dirty_offset == log.log_end_offset and passes > 3
+
+
+def test_a_tombstone_beyond_a_full_map_is_not_touched(small_log: Log, clock: FakeClock) -> None:
+    """A tombstone past where the map stopped is copied as it is: no delete
+    horizon is set on it, and none is acted on, until a pass maps it (and so
+    removes its key's older values first). Acting on it earlier would bring
+    a deleted key back."""
+    log = small_log
+    log.append_as_leader(keyed_batch([(b"gone", b"old value")]), 0)            # 0
+    for n, key in enumerate((b"a", b"b", b"c")):
+        log.append_as_leader(keyed_batch([(key, b"v%d" % n)]), 0)             # 1..3
+    log.append_as_leader(keyed_batch([(b"gone", None)]), 0)                   # 4
+    log.roll()
+    two_keys = 2 * (cleaner_module.MAP_ENTRY_BYTES + 4)
+    config = CompactionConfig(delete_retention_ms=1_000)
+    while True:
+        result = clean(log, log.log_end_offset, clock.wall_ms(), config, max_map_bytes=two_keys)
+        if result is None:
+            break
+        clock.advance(2_000)  # every horizon set so far has passed
+        assert [v for _, k, v in records_of(log) if k == b"gone"][-1:] in ([None], [])
+    assert [r for r in records_of(log) if r[1] == b"gone"] in ([(4, b"gone", None)], [])
+
+
 def test_a_producers_last_batch_stays_as_an_empty_batch(small_log: Log, clock: FakeClock) -> None:
     log = small_log
     for seq in range(3):
@@ -356,8 +409,12 @@ def _histories(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_histories())
-def test_readers_see_every_keys_last_write_at_its_offset(history: list[tuple[str, int]]) -> None:
+@given(_histories(), st.sampled_from([None, 1, 250, 600]))
+def test_readers_see_every_keys_last_write_at_its_offset(
+    history: list[tuple[str, int]], map_bytes: int | None,
+) -> None:
+    """``map_bytes``: the key map's budget (`clean`'s ``max_map_bytes``); a
+    small one makes passes stop part-way (1: one batch a pass)."""
     fs, clock = FakeFileSystem(), FakeClock()
     fs.make_dirs(LOG_DIR)
     log = Log.open(LOG_DIR, LogConfig(segment_bytes=300), fs=fs, clock=clock)
@@ -373,7 +430,7 @@ def test_readers_see_every_keys_last_write_at_its_offset(history: list[tuple[str
             log.roll()
         elif op == "clean":
             bound = max(bound, log.log_end_offset * arg // 100)
-            clean(log, bound, clock.wall_ms(), config)
+            clean(log, bound, clock.wall_ms(), config, max_map_bytes=map_bytes)
         else:
             clock.advance(arg)
     got = records_of(log)
@@ -446,9 +503,9 @@ def _txn_histories(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_txn_histories())
+@given(_txn_histories(), st.sampled_from([None, 1, 250, 600]))
 def test_read_committed_readers_see_every_keys_last_committed_write(
-    history: list[tuple[str, int]],
+    history: list[tuple[str, int]], map_bytes: int | None,
 ) -> None:
     """Two transactional producers and plain writes, interleaved; the cleaner
     runs below the last stable offset (the first open transaction's start),
@@ -486,7 +543,7 @@ def test_read_committed_readers_see_every_keys_last_committed_write(
         else:
             lso = min([t[0] for t in open_txns.values() if t] or [log.log_end_offset])
             bound = max(bound, min(lso, log.log_end_offset * arg // 100))
-            clean(log, bound, clock.wall_ms(), CompactionConfig())
+            clean(log, bound, clock.wall_ms(), CompactionConfig(), max_map_bytes=map_bytes)
     got = records_of(log)
     assert_contiguous(log)
     read_data = [(o, k, v) for o, k, v in got if o in written]
