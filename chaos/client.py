@@ -18,7 +18,11 @@ returns ``(type, value)`` for the completion; the runner writes the
   to its end (ListOffsets latest: the high watermark, or the last stable
   offset under transactions, then reads up to it).
 
-Values are the generator's unique ints, written as decimal strings.
+Values are the generator's unique ints, written as decimal strings. In
+the keyed (compacted-topic) workload each record also has a key, the
+decimal ``key_of(value, keys)``; readers given ``keys`` check it, and a
+record stored under another key is recorded as the value
+``"key-mismatch:<value>:<key>"``, which no send wrote (a phantom read).
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 
+from chaos.generator import key_of
 from chaos.history import JSON, OpType, classify_error
 
 Outcome = tuple[OpType, JSON]
 
 
 class SendClient(Protocol):
-    def send(self, partition: int, value: int) -> Outcome: ...
+    def send(self, partition: int, value: int, key: int | None = None) -> Outcome: ...
     def close(self) -> None: ...
 
 
@@ -82,22 +87,24 @@ class ConfluentProducer:
         if self.transactional:
             self.p.init_transactions(timeout_s)
 
-    def send(self, partition: int, value: int) -> Outcome:
+    def send(self, partition: int, value: int, key: int | None = None) -> Outcome:
         done: list[tuple[Any, Any]] = []
+        base = _send_value(partition, value, key)
         self.p.produce(
             self.topic,
             str(value).encode(),
+            key=None if key is None else str(key).encode(),
             partition=partition,
             on_delivery=lambda err, msg: done.append((err, msg)),
         )
         self.p.flush(self.timeout_s)
         if not done:
-            return OpType.INFO, {"partition": partition, "value": value, "error": "no report"}
+            return OpType.INFO, {**base, "error": "no report"}
         err, msg = done[0]
         if err is not None:
             name = _err_name(err)
-            return classify_error(name), {"partition": partition, "value": value, "error": name}
-        return OpType.OK, {"partition": partition, "value": value, "offset": msg.offset()}
+            return classify_error(name), {**base, "error": name}
+        return OpType.OK, {**base, "offset": msg.offset()}
 
     def txn(self, sends: list[tuple[int, int]], abort: bool) -> Outcome:
         """A transaction of sends; commit it, or abort it when ``abort``.
@@ -166,13 +173,14 @@ class KafkaPythonProducer:
             reconnect_backoff_max_ms=500,
         )
 
-    def send(self, partition: int, value: int) -> Outcome:
+    def send(self, partition: int, value: int, key: int | None = None) -> Outcome:
         from kafka.errors import KafkaError as KPError  # type: ignore[import-untyped]
         from kafka.errors import KafkaTimeoutError
 
-        base: dict[str, JSON] = {"partition": partition, "value": value}
+        base = _send_value(partition, value, key)
         try:
-            fut = self.p.send(self.topic, str(value).encode(), partition=partition)
+            fut = self.p.send(self.topic, str(value).encode(), partition=partition,
+                              key=None if key is None else str(key).encode())
             md = fut.get(timeout=self.timeout_s)
         except KafkaTimeoutError as exc:
             return OpType.INFO, {**base, "error": type(exc).__name__}
@@ -189,7 +197,8 @@ class KafkaPythonProducer:
 class ConfluentPoller:
     """Assign-based consumer over all partitions from 0; one poll = one batch."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, keys: int = 0) -> None:
+        self.keys = keys
         self.c = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -206,7 +215,7 @@ class ConfluentPoller:
         self.c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
     def poll(self) -> Outcome:
-        records: dict[str, list[list[int | None]]] = {}
+        records: dict[str, list[list[int | str | None]]] = {}
         try:
             msgs = self.c.consume(num_messages=200, timeout=0.5)
         except KafkaException as exc:
@@ -214,11 +223,28 @@ class ConfluentPoller:
         for m in msgs:
             if m.error() is not None:
                 continue
-            records.setdefault(str(m.partition()), []).append([m.offset(), _int(m.value())])
+            records.setdefault(str(m.partition()), []).append([m.offset(), _read(m, self.keys)])
         return OpType.OK, {"records": records}
 
     def close(self) -> None:
         self.c.close()
+
+
+def _send_value(partition: int, value: int, key: int | None) -> dict[str, JSON]:
+    out: dict[str, JSON] = {"partition": partition, "value": value}
+    if key is not None:
+        out["key"] = key
+    return out
+
+
+def _read(m: Any, keys: int) -> int | str | None:
+    """A read record's value; with ``keys``, checked against its key."""
+    value = _int(m.value())
+    if keys and value is not None:
+        key = m.key()
+        if key != str(key_of(value, keys)).encode():
+            return f"key-mismatch:{value}:{key!r}"
+    return value
 
 
 def _int(raw: bytes | str | None) -> int | None:
@@ -230,7 +256,9 @@ def _int(raw: bytes | str | None) -> int | None:
         return None
 
 
-def final_read(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0) -> Outcome:
+def final_read(
+    bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0, keys: int = 0
+) -> Outcome:
     """Read ``partition`` from 0 to its high watermark (ListOffsets latest)."""
     # Under read_committed the end is the last stable offset, and the last
     # offsets may be transaction markers (or aborted records) that no message
@@ -256,7 +284,7 @@ def final_read(bootstrap: str, topic: str, partition: int, *, timeout_s: float =
                 if time.monotonic() > deadline:
                     return OpType.INFO, {"partitions": [partition], "error": str(exc)}
         c.assign([CTP(topic, partition, OFFSET_BEGINNING)])
-        got: list[list[int | None]] = []
+        got: list[list[int | str | None]] = []
         pos = 0
         while pos < high:
             if time.monotonic() > deadline:
@@ -272,7 +300,7 @@ def final_read(bootstrap: str, topic: str, partition: int, *, timeout_s: float =
                     if err.code() == KafkaError._PARTITION_EOF:
                         pos = max(pos, int(m.offset() or 0))
                     continue
-                got.append([m.offset(), _int(m.value())])
+                got.append([m.offset(), _read(m, keys)])
                 pos = int(m.offset() or 0) + 1
         return OpType.OK, {
             "partitions": [partition],

@@ -77,6 +77,12 @@ class WorkloadConfig:
     transaction, which the client commits, or, for ``abort_fraction`` of
     them (``"abort": true`` in the plan), deliberately aborts after the
     records reached the log.
+
+    With ``keys`` (> 0; the compacted-topic workload) each send carries a
+    key, ``value % keys`` (`key_of`), and goes to the key's partition,
+    ``key % partitions``, as a keyed producer's partitioner would send it:
+    each key's writes are ordered in one partition, and a reader can check
+    from a value which key it must be stored under.
     """
 
     partitions: int = 3
@@ -86,6 +92,7 @@ class WorkloadConfig:
     txn: bool = False
     txn_max_sends: int = 4
     abort_fraction: float = 0.25
+    keys: int = 0
 
     def __post_init__(self) -> None:
         if self.partitions < 1 or self.processes < 1:
@@ -94,6 +101,13 @@ class WorkloadConfig:
             raise ValueError("rate_hz > 0 and 0 <= send_fraction <= 1")
         if self.txn_max_sends < 1 or not 0.0 <= self.abort_fraction <= 1.0:
             raise ValueError("txn_max_sends >= 1 and 0 <= abort_fraction <= 1")
+        if self.keys < 0 or (self.keys and self.txn):
+            raise ValueError("keys >= 0, and keyed sends are plain sends (no txn)")
+
+
+def key_of(value: int, keys: int) -> int:
+    """The key a keyed workload's send of ``value`` carries."""
+    return value % keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +164,12 @@ def workload_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
                 _s_to_ns(t), proc, "txn", {"sends": sends, "abort": rng.random() < w.abort_fraction}
             )
         elif is_send:
-            yield PlannedOp(
-                _s_to_ns(t),
-                proc,
-                "send",
-                {"partition": rng.randrange(w.partitions), "value": value},
-            )
+            partition = rng.randrange(w.partitions)
+            send: dict[str, JSON] = {"partition": partition, "value": value}
+            if w.keys:
+                key = key_of(value, w.keys)
+                send = {"partition": key % w.partitions, "value": value, "key": key}
+            yield PlannedOp(_s_to_ns(t), proc, "send", send)
             value += 1
         else:
             yield PlannedOp(_s_to_ns(t), proc, "poll", None)

@@ -10,7 +10,9 @@ records every op in ``<out>/history.jsonl``:
   with fresh clients. Process ``i`` uses confluent-kafka (idempotence as
   configured), every third one kafka-python; in the ``txn`` workload every
   process is a confluent-kafka transactional producer (``transactional.id``
-  per process slot) whose ``txn`` ops commit or deliberately abort;
+  per process slot) whose ``txn`` ops commit or deliberately abort; in the
+  ``compact`` workload the topic is compacted (segments roll every 2 s, the
+  cleaners run every 500 ms) and every send carries a key (`workload_keys`);
 - nemesis ops go to a `Compose` of the partition, process (kill, pause,
   lost-writes), clock and disk-full nemeses, with targets resolved from live
   cluster state (leader of partition 0, active controller);
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import shutil
 import time
@@ -66,7 +69,19 @@ from chaos.report import write_report
 from data_plane.local_cluster import LocalClusterError, Timeouts
 
 TOPIC = "chaos"
-WORKLOADS = ("send", "txn")
+WORKLOADS = ("send", "txn", "compact")
+COMPACT_KEYS = 24
+"""Keys of the ``compact`` workload (8 per partition with 3 partitions): few
+enough that most writes are superseded within a run."""
+COMPACT_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    # Segments roll every 2 s of message time (or 16 KiB), and the cleaner
+    # cleans whatever is dirty: compaction runs all through the faults.
+    "segment.ms": "2000",
+    "segment.bytes": "16384",
+    "min.cleanable.dirty.ratio": "0.01",
+}
+COMPACT_PROPERTIES = {"log.cleaner.backoff.ms": "500"}
 DISK_BYTES = 256 << 20
 """Size of each node's tmpfs data dir in a disk-full run (RAM is used only as
 written; the fault fills it with a ballast file)."""
@@ -85,7 +100,8 @@ class RunOptions:
     partitions: int = 3
     processes: int = 4
     idempotent: bool = True
-    # "send" (one record per op) or "txn" (transactions, some aborted).
+    # "send" (one record per op), "txn" (transactions, some aborted) or
+    # "compact" (keyed sends to a compacted topic, cleaned during the run).
     workload: str = "send"
     mode: str = "auto"
     out: str = "chaos-out"
@@ -186,10 +202,13 @@ class _Worker:
                     self.producer = ConfluentProducer(
                         self.bootstrap, TOPIC, idempotent=self.opts.idempotent
                     )
-            return self.producer.send(int(op.value["partition"]), int(op.value["value"]))
+            key = op.value.get("key")
+            return self.producer.send(int(op.value["partition"]), int(op.value["value"]),
+                                      None if key is None else int(key))
         if op.f == "poll":
             if self.poller is None:
-                self.poller = ConfluentPoller(self.bootstrap, TOPIC, self.opts.partitions)
+                self.poller = ConfluentPoller(self.bootstrap, TOPIC, self.opts.partitions,
+                                              keys=workload_keys(self.opts))
             return self.poller.poll()
         raise ValueError(op.f)
 
@@ -217,11 +236,14 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         if "clock" in opts.faults:
             clock_files[n] = out / f"clock-{n}"
             node_env[n].update(faketime_env(clock_files[n]))
+    properties = dict(opts.properties)
+    if opts.workload == "compact":
+        properties = {**COMPACT_PROPERTIES, **properties}
     db = ChaosDB(
         out / "cluster",
         opts.nodes,
         mode=mode,
-        properties=opts.properties,
+        properties=properties,
         timeouts=Timeouts.fast(),
         node_env=node_env,
         disk_bytes=DISK_BYTES if "disk-full" in opts.faults else None,
@@ -235,6 +257,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             processes=opts.processes,
             rate_hz=opts.rate_hz,
             txn=opts.workload == "txn",
+            keys=workload_keys(opts),
         ),
         nemesis=NemesisConfig(
             faults=opts.faults,
@@ -256,7 +279,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
 
     try:
         await db.setup()
-        await _create_topic(db, opts.partitions, pool)
+        await _create_topic(db, opts.partitions, pool,
+                            COMPACT_TOPIC_CONFIGS if opts.workload == "compact" else {})
         rng = random.Random(f"targets:{opts.seed}")
         assert db.net is not None
         nemesis = Compose(
@@ -338,7 +362,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             p = int(op.value["partitions"][0])
             rec.record(now(), OpType.INVOKE, op.process, op.f, op.value)
             typ, value = await loop.run_in_executor(
-                pool, final_read, db.bootstrap_servers(), TOPIC, p
+                pool, functools.partial(final_read, db.bootstrap_servers(), TOPIC, p,
+                                        keys=workload_keys(opts))
             )
             finals_done.append(rec.record(now(), typ, op.process, op.f, value))
         history = rec.history()
@@ -383,6 +408,11 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def workload_keys(opts: RunOptions) -> int:
+    """How many keys the workload's sends carry (0: none)."""
+    return COMPACT_KEYS if opts.workload == "compact" else 0
+
+
 def duplicates_strict(opts: RunOptions) -> bool:
     """Whether a duplicate is an anomaly: with idempotence on, and always in
     the txn workload (transactions imply idempotence, KIP-98)."""
@@ -393,7 +423,8 @@ def client_checkers(opts: RunOptions) -> dict[str, Checker]:
     """The history checkers of a run (replica divergence is added after the
     nodes stop). The duplicates checker always runs; `duplicates_strict`
     says whether a duplicate fails the run."""
-    return dict(kafka_checkers(idempotent=duplicates_strict(opts)))
+    return dict(kafka_checkers(idempotent=duplicates_strict(opts),
+                               compacted_keys=workload_keys(opts)))
 
 
 async def _settle(db: ChaosDB, rec: HistoryRecorder, now: Callable[[], int]) -> str:
@@ -434,7 +465,10 @@ def _repro(opts: RunOptions) -> str:
     )
 
 
-async def _create_topic(db: ChaosDB, partitions: int, pool: ThreadPoolExecutor) -> None:
+async def _create_topic(
+    db: ChaosDB, partitions: int, pool: ThreadPoolExecutor,
+    configs: dict[str, str] | None = None,
+) -> None:
     import confluent_kafka as ck
     import confluent_kafka.admin as ck_admin
 
@@ -443,7 +477,8 @@ async def _create_topic(db: ChaosDB, partitions: int, pool: ThreadPoolExecutor) 
     def create() -> None:
         admin = ck_admin.AdminClient({"bootstrap.servers": db.bootstrap_servers(), "log_level": 0})
         try:
-            admin.create_topics([new_topic(TOPIC, partitions, min(3, db.n))])[TOPIC].result(20)
+            topic = new_topic(TOPIC, partitions, min(3, db.n), config=configs or {})
+            admin.create_topics([topic])[TOPIC].result(20)
         except ck.KafkaException as e:
             # A retried CreateTopics whose first attempt did create it (the
             # cluster has auto-creation off, so nothing else makes it);

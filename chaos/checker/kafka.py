@@ -20,6 +20,12 @@ Conventions shared by all checkers:
 - A ``final-read`` op is a fresh consumer that, after the final heal and quiet
   period, read each partition from offset 0 to its end offset; it defines what
   survived.
+- Compacted topics (the keyed workload, ``keys`` > 0): a send of ``value``
+  has key ``value % keys`` (`chaos.generator.key_of`), and the log cleaner
+  may remove a record, but only for a newer record of its key. So a record
+  missing from the final read is *superseded* when the final read holds a
+  record of the same key at a higher offset, and that is not an anomaly;
+  lost-write, unseen and vanished-read checks take it into account.
 """
 
 from __future__ import annotations
@@ -141,6 +147,27 @@ def analyze(history: History) -> Analysis:
     return a
 
 
+def _newest_in_final(a: Analysis, keys: int) -> dict[int, dict[int, int]]:
+    """partition -> key -> the highest offset of a record of that key in the
+    partition's final read (keyed workload)."""
+    newest: dict[int, dict[int, int]] = {}
+    for r in a.reads:
+        if r.final and isinstance(r.value, int) and not isinstance(r.value, bool):
+            per_key = newest.setdefault(r.partition, {})
+            key = r.value % keys
+            per_key[key] = max(per_key.get(key, -1), r.offset)
+    return newest
+
+
+def _superseded(newest: dict[int, dict[int, int]], keys: int, partition: int, value: JSON,
+                offset: int | None) -> bool:
+    """Whether the final read holds a newer record of ``value``'s key than
+    ``offset`` (so compaction may have removed ``value``)."""
+    if not keys or offset is None or not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return newest.get(partition, {}).get(value % keys, -1) > offset
+
+
 def _send_anomaly(kind: str, desc: str, op: Op, s: Send, **details: JSON) -> Anomaly:
     return Anomaly(
         kind,
@@ -161,17 +188,30 @@ class LostWrites:
       in them (whether or not an earlier poll saw it).
 
     ``info`` sends are never lost: they may not have happened.
+
+    With ``keys`` (a compacted topic) an ok send missing from the final read
+    is fine if a newer record of its key is there (``superseded`` in the
+    stats), and ``lost-write`` is not checked: a poll may legitimately never
+    see a record the cleaner removed first.
     """
+
+    keys: int = 0
 
     def check(self, history: History) -> Result:
         a = analyze(history)
         lost: list[Anomaly] = []
         lost_end: list[Anomaly] = []
+        newest = _newest_in_final(a, self.keys) if self.keys else {}
+        superseded = 0
         for op, s in a.ok_sends:
             k = value_key(s.value)
             seen = k in a.read_values.get(s.partition, set())
             top = a.max_read_offset.get(s.partition, -1)
-            if s.offset is not None and s.offset <= top and not seen:
+            if (s.partition in a.final and k not in a.final[s.partition].values
+                    and _superseded(newest, self.keys, s.partition, s.value, s.offset)):
+                superseded += 1
+                continue
+            if not self.keys and s.offset is not None and s.offset <= top and not seen:
                 lost.append(
                     _send_anomaly(
                         "lost-write",
@@ -198,10 +238,11 @@ class LostWrites:
                         },
                     )
                 )
-        return make_result(
-            {"lost-write": lost, "lost-at-end": lost_end},
-            stats={"ok_sends": len(a.ok_sends), "indefinite_sends": len(a.indefinite)},
-        )
+        stats: dict[str, JSON] = {"ok_sends": len(a.ok_sends),
+                                  "indefinite_sends": len(a.indefinite)}
+        if self.keys:
+            stats["superseded"] = superseded
+        return make_result({"lost-write": lost, "lost-at-end": lost_end}, stats=stats)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,14 +386,19 @@ class VanishedReads:
     read above what became the HW (``read-above-hw`` if its offset is at or past
     the final end offset) or was replaced (``vanished-read``). ``"unknown"``
     when some read partition has no completed final read. Assumes no retention
-    deleted data during the run.
+    deleted data during the run. With ``keys`` (a compacted topic) a read
+    value the final read holds a newer record of its key for was compacted
+    away, which is fine.
     """
+
+    keys: int = 0
 
     def check(self, history: History) -> Result:
         a = analyze(history)
         above: list[Anomaly] = []
         gone: list[Anomaly] = []
         missing_final: set[int] = set()
+        newest = _newest_in_final(a, self.keys) if self.keys else {}
         for r in a.reads:
             if r.final:
                 continue
@@ -361,6 +407,8 @@ class VanishedReads:
                 missing_final.add(r.partition)
                 continue
             if value_key(r.value) in fin.values:
+                continue
+            if _superseded(newest, self.keys, r.partition, r.value, r.offset):
                 continue
             details: dict[str, JSON] = {
                 "partition": r.partition,
@@ -437,15 +485,21 @@ class Unseen:
 
     Invalid when the final read of that partition completed (it read to the
     end, so the record is gone or was never there); ``"unknown"`` when ok sends
-    are unseen in partitions without a completed final read.
+    are unseen in partitions without a completed final read. With ``keys`` (a
+    compacted topic) an unseen send superseded in the final read is fine.
     """
+
+    keys: int = 0
 
     def check(self, history: History) -> Result:
         a = analyze(history)
         unseen: list[Anomaly] = []
         undecided: set[int] = set()
+        newest = _newest_in_final(a, self.keys) if self.keys else {}
         for op, s in a.ok_sends:
             if value_key(s.value) in a.read_values.get(s.partition, set()):
+                continue
+            if _superseded(newest, self.keys, s.partition, s.value, s.offset):
                 continue
             if s.partition in a.final:
                 unseen.append(
@@ -465,14 +519,18 @@ class Unseen:
         )
 
 
-def kafka_checkers(*, idempotent: bool = True, subscribe: bool = False) -> dict[str, Checker]:
-    """The standard set, ready for `chaos.checker.compose`."""
+def kafka_checkers(
+    *, idempotent: bool = True, subscribe: bool = False, compacted_keys: int = 0
+) -> dict[str, Checker]:
+    """The standard set, ready for `chaos.checker.compose`. ``compacted_keys``:
+    the keyed workload on a compacted topic (polls may then skip the offsets
+    the cleaner removed: ``poll-skip`` is allowed)."""
     return {
-        "lost-writes": LostWrites(),
+        "lost-writes": LostWrites(keys=compacted_keys),
         "duplicates": Duplicates(idempotent=idempotent),
         "inconsistent-offsets": InconsistentOffsets(),
-        "poll-order": PollOrder(allow_skip=subscribe),
-        "vanished-reads": VanishedReads(),
+        "poll-order": PollOrder(allow_skip=subscribe or bool(compacted_keys)),
+        "vanished-reads": VanishedReads(keys=compacted_keys),
         "aborted-reads": AbortedReads(),
-        "unseen": Unseen(),
+        "unseen": Unseen(keys=compacted_keys),
     }

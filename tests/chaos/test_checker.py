@@ -299,3 +299,58 @@ def test_txn_runs_check_duplicates_strictly_even_without_the_idempotence_flag() 
     assert r.valid is False and r.children["duplicates"].valid is False
     plain = client_checkers(RunOptions(workload="send", idempotent=False))
     assert compose(plain).check(dup).children["duplicates"].valid is True  # reported, allowed
+
+
+# ---- compacted topics (the keyed workload): key = value % KEYS -----------------
+
+KEYS = 4
+
+
+def test_a_compacted_away_send_superseded_in_the_final_read_is_fine() -> None:
+    # Values 1 and 5 share key 1; 5 (offset 1) supersedes 1 (offset 0), which
+    # the cleaner removed; a poll had read 1 before that and skips offset 0 later.
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 5, 1)
+        .send(0, 0, 2, 2)
+        .poll(1, {0: [(0, 1)]})
+        .poll(2, {0: [(1, 5), (2, 2)]})
+        .final(9, {0: [(1, 5), (2, 2)]}, ends={0: 3})
+        .build()
+    )
+    r = compose(kafka_checkers(compacted_keys=KEYS)).check(h)
+    assert r.valid is True, json.dumps(r.to_json(), indent=1)
+    assert r.children["lost-writes"].stats["superseded"] == 1
+    # The same history on a plain topic: value 1 is lost.
+    assert compose(kafka_checkers()).check(h).valid is False
+
+
+def test_compaction_may_not_remove_a_keys_newest_acknowledged_write() -> None:
+    # Value 5 (key 1, offset 1) is gone and only the older value 1 (key 1,
+    # offset 0) survived: the key went back in time. Value 6 (key 2) gone
+    # with only key 3's value 3 after it: no newer record of key 2.
+    h = (
+        H()
+        .send(0, 0, 1, 0)
+        .send(0, 0, 5, 1)
+        .send(0, 0, 6, 2)
+        .send(0, 0, 3, 3)
+        .poll(1, {0: [(1, 5)]})
+        .final(9, {0: [(0, 1), (3, 3)]}, ends={0: 4})
+        .build()
+    )
+    r = compose(kafka_checkers(compacted_keys=KEYS)).check(h)
+    assert r.valid is False
+    lost = r.children["lost-writes"].anomalies["lost-at-end"]
+    assert sorted(a.details["value"] for a in lost) == [5, 6]
+    # The poll read 5 at offset 1, and no newer record of key 1 survived.
+    assert [a.details["value"] for a in r.children["vanished-reads"].anomalies[
+        "vanished-read"]] == [5]
+    assert kinds(Unseen(keys=KEYS).check(h)) == {"unseen": [5]}  # op 5 completed the send of 6
+
+
+def test_a_record_stored_under_another_key_is_a_phantom_read() -> None:
+    h = H().send(0, 0, 1, 0).final(9, {0: [(0, "key-mismatch:1:b'2'")]}).build()  # type: ignore[list-item]
+    r = AbortedReads().check(h)
+    assert r.valid is False and "phantom-read" in r.anomalies

@@ -8,6 +8,7 @@ from chaos.generator import (
     RunConfig,
     WorkloadConfig,
     generate,
+    key_of,
 )
 from chaos.history import NEMESIS
 
@@ -112,3 +113,19 @@ def test_txn_workload_unique_values_some_aborted_and_plain_plans_unchanged() -> 
     assert 0.15 < aborted / len(txns) < 0.35  # abort_fraction 0.25
     # Without txn the plan is exactly the plain-send plan.
     assert generate(with_txn(5, False)) == generate(cfg(5))
+
+
+def test_keyed_workload_sends_each_key_to_one_partition_in_the_plain_plans_timing() -> None:
+    c = cfg(5)
+    keyed = RunConfig(seed=5, time_limit_s=c.time_limit_s, quiet_s=c.quiet_s,
+                      workload=WorkloadConfig(partitions=3, processes=4, rate_hz=50, keys=8),
+                      nemesis=c.nemesis)
+    plan, plain = generate(keyed), generate(c)
+    sends = [op.value for op in plan if op.f == "send"]
+    assert sends and all(s["key"] == key_of(s["value"], 8) == s["value"] % 8 for s in sends)
+    assert all(s["partition"] == s["key"] % 3 for s in sends)
+    # Only the partitions and keys differ from the plain plan.
+    assert [(op.time_ns, op.process, op.f) for op in plan] == [
+        (op.time_ns, op.process, op.f) for op in plain]
+    with pytest.raises(ValueError):
+        WorkloadConfig(keys=8, txn=True)

@@ -10,6 +10,8 @@
   the HW (``RAFTLOG_UNSAFE_ACK_BEFORE_HW``); killing leaders must show lost
   writes.
 - the unsafe setting is refused without its confirmation flag.
+- compact and txn workloads (marker ``long``): keyed sends to a compacted
+  topic, and transactions, under faults.
 - soak (marker ``soak``): many seeds, every nemesis.
 """
 
@@ -214,6 +216,31 @@ def test_netns_txn_workload_with_faults_is_valid(tmp_path: Path) -> None:
     assert '"f":"txn"' in history and '"abort":true' in history
     assert outcome.counts["fail"] > 0  # deliberately aborted transactions
     assert outcome.valid is True, outcome.result.to_json()
+
+
+@pytest.mark.long
+def test_compact_workload_with_faults_is_valid(tmp_path: Path) -> None:
+    """Keyed sends to a compacted topic whose segments roll every 2 s, under
+    kill + pause + partition: the cleaners remove most acknowledged writes
+    during the run, and every one of them is superseded by a newer record of
+    its key in the final log (no key goes back in time, no offset changes)."""
+    opts = RunOptions(
+        seed=3,
+        faults=("kill", "pause", "partition"),
+        time_limit_s=30,
+        rate_hz=40,
+        quiet_s=8,
+        interval_s=6,
+        duration_s=3,
+        mode="auto",
+        workload="compact",
+        out=str(tmp_path / "run"),
+    )
+    outcome = asyncio.run(run(opts))
+    stats = outcome.result.children["lost-writes"].stats
+    print(outcome.ops, outcome.counts, outcome.valid, stats)
+    assert outcome.valid is True, outcome.result.to_json()
+    assert stats["superseded"] > stats["ok_sends"] // 2  # the cleaners did run
 
 
 @pytest.mark.soak
