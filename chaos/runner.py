@@ -379,7 +379,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         await db.release()
         checkers = client_checkers(opts)
         strict = duplicates_strict(opts)
-        checkers["replica-divergence"] = _Fixed(ReplicaDivergence(logs).check(history))
+        checkers["replica-divergence"] = _Fixed(ReplicaDivergence(
+            logs, compacted=opts.workload == "compact").check(history))
         checkers["cluster-ready"] = _Fixed(
             make_result(
                 {},

@@ -173,11 +173,11 @@ class LogCleaner:
         log.info(
             "%s-%d: cleaned offsets %d..%d (dirty ratio %.2f) in %d ms: %d keys, "
             "%d of %d records removed (%d tombstones, %d of aborted transactions), "
-            "%d segments rewritten, %d -> %d bytes%s%s",
+            "%d markers removed, %d segments rewritten, %d -> %d bytes%s%s",
             key[0], key[1], result.first_dirty_offset, result.end_offset, ratio,
             self.last_duration_ms, result.keys,
             result.records_removed, result.records_read, result.tombstones_removed,
-            result.aborted_records_removed,
+            result.aborted_records_removed, result.markers_removed,
             result.segments_rewritten, result.bytes_read, result.bytes_written,
             " (stopped: the log was truncated meanwhile)" if result.aborted else "",
             " (the key map reached log.cleaner.dedupe.buffer.size: the next pass goes on)"

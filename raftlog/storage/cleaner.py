@@ -55,15 +55,18 @@ transactions has ended; the marker says how):
   as above), so a replica replaying the log never sees a transaction begin
   where none is left.
 - A transactional batch whose marker lies above the cleanable range (not
-  rolled yet) is copied unchanged, its keys outside the map, until a later
-  pass sees the marker.
+  rolled yet) keeps its records, its keys outside the map, until a later
+  pass sees the marker; but those a newer record of their key supersedes
+  go now, committed or not (left, one could outlive a newer tombstone of
+  its key and bring a deleted key back).
+
+- A marker stays while any record of its transaction does. Once none is
+  left, the pass sets the marker's delete horizon (``delete.retention.ms``
+  on, as for a tombstone), and a pass after that drops it (Kafka's rule):
+  a replica replaying the log then sees neither, so it never takes a
+  transaction without its marker for an open one.
 
 Deliberately conservative, where Kafka does more:
-
-- Markers (control batches) are kept. Kafka removes a marker once its
-  transaction's records are gone and ``delete.retention.ms`` has passed;
-  kept, each costs one small batch, and a replica rebuilding its producer
-  state needs no rule for a transaction whose records and marker are gone.
 - A record without a key is kept (Kafka's cleaner drops it). Brokers
   refuse keyless produces to compacted topics, as Kafka's do, so only a
   topic that became compacted later holds any.
@@ -148,6 +151,8 @@ class CleanResult:
     tombstones_removed: int = 0
     #: Of ``records_removed``: records of aborted transactions.
     aborted_records_removed: int = 0
+    #: Transaction markers removed (their transactions had nothing left).
+    markers_removed: int = 0
     #: The log was truncated or lost segments meanwhile; the pass stopped.
     aborted: bool = False
     #: The key map reached ``max_map_bytes`` before the end of the cleanable
@@ -248,8 +253,9 @@ def clean(
     result.keys = len(scan.key_map)
     live = [s for s in segments
             if s.next_offset > target.log_start_offset and s.base_offset < end]
+    txn_retained: dict[int, bool] = {}
     for group in group_segments(live, target.config.segment_bytes, can_merge):
-        copy = _Copy(target, group, scan, now_ms, config, result, stop)
+        copy = _Copy(target, group, scan, now_ms, config, result, stop, txn_retained)
         cleaned = copy.run()
         if cleaned is None:
             continue
@@ -461,7 +467,12 @@ class _Copy:
     def __init__(
         self, target: Log, group: list[LogSegment], scan: _ScanResult, now_ms: int,
         config: CompactionConfig, result: CleanResult, stop: threading.Event | None = None,
+        txn_retained: dict[int, bool] | None = None,
     ) -> None:
+        #: Producer id -> whether a record of its current transaction stays
+        #: (shared by the groups of a pass: a marker may follow its records
+        #: in a later group).
+        self._txn_retained = {} if txn_retained is None else txn_retained
         self._stop = stop
         self._target = target
         self._group = group
@@ -506,22 +517,56 @@ class _Copy:
         return self._out
 
     def _copy_batch(self, header: BatchHeader, batch: memoryview) -> None:
-        if header.is_control or (self._end is not None and header.base_offset >= self._end):
-            self._keep(header, batch)  # a marker, or beyond a full map's reach
+        if self._end is not None and header.base_offset >= self._end:
+            self._keep(header, batch)  # beyond a full map's reach
             return
+        if header.is_control:
+            self._copy_control(header, batch)
+            return
+        retained = self._copy_data(header, batch)
+        if header.is_transactional:
+            pid = header.producer_id
+            self._txn_retained[pid] = self._txn_retained.get(pid, False) or retained
+
+    def _copy_control(self, header: BatchHeader, batch: memoryview) -> None:
+        """A transaction marker goes once nothing of its transaction is left
+        (Kafka's rule, KIP-534): the first pass that finds it so sets its
+        delete horizon (``delete.retention.ms`` on, as for a tombstone, so a
+        reader that saw the records before they went still finds the
+        marker), and a pass after the horizon drops it. A replica replaying
+        the log then sees neither records nor marker of that transaction."""
+        retained = self._txn_retained.pop(header.producer_id, False)
+        if not header.is_transactional or retained or _marker_commits(header, batch) is None:
+            self._keep(header, batch)
+            return
+        if not header.has_delete_horizon:
+            records = _records(header, batch)
+            assert records is not None  # _marker_commits read it
+            self._changed = True
+            self._emit(*self._rewrite(header, records, set_horizon=True))
+        elif self._now_ms >= header.base_timestamp:
+            self._result.markers_removed += 1
+            self._add_to_empty_run(header, new=True)
+        else:
+            self._keep(header, batch)
+
+    def _copy_data(self, header: BatchHeader, batch: memoryview) -> bool:
+        """Copy a data batch; returns whether any of its records stays."""
+        undecided = False
         if header.is_transactional and header.records_count > 0:
             committed = self._txn_fates.get(header.base_offset)
-            if committed is None:
-                self._keep(header, batch)  # its marker is above the range
-                return
-            if not committed:
+            # None: its marker is above the range. Its records that a newer
+            # record of their key supersedes go whether it committed or not;
+            # the rest stay as they are.
+            undecided = committed is None
+            if committed is False:
                 # An aborted transaction's records go (Kafka's cleaner drops
                 # them too); the batch's offsets stay, as an empty batch.
                 self._result.records_read += header.records_count
                 self._result.records_removed += header.records_count
                 self._result.aborted_records_removed += header.records_count
                 self._drop_all(header)
-                return
+                return False
         if header.records_count == 0:
             # Empty already (an earlier pass): a producer's last batch stays,
             # anything else joins the run of empty batches around it.
@@ -529,11 +574,11 @@ class _Copy:
                 self._keep(header, batch)
             else:
                 self._add_to_empty_run(header, new=header.producer_id >= 0)
-            return
+            return False
         records = _records(header, batch)
         if records is None:
             self._keep(header, batch)
-            return
+            return True
         self._result.records_read += len(records)
         horizon_passed = header.has_delete_horizon and self._now_ms >= header.base_timestamp
         kept: list[tuple[Record, memoryview]] = []
@@ -544,7 +589,7 @@ class _Copy:
                 newest = self._key_map.get(key)
                 if newest is not None and record.offset < newest:
                     continue
-                if record.value is None:
+                if record.value is None and not undecided:
                     if horizon_passed:
                         self._result.tombstones_removed += 1
                         continue
@@ -558,6 +603,7 @@ class _Copy:
             self._emit(*self._rewrite(header, kept, needs_horizon))
         else:
             self._drop_all(header)
+        return bool(kept)
 
     def _drop_all(self, header: BatchHeader) -> None:
         """A batch none of whose records stays: an empty batch with its

@@ -56,10 +56,12 @@ from raftlog.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     RecordError,
+    parse_header,
     rewrite_base_offset_and_epoch,
     stamp_log_append_time,
     validate_batches,
 )
+from raftlog.records.batch import pack_header
 from raftlog.storage.config import LogConfig
 from raftlog.storage.epoch_cache import EpochEntry, LeaderEpochCache, LeaderEpochCheckpointFile
 from raftlog.storage.errors import (
@@ -466,10 +468,19 @@ class Log:
         log's latest epoch. New epochs go to the epoch cache. An empty buffer
         appends nothing. ``message.max.bytes`` is not checked: the leader did.
 
+        One exception to "starts at the log end offset": an empty first
+        batch that begins below it and ends at or above it. The log cleaner
+        merges neighbouring emptied batches into one (`raftlog.storage.cleaner`),
+        so a leader that compacted may hold ``[86..93]`` empty where this
+        replica stopped at 92 (it lagged, or lost its unsynced tail); the part
+        from the log end offset on is appended as an empty batch of the same
+        epoch, ``[92..93]``, and the offsets below stay as they are here.
+
         Raises `UnexpectedAppendOffsetError` (gap or overlap),
         `InvalidEpochError`, `InvalidRecordBatchError`, `RecordTooLargeError`
         (the append exceeds ``segment.bytes``), `LogClosedError`.
         """
+        records = self._trim_straddling_empty_batch(records)
         headers = self._validate(records, ignore_record_size=True)
         with self._lock:
             self._check_open()
@@ -506,6 +517,27 @@ class Log:
             self._segments[-1].append([records], batches)
             self._after_append(records_count, now)
             return _append_info(leo, batches, records_count, len(records))
+
+    def _trim_straddling_empty_batch(self, records: BytesLike) -> BytesLike:
+        """`append_as_follower`'s exception: ``records`` with an empty first
+        batch that straddles the log end offset cut to begin there."""
+        if len(records) < BATCH_HEADER_SIZE:
+            return records
+        try:
+            first = parse_header(records)
+        except RecordError:
+            return records  # _validate reports it
+        leo = self.log_end_offset
+        if (first.records_count != 0 or not first.base_offset < leo <= first.last_offset
+                or first.size_in_bytes != BATCH_HEADER_SIZE or first.is_control
+                or first.producer_id != -1):
+            return records
+        trimmed = pack_header(
+            b"", base_offset=leo, partition_leader_epoch=first.partition_leader_epoch,
+            attributes=0, last_offset_delta=first.last_offset - leo,
+            base_timestamp=first.base_timestamp, max_timestamp=first.max_timestamp,
+            producer_id=-1, producer_epoch=-1, base_sequence=-1, records_count=0)
+        return trimmed + bytes(memoryview(records)[BATCH_HEADER_SIZE:])
 
     def _validate(
         self, records: BytesLike, validated: list[BatchHeader] | None = None,

@@ -21,6 +21,7 @@ from chaos.checker import (
     merge_valid,
     read_log_below_hw,
 )
+from raftlog.records.batch import pack_header
 from raftlog.records.builder import BatchBuilder
 from tests.chaos.hist import H
 
@@ -354,3 +355,29 @@ def test_a_record_stored_under_another_key_is_a_phantom_read() -> None:
     h = H().send(0, 0, 1, 0).final(9, {0: [(0, "key-mismatch:1:b'2'")]}).build()  # type: ignore[list-item]
     r = AbortedReads().check(h)
     assert r.valid is False and "phantom-read" in r.anomalies
+
+
+def _keyed(base: int, *records: tuple[bytes, bytes | None]) -> bytes:
+    b = BatchBuilder(base_offset=base)
+    for key, value in records:
+        b.append(value, key=key, timestamp_ms=1_000)
+    return b.build()
+
+
+def test_compacted_replicas_are_compared_by_content_not_bytes() -> None:
+    whole = _keyed(0, (b"k", b"old")) + _keyed(1, (b"k", b"new"))
+    # One replica's cleaner removed the superseded record (an empty batch
+    # stands in for it); the other has not cleaned yet.
+    empty = pack_header(b"", base_offset=0, partition_leader_epoch=0, attributes=0,
+                        last_offset_delta=0, base_timestamp=-1, max_timestamp=-1,
+                        producer_id=-1, producer_epoch=-1, base_sequence=-1, records_count=0)
+    cleaned = empty + _keyed(1, (b"k", b"new"))
+    assert ReplicaDivergence({0: {1: whole, 2: cleaned}}).check().valid is False
+    assert ReplicaDivergence({0: {1: whole, 2: cleaned}}, compacted=True).check().valid is True
+    # The same offset holding another record, or another newest value, is divergence.
+    other = _keyed(0, (b"k", b"old")) + _keyed(1, (b"k", b"other"))
+    r = ReplicaDivergence({0: {1: whole, 2: other}}, compacted=True).check()
+    assert r.valid is False and len(r.anomalies["divergent-replica"]) == 2
+    behind = _keyed(0, (b"k", b"old"))
+    r = ReplicaDivergence({0: {1: whole, 2: behind}}, compacted=True).check()
+    assert [a.details.get("keys") for a in r.anomalies["divergent-replica"]] == [["k"]]

@@ -6,6 +6,7 @@ value from it."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
@@ -135,14 +136,15 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
     exactly-once changelogs): every replica's cleaner removes the aborted
     records and compacts the committed ones by key; read_committed and
     read_uncommitted consumers both see each key's last committed value and
-    no aborted one; a replica that copies the compacted log from scratch
-    rebuilds a producer state with no open transaction, so its last stable
-    offset is its high watermark."""
+    no aborted one; ``delete.retention.ms`` after a transaction has nothing
+    left, its marker goes too; a replica that copies the compacted log from
+    scratch rebuilds a producer state with no open transaction, so its last
+    stable offset is its high watermark."""
     cluster = txn_cluster
     c = cluster.cluster
     cluster.call(c.controller.create_topic, TOPIC, 1, 3, {
         "cleanup.policy": "compact", "min.insync.replicas": "2",
-        "min.cleanable.dirty.ratio": "0.01"})
+        "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "300"})
     cluster.run(c.wait_until(lambda: any(
         b.replicas.is_leader((TOPIC, 0)) for b in c.brokers.values())))
     producer = Producer({"bootstrap.servers": c.bootstrap_servers,
@@ -194,6 +196,30 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
         consumer.close()
         assert seen == committed, isolation
 
+    # Past delete.retention.ms, a pass drops the markers of the transactions
+    # with nothing left. Two more transactions, each followed by a pass: of
+    # the 42 markers, the newest transaction's stays, and the one before it
+    # (superseded by the last pass) waits with its horizon set.
+    time.sleep(1.0)
+    for n in (40, 41):
+        producer.begin_transaction()
+        for i in range(4):
+            committed[b"k%d" % i] = b"t%d-k%d" % (n, i)
+            producer.produce(TOPIC, key=b"k%d" % i, value=committed[b"k%d" % i], partition=0)
+        producer.commit_transaction(30)
+        cluster.run(c.wait_until(functools.partial(_all_at, logs, logs[leader].log_end_offset)))
+        for log in logs.values():
+            cluster.call(log.roll)
+        time.sleep(1.0)
+
+    def markers(log: Log) -> int:
+        data = log.read(log.log_start_offset, 1 << 24).records
+        return sum(1 for header, _ in iter_batches(data) if header.is_control)
+
+    cluster.run(c.wait_until(lambda: all(
+        markers(log) == 2 and sorted(values(log)) == sorted(committed.values())
+        for log in logs.values()), timeout_s=30))
+
     # A follower loses its disk and copies the compacted log.
     follower = next(b for b in c.brokers if b != leader)
     directory = c.brokers[follower].replicas.partitions[(TOPIC, 0)].directory
@@ -212,5 +238,67 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
     assert copy.last_stable_offset == copy.high_watermark
     assert not aborted & set(values(copy.log))
     assert sorted(values(copy.log)) == sorted(committed.values())
-    print(f"log end {logs[leader].log_end_offset}: {len(committed)} of {40 * 4} records left "
+    print(f"log end {logs[leader].log_end_offset}: {len(committed)} of {42 * 4} records left "
           f"({len(aborted)} aborted); the copy's LSO {copy.last_stable_offset}")
+
+
+def _all_at(logs: dict[int, Log], end: int) -> bool:
+    return all(log.log_end_offset == end for log in logs.values())
+
+
+def test_a_replica_that_was_down_catches_up_over_what_the_leader_compacted(
+    cluster: ClusterThread,
+) -> None:
+    """A follower is down while its leader compacts past the follower's log
+    end: emptied batches around that offset are merged into one empty
+    batch that begins below it. Restarted, the follower appends that batch
+    from its own end on, catches up and rejoins the ISR (it used to refuse
+    the batch and stay behind for good; the compact chaos workload found it)."""
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 1, 3, {
+        "cleanup.policy": "compact", "segment.bytes": "2048", "min.insync.replicas": "2",
+        "min.cleanable.dirty.ratio": "0.01"})
+    cluster.run(c.wait_until(lambda: any(
+        b.replicas.is_leader((TOPIC, 0)) for b in c.brokers.values())))
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0})
+
+    def produce(values: range) -> None:
+        for i in values:
+            producer.produce(TOPIC, key=b"k%d" % (i % 2), value=b"v%d" % i, partition=0)
+            producer.flush(30)  # one record per batch
+
+    produce(range(60))
+    leader = c.leader_of(TOPIC, 0)
+    follower = next(b for b in c.brokers if b != leader)
+    leader_log = c.brokers[leader].replicas.partitions[(TOPIC, 0)].partition.log
+    cluster.run(c.wait_until(lambda: c.brokers[follower].replicas.partitions[
+        (TOPIC, 0)].partition.log_end_offset == leader_log.log_end_offset))
+    stopped_at = leader_log.log_end_offset
+    cluster.run(c.kill_broker(follower))
+    produce(range(60, 120))
+    cluster.call(leader_log.roll)
+
+    def straddled() -> bool:
+        data = leader_log.read(leader_log.log_start_offset, 1 << 24).records
+        return any(h.records_count == 0 and h.base_offset < stopped_at <= h.last_offset
+                   for h, _ in iter_batches(data))
+
+    cluster.run(c.wait_until(straddled, timeout_s=30))
+    cluster.run(c.start_broker(follower))
+
+    def caught_up() -> bool:
+        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
+        return (hosted is not None
+                and hosted.partition.log_end_offset == leader_log.log_end_offset
+                and follower in c.controller.image.topic_by_name(TOPIC).partitions[0].isr)
+
+    cluster.run(c.wait_until(caught_up, timeout_s=30))
+    copy = c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition.log
+
+    def newest(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
+        return {k: (o, v) for o, (k, v) in sorted(_records(log).items())}
+
+    assert newest(copy) == newest(leader_log) == {
+        b"k0": (leader_log.log_end_offset - 2, b"v118"),
+        b"k1": (leader_log.log_end_offset - 1, b"v119")}
