@@ -71,12 +71,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-idempotence", action="store_true")
     p.add_argument(
         "--workload",
-        choices=("send", "txn", "compact"),
+        choices=("send", "txn", "compact", "compact-txn"),
         default="send",
         help="send: one record per op; txn: transactional producers writing "
         "1-4 records per transaction, a quarter of them aborted on purpose; "
         "compact: keyed sends to a compacted topic whose segments roll every "
-        "2 s and are cleaned all through the run",
+        "2 s and are cleaned all through the run; compact-txn: the txn "
+        "workload's transactions, keyed, to such a topic",
     )
     p.add_argument(
         "--mode",

@@ -106,7 +106,7 @@ class ConfluentProducer:
             return classify_error(name), {**base, "error": name}
         return OpType.OK, {**base, "offset": msg.offset()}
 
-    def txn(self, sends: list[tuple[int, int]], abort: bool) -> Outcome:
+    def txn(self, sends: list[tuple[int, int, int | None]], abort: bool) -> Outcome:
         """A transaction of sends; commit it, or abort it when ``abort``.
 
         An abort first flushes, so the aborted records are in the log (a
@@ -117,7 +117,7 @@ class ConfluentProducer:
         fenced or fatal producer) is ``info``: it may have committed.
         """
         value: dict[str, JSON] = {
-            "sends": [{"partition": p, "value": v} for p, v in sends],
+            "sends": [_send_value(p, v, k) for p, v, k in sends],
             "abort": abort,
         }
         reports: dict[int, int] = {}  # value -> offset
@@ -128,8 +128,10 @@ class ConfluentProducer:
 
         try:
             self.p.begin_transaction()
-            for p, v in sends:
-                self.p.produce(self.topic, str(v).encode(), partition=p, on_delivery=on_delivery)
+            for p, v, k in sends:
+                self.p.produce(self.topic, str(v).encode(), partition=p,
+                               key=None if k is None else str(k).encode(),
+                               on_delivery=on_delivery)
             if abort:
                 self.p.flush(self.timeout_s)
                 self.p.abort_transaction(self.timeout_s)
@@ -146,7 +148,7 @@ class ConfluentProducer:
                 except KafkaException:
                     pass
             return OpType.INFO, value
-        value["sends"] = [{"partition": p, "value": v, "offset": reports.get(v)} for p, v in sends]
+        value["sends"] = [{**_send_value(p, v, k), "offset": reports.get(v)} for p, v, k in sends]
         return OpType.OK, value
 
     def close(self) -> None:

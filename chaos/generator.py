@@ -101,8 +101,8 @@ class WorkloadConfig:
             raise ValueError("rate_hz > 0 and 0 <= send_fraction <= 1")
         if self.txn_max_sends < 1 or not 0.0 <= self.abort_fraction <= 1.0:
             raise ValueError("txn_max_sends >= 1 and 0 <= abort_fraction <= 1")
-        if self.keys < 0 or (self.keys and self.txn):
-            raise ValueError("keys >= 0, and keyed sends are plain sends (no txn)")
+        if self.keys < 0:
+            raise ValueError("keys >= 0")
 
 
 def key_of(value: int, keys: int) -> int:
@@ -156,23 +156,28 @@ def workload_ops(cfg: RunConfig) -> Iterator[PlannedOp]:
         is_send = rng.random() < w.send_fraction
         if is_send and w.txn:
             n = rng.randint(1, w.txn_max_sends)
-            sends = [
+            sends: list[dict[str, JSON]] = [
                 {"partition": rng.randrange(w.partitions), "value": value + k} for k in range(n)
             ]
+            if w.keys:
+                sends = [_keyed(int(s["value"]), w) for s in sends]
             value += n
             yield PlannedOp(
                 _s_to_ns(t), proc, "txn", {"sends": sends, "abort": rng.random() < w.abort_fraction}
             )
         elif is_send:
-            partition = rng.randrange(w.partitions)
-            send: dict[str, JSON] = {"partition": partition, "value": value}
+            send: dict[str, JSON] = {"partition": rng.randrange(w.partitions), "value": value}
             if w.keys:
-                key = key_of(value, w.keys)
-                send = {"partition": key % w.partitions, "value": value, "key": key}
+                send = _keyed(value, w)
             yield PlannedOp(_s_to_ns(t), proc, "send", send)
             value += 1
         else:
             yield PlannedOp(_s_to_ns(t), proc, "poll", None)
+
+
+def _keyed(value: int, w: WorkloadConfig) -> dict[str, JSON]:
+    key = key_of(value, w.keys)
+    return {"partition": key % w.partitions, "value": value, "key": key}
 
 
 def fault_value(kind: str, rng: random.Random) -> JSON:

@@ -13,6 +13,7 @@ records every op in ``<out>/history.jsonl``:
   per process slot) whose ``txn`` ops commit or deliberately abort; in the
   ``compact`` workload the topic is compacted (segments roll every 2 s, the
   cleaners run every 500 ms) and every send carries a key (`workload_keys`);
+  ``compact-txn`` is the ``txn`` workload, keyed, on such a topic;
 - nemesis ops go to a `Compose` of the partition, process (kill, pause,
   lost-writes), clock and disk-full nemeses, with targets resolved from live
   cluster state (leader of partition 0, active controller);
@@ -69,7 +70,7 @@ from chaos.report import write_report
 from data_plane.local_cluster import LocalClusterError, Timeouts
 
 TOPIC = "chaos"
-WORKLOADS = ("send", "txn", "compact")
+WORKLOADS = ("send", "txn", "compact", "compact-txn")
 COMPACT_KEYS = 24
 """Keys of the ``compact`` workload (8 per partition with 3 partitions): few
 enough that most writes are superseded within a run."""
@@ -100,8 +101,9 @@ class RunOptions:
     partitions: int = 3
     processes: int = 4
     idempotent: bool = True
-    # "send" (one record per op), "txn" (transactions, some aborted) or
-    # "compact" (keyed sends to a compacted topic, cleaned during the run).
+    # "send" (one record per op), "txn" (transactions, some aborted),
+    # "compact" (keyed sends to a compacted topic, cleaned during the run) or
+    # "compact-txn" (keyed transactions to a compacted topic).
     workload: str = "send"
     mode: str = "auto"
     out: str = "chaos-out"
@@ -192,7 +194,9 @@ class _Worker:
                     transactional_id=f"chaos-txn-{self.opts.seed}-{self.index}",
                 )
             assert isinstance(self.producer, ConfluentProducer)
-            sends = [(int(s["partition"]), int(s["value"])) for s in op.value["sends"]]
+            sends = [(int(s["partition"]), int(s["value"]),
+                      None if s.get("key") is None else int(s["key"]))
+                     for s in op.value["sends"]]
             return self.producer.txn(sends, abort=bool(op.value["abort"]))
         if op.f == "send":
             if self.producer is None:
@@ -237,7 +241,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             clock_files[n] = out / f"clock-{n}"
             node_env[n].update(faketime_env(clock_files[n]))
     properties = dict(opts.properties)
-    if opts.workload == "compact":
+    if is_compacted(opts):
         properties = {**COMPACT_PROPERTIES, **properties}
     db = ChaosDB(
         out / "cluster",
@@ -256,7 +260,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             partitions=opts.partitions,
             processes=opts.processes,
             rate_hz=opts.rate_hz,
-            txn=opts.workload == "txn",
+            txn=is_txn(opts),
             keys=workload_keys(opts),
         ),
         nemesis=NemesisConfig(
@@ -280,7 +284,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
     try:
         await db.setup()
         await _create_topic(db, opts.partitions, pool,
-                            COMPACT_TOPIC_CONFIGS if opts.workload == "compact" else {})
+                            COMPACT_TOPIC_CONFIGS if is_compacted(opts) else {})
         rng = random.Random(f"targets:{opts.seed}")
         assert db.net is not None
         nemesis = Compose(
@@ -380,7 +384,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         checkers = client_checkers(opts)
         strict = duplicates_strict(opts)
         checkers["replica-divergence"] = _Fixed(ReplicaDivergence(
-            logs, compacted=opts.workload == "compact").check(history))
+            logs, compacted=is_compacted(opts)).check(history))
         checkers["cluster-ready"] = _Fixed(
             make_result(
                 {},
@@ -409,15 +413,25 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def is_compacted(opts: RunOptions) -> bool:
+    """The workload writes keyed records to a compacted topic."""
+    return opts.workload in ("compact", "compact-txn")
+
+
+def is_txn(opts: RunOptions) -> bool:
+    """The workload's writes are transactions."""
+    return opts.workload in ("txn", "compact-txn")
+
+
 def workload_keys(opts: RunOptions) -> int:
     """How many keys the workload's sends carry (0: none)."""
-    return COMPACT_KEYS if opts.workload == "compact" else 0
+    return COMPACT_KEYS if is_compacted(opts) else 0
 
 
 def duplicates_strict(opts: RunOptions) -> bool:
     """Whether a duplicate is an anomaly: with idempotence on, and always in
     the txn workload (transactions imply idempotence, KIP-98)."""
-    return opts.idempotent or opts.workload == "txn"
+    return opts.idempotent or is_txn(opts)
 
 
 def client_checkers(opts: RunOptions) -> dict[str, Checker]:

@@ -127,5 +127,12 @@ def test_keyed_workload_sends_each_key_to_one_partition_in_the_plain_plans_timin
     # Only the partitions and keys differ from the plain plan.
     assert [(op.time_ns, op.process, op.f) for op in plan] == [
         (op.time_ns, op.process, op.f) for op in plain]
+    # Keyed transactions: every send of each transaction keyed the same way.
+    txn_plan = generate(RunConfig(
+        seed=5, time_limit_s=c.time_limit_s, quiet_s=c.quiet_s, nemesis=c.nemesis,
+        workload=WorkloadConfig(partitions=3, processes=4, rate_hz=50, keys=8, txn=True)))
+    txn_sends = [s for op in txn_plan if op.f == "txn" for s in op.value["sends"]]
+    assert txn_sends and all(
+        s["key"] == s["value"] % 8 and s["partition"] == s["key"] % 3 for s in txn_sends)
     with pytest.raises(ValueError):
-        WorkloadConfig(keys=8, txn=True)
+        WorkloadConfig(keys=-1)
