@@ -81,6 +81,9 @@ COMPACT_TOPIC_CONFIGS = {
     "segment.ms": "2000",
     "segment.bytes": "16384",
     "min.cleanable.dirty.ratio": "0.01",
+    # Markers of emptied transactions (and tombstones) go 5 s after the pass
+    # that empties them, within a run.
+    "delete.retention.ms": "5000",
 }
 COMPACT_PROPERTIES = {"log.cleaner.backoff.ms": "500"}
 DISK_BYTES = 256 << 20

@@ -60,11 +60,12 @@ transactions has ended; the marker says how):
   go now, committed or not (left, one could outlive a newer tombstone of
   its key and bring a deleted key back).
 
-- A marker stays while any record of its transaction does. Once none is
-  left, the pass sets the marker's delete horizon (``delete.retention.ms``
-  on, as for a tombstone), and a pass after that drops it (Kafka's rule):
-  a replica replaying the log then sees neither, so it never takes a
-  transaction without its marker for an open one.
+- A COMMIT marker stays while any record of its transaction does. Once
+  none is left, the pass sets the marker's delete horizon
+  (``delete.retention.ms`` on, as for a tombstone), and a pass after that
+  drops it (Kafka's rule): a replica replaying the log then sees neither,
+  so it never takes a transaction without its marker for an open one.
+  ABORT markers stay for good (`_Copy._copy_control` says why).
 
 Deliberately conservative, where Kafka does more:
 - A record without a key is kept (Kafka's cleaner drops it). Brokers
@@ -529,14 +530,21 @@ class _Copy:
             self._txn_retained[pid] = self._txn_retained.get(pid, False) or retained
 
     def _copy_control(self, header: BatchHeader, batch: memoryview) -> None:
-        """A transaction marker goes once nothing of its transaction is left
+        """A COMMIT marker goes once nothing of its transaction is left
         (Kafka's rule, KIP-534): the first pass that finds it so sets its
         delete horizon (``delete.retention.ms`` on, as for a tombstone, so a
         reader that saw the records before they went still finds the
         marker), and a pass after the horizon drops it. A replica replaying
-        the log then sees neither records nor marker of that transaction."""
+        the log then sees neither records nor marker of that transaction.
+
+        ABORT markers stay. The broker's aborted-transaction index, which
+        read_committed fetches hand to consumers, still lists the aborted
+        transaction; a consumer that meets the producer's batches inside
+        that range skips them until the producer's ABORT marker, so without
+        it the producer's later, committed records would be skipped too.
+        (Kafka rewrites that index when it cleans; this cleaner does not.)"""
         retained = self._txn_retained.pop(header.producer_id, False)
-        if not header.is_transactional or retained or _marker_commits(header, batch) is None:
+        if not header.is_transactional or retained or _marker_commits(header, batch) is not True:
             self._keep(header, batch)
             return
         if not header.has_delete_horizon:

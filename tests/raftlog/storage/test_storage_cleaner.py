@@ -226,10 +226,11 @@ def test_a_deleted_key_stays_deleted_when_its_transactions_marker_comes_late(
 def test_a_marker_goes_once_its_transaction_has_nothing_left(
     small_log: Log, clock: FakeClock
 ) -> None:
-    """An aborted transaction's marker, and a committed one's whose records
-    were all superseded, get a delete horizon in the pass that empties their
-    transaction and are dropped by a pass after it; a marker whose
-    transaction still has a record stays as it is."""
+    """A committed transaction's marker whose records were all superseded
+    gets a delete horizon in the pass that empties the transaction and is
+    dropped by a pass after it; a marker whose transaction still has a
+    record stays as it is, and so does an ABORT marker (read_committed
+    consumers skip the producer's batches listed as aborted until it)."""
     log = small_log
     config = CompactionConfig(delete_retention_ms=1_000)
 
@@ -247,7 +248,7 @@ def test_a_marker_goes_once_its_transaction_has_nothing_left(
     first = clean(log, log.log_end_offset, clock.wall_ms(), config)
     assert first is not None and first.markers_removed == 0
     headers = {h.base_offset: h for h in headers_of(log)}
-    assert headers[1].is_control and headers[1].has_delete_horizon
+    assert headers[1].is_control and not headers[1].has_delete_horizon
     assert headers[3].is_control and headers[3].has_delete_horizon
     assert headers[5].is_control and not headers[5].has_delete_horizon
     before = records_of(log)
@@ -260,9 +261,9 @@ def test_a_marker_goes_once_its_transaction_has_nothing_left(
     log.append_as_leader(keyed_batch([(b"e", b"dirty")]), 0)                 # 8
     log.roll()
     result = clean(log, log.log_end_offset, clock.wall_ms(), config)
-    assert result is not None and result.markers_removed == 2
+    assert result is not None and result.markers_removed == 1
     controls = [h.base_offset for h in headers_of(log) if h.is_control]
-    assert controls == [5]
+    assert controls == [1, 5]
     assert [(o, k, v) for o, k, v in records_of(log) if k in (b"a", b"b", b"c")] == [
         (4, b"c", b"stays"), (6, b"b", b"newer")]
     assert_contiguous(log)
@@ -619,8 +620,9 @@ def test_read_committed_readers_see_every_keys_last_committed_write(
     runs below the last stable offset (the first open transaction's start),
     as the broker runs it. A reader that skips aborted and still-open
     transactions sees each key's last committed write at its offset; every
-    record read is the one written there; a marker is gone only if no record
-    of its transaction is left; nothing at or above the bound is removed."""
+    record read is the one written there; a COMMIT marker is gone only if
+    no record of its transaction is left, an ABORT marker never; nothing at
+    or above the bound is removed."""
     fs, clock = FakeFileSystem(), FakeClock()
     fs.make_dirs(LOG_DIR)
     log = Log.open(LOG_DIR, LogConfig(segment_bytes=300), fs=fs, clock=clock)
@@ -628,6 +630,7 @@ def test_read_committed_readers_see_every_keys_last_committed_write(
     outcome: dict[int, bool] = {}  # offset of a transactional write -> committed
     open_txns: dict[int, list[int]] = {1: [], 2: []}
     markers: dict[int, list[int]] = {}  # marker offset -> its transaction's writes
+    abort_markers: list[int] = []
     bound = 0
     for n, (op, arg) in enumerate(history):
         if op in ("put", "delete", "tput1", "tput2"):
@@ -644,6 +647,8 @@ def test_read_committed_readers_see_every_keys_last_committed_write(
                 kind = ControlRecordType.COMMIT if op == "commit" else ControlRecordType.ABORT
                 marker = log.append_as_leader(_marker(kind, arg), 0).first_offset
                 markers[marker] = open_txns[arg]
+                if op == "abort":
+                    abort_markers.append(marker)
                 for offset in open_txns[arg]:
                     outcome[offset] = op == "commit"
                 open_txns[arg] = []
@@ -662,6 +667,7 @@ def test_read_committed_readers_see_every_keys_last_committed_write(
         assert written[offset] == (read_key, read_value)
     read_markers = [o for o, _, _ in got if o not in written]
     assert set(read_markers) <= set(markers)
+    assert set(abort_markers) <= set(read_markers)  # ABORT markers stay
     left = {o for o, _, _ in read_data}
     for marker, writes in markers.items():
         if marker not in read_markers:
