@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 
+from data_plane.replication.partition import Partition
 from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
 from raftlog.records import decode_records, iter_batches
 from raftlog.storage import Log
@@ -77,20 +78,8 @@ def test_an_empty_replica_copies_a_compacted_log_and_serves_it(cluster: ClusterT
     assert c.brokers[leader].replicas.cleaner.map_full_passes > 0
 
     # A follower loses its disk and starts empty.
-    follower = next(b for b in c.brokers if b != leader)
-    directory = c.brokers[follower].replicas.partitions[(TOPIC, 0)].directory
-    cluster.run(c.kill_broker(follower))
-    shutil.rmtree(directory)
-    cluster.run(c.start_broker(follower))
-
-    def caught_up() -> bool:
-        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
-        return (hosted is not None
-                and hosted.partition.log_end_offset == leader_log.log_end_offset
-                and follower in c.controller.image.topic_by_name(TOPIC).partitions[0].isr)
-
-    cluster.run(c.wait_until(caught_up, timeout_s=30))
-    copy = c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition
+    follower, directory = _kill_a_follower(cluster, leader, wipe=True)
+    copy = _restart_until_caught_up(cluster, follower, leader_log)
     assert os.path.isdir(directory)
     newest = {key: (offset, value) for offset, (key, value) in sorted(acked.items())}
     assert {k: (o, v) for o, (k, v) in sorted(_records(copy.log).items())} == newest
@@ -217,20 +206,8 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
         assert _read_from_start(c.bootstrap_servers, isolation, aborted) == committed, isolation
 
     # A follower loses its disk and copies the compacted log.
-    follower = next(b for b in c.brokers if b != leader)
-    directory = c.brokers[follower].replicas.partitions[(TOPIC, 0)].directory
-    cluster.run(c.kill_broker(follower))
-    shutil.rmtree(directory)
-    cluster.run(c.start_broker(follower))
-
-    def copied() -> bool:
-        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
-        return (hosted is not None
-                and hosted.partition.log_end_offset == logs[leader].log_end_offset
-                and hosted.partition.high_watermark == logs[leader].log_end_offset)
-
-    cluster.run(c.wait_until(copied, timeout_s=30))
-    copy = c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition
+    follower, _ = _kill_a_follower(cluster, leader, wipe=True)
+    copy = _restart_until_caught_up(cluster, follower, logs[leader])
     assert copy.last_stable_offset == copy.high_watermark
     assert not aborted & set(values(copy.log))
     assert sorted(values(copy.log)) == sorted(committed.values())
@@ -252,7 +229,7 @@ def test_a_replica_that_was_down_catches_up_over_what_the_leader_compacted(
     the batch and stay behind for good; the compact chaos workload found it)."""
     c = cluster.cluster
     cluster.call(c.controller.create_topic, TOPIC, 1, 3, {
-        "cleanup.policy": "compact", "segment.bytes": "2048", "min.insync.replicas": "2",
+        "cleanup.policy": "compact", "min.insync.replicas": "2",
         "min.cleanable.dirty.ratio": "0.01"})
     cluster.run(c.wait_until(lambda: any(
         b.replicas.is_leader((TOPIC, 0)) for b in c.brokers.values())))
@@ -271,8 +248,10 @@ def test_a_replica_that_was_down_catches_up_over_what_the_leader_compacted(
     cluster.run(c.wait_until(lambda: c.brokers[follower].replicas.partitions[
         (TOPIC, 0)].partition.log_end_offset == leader_log.log_end_offset))
     stopped_at = leader_log.log_end_offset
-    cluster.run(c.kill_broker(follower))
+    _kill_a_follower(cluster, leader, wipe=False, follower=follower)
     produce(range(60, 120))
+    # One segment rolled once (no segment.bytes rolls, which could put a
+    # segment boundary at stopped_at): the pass empties and merges it whole.
     cluster.call(leader_log.roll)
 
     def straddled() -> bool:
@@ -281,16 +260,7 @@ def test_a_replica_that_was_down_catches_up_over_what_the_leader_compacted(
                    for h, _ in iter_batches(data))
 
     cluster.run(c.wait_until(straddled, timeout_s=30))
-    cluster.run(c.start_broker(follower))
-
-    def caught_up() -> bool:
-        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
-        return (hosted is not None
-                and hosted.partition.log_end_offset == leader_log.log_end_offset
-                and follower in c.controller.image.topic_by_name(TOPIC).partitions[0].isr)
-
-    cluster.run(c.wait_until(caught_up, timeout_s=30))
-    copy = c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition.log
+    copy = _restart_until_caught_up(cluster, follower, leader_log).log
 
     def newest(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
         return {k: (o, v) for o, (k, v) in sorted(_records(log).items())}
@@ -323,3 +293,38 @@ def _read_from_start(bootstrap: str, isolation: str, aborted: set[bytes]) -> dic
     finally:
         consumer.close()
     return seen
+
+
+def _kill_a_follower(
+    cluster: ClusterThread, leader: int, *, wipe: bool, follower: int | None = None
+) -> tuple[int, str]:
+    """Stop a follower of the topic's partition (``follower``, or any),
+    removing its replica's directory if ``wipe``; its id and that directory."""
+    c = cluster.cluster
+    if follower is None:
+        follower = next(b for b in c.brokers if b != leader)
+    directory = c.brokers[follower].replicas.partitions[(TOPIC, 0)].directory
+    cluster.run(c.kill_broker(follower))
+    if wipe:
+        shutil.rmtree(directory)
+    return follower, directory
+
+
+def _restart_until_caught_up(
+    cluster: ClusterThread, follower: int, leader_log: Log
+) -> Partition:
+    """Start ``follower`` again and wait until its replica has the leader's
+    log end offset as log end and high watermark and is in the ISR; its
+    `Partition`."""
+    c = cluster.cluster
+    cluster.run(c.start_broker(follower))
+
+    def caught_up() -> bool:
+        hosted = c.brokers[follower].replicas.partitions.get((TOPIC, 0))
+        end = leader_log.log_end_offset
+        return (hosted is not None and hosted.partition.log_end_offset == end
+                and hosted.partition.high_watermark == end
+                and follower in c.controller.image.topic_by_name(TOPIC).partitions[0].isr)
+
+    cluster.run(c.wait_until(caught_up, timeout_s=30))
+    return c.brokers[follower].replicas.partitions[(TOPIC, 0)].partition
