@@ -121,7 +121,7 @@ def error_for_kafka_code(code: int, what: str) -> RestError:
               | ErrorCode.invalid_topic_exception | ErrorCode.invalid_config
               | ErrorCode.invalid_request | ErrorCode.invalid_replica_assignment
               | ErrorCode.policy_violation | ErrorCode.invalid_record
-              | ErrorCode.corrupt_message):
+              | ErrorCode.corrupt_message | ErrorCode.invalid_timestamp):
             return RestError(400, 40002, message)
     if error.retriable or error in (ErrorCode.not_controller, ErrorCode.coordinator_not_available):
         return RestError(503, 50301, message)

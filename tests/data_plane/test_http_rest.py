@@ -13,10 +13,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from data_plane.http.app import build_app
-from data_plane.http.backend import GroupDescription, GroupMember
+from data_plane.http.backend import GroupDescription, GroupMember, error_for_kafka_code
 from data_plane.http.metrics import NodeMetrics, NodeSources
 from data_plane.http.openapi import openapi_document
 from data_plane.http.testing import FakeBackend
+from raftlog.net.errors import ErrorCode
 from raftlog.records.partitioner import partition_for_key
 
 CID = "fake-cluster"
@@ -233,6 +234,19 @@ def test_produce_errors() -> None:
                            "body")
 
     run(body, max_body_bytes=4096)
+
+
+@pytest.mark.parametrize(("code", "status"), [
+    (ErrorCode.invalid_timestamp, 400), (ErrorCode.invalid_record, 400),
+    (ErrorCode.corrupt_message, 400), (ErrorCode.message_too_large, 413),
+    (ErrorCode.not_enough_replicas, 503), (ErrorCode.unknown_server_error, 500),
+])
+def test_a_produce_refused_for_the_records_is_a_client_error(code: ErrorCode, status: int) -> None:
+    """What the leader refuses because of the records sent (a timestamp out
+    of bounds, a keyless record on a compacted topic, a bad batch) is the
+    client's to fix: 400, not 500. The REST fuzz test found INVALID_TIMESTAMP
+    answered 500."""
+    assert error_for_kafka_code(code.value, "produce to t-0").status == status
 
 
 def test_consumer_groups_and_lags() -> None:
