@@ -142,10 +142,12 @@ class PartitionRegistration:
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         """This partition after ``change``: partition epoch + 1 always, leader epoch
-        + 1 when the leader changes (KIP-631). Raises ValueError if the result
-        breaks the partition invariants."""
+        + 1 whenever the record sets the leader (KIP-631), even to the same
+        broker: a reassignment that removes replicas fences them that way
+        (Kafka's replay does the same). Raises ValueError if the result breaks
+        the partition invariants."""
         leader, leader_epoch = self.leader, self.leader_epoch
-        if change.leader_changed and change.leader != self.leader:
+        if change.leader_changed:
             leader, leader_epoch = change.leader, self.leader_epoch + 1
         state = self.leader_recovery_state
         if change.leader_recovery_state != -1:

@@ -7,6 +7,8 @@ One module per concern, after Kafka's control managers:
 - `replication_control`: CreateTopics, DeleteTopics, AlterPartition and the
   elections broker changes cause (``ReplicationControlManager``), with
   `placement` and `partition_change` as its pure helpers;
+- `reassignment`: AlterPartitionReassignments and ListPartitionReassignments
+  (KIP-455), finished by the AlterPartition that completes the target;
 - `configuration_control`: topic config validation, IncrementalAlterConfigs;
 - `producer_id_control`: producer-id blocks;
 - `quorum_controller`: the facade on top of the Raft listener.
@@ -50,6 +52,14 @@ from .quorum_controller import (
     QuorumController,
     Submission,
 )
+from .reassignment import (
+    AlterReassignmentsRequest,
+    ListReassignmentsRequest,
+    OngoingReassignment,
+    ReassignmentResult,
+    alter_partition_reassignments,
+    list_partition_reassignments,
+)
 from .replication_control import (
     AlterPartitionItem,
     AlterPartitionItemResult,
@@ -89,6 +99,7 @@ __all__ = [
     "AlterPartitionItemResult",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
+    "AlterReassignmentsRequest",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "BrokerRegistrationRequest",
@@ -112,15 +123,19 @@ __all__ = [
     "ElectLeadersPartitionResult",
     "ElectLeadersRequest",
     "ElectionType",
+    "ListReassignmentsRequest",
     "MetadataLog",
     "NotControllerError",
+    "OngoingReassignment",
     "QuorumController",
+    "ReassignmentResult",
     "Submission",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
     "allocate_producer_ids",
     "alter_configs",
     "alter_partition",
+    "alter_partition_reassignments",
     "balance_partition_leaders",
     "broker_heartbeat",
     "create_partitions",
@@ -129,6 +144,7 @@ __all__ = [
     "elect_leaders",
     "elect_unclean_leaders",
     "fence_stale_brokers",
+    "list_partition_reassignments",
     "register_broker",
     "unregister_broker",
 ]

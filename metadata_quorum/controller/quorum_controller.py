@@ -70,6 +70,11 @@ from .producer_id_control import (
     AllocateProducerIdsResponse,
     allocate_producer_ids,
 )
+from .reassignment import (
+    AlterReassignmentsRequest,
+    ReassignmentResult,
+    alter_partition_reassignments,
+)
 from .replication_control import (
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -166,6 +171,7 @@ ControllerRequest = (
     | AlterConfigsRequest
     | AllocateProducerIdsRequest
     | ElectLeadersRequest
+    | AlterReassignmentsRequest
 )
 
 
@@ -326,6 +332,10 @@ class QuorumController:
     ) -> Submission[tuple[ElectLeadersPartitionResult, ...]]: ...
     @overload
     def submit(
+        self, request: AlterReassignmentsRequest, now_ms: int
+    ) -> Submission[tuple[ReassignmentResult, ...]]: ...
+    @overload
+    def submit(
         self, request: DeleteTopicsRequest, now_ms: int
     ) -> Submission[tuple[DeletableTopicResult, ...]]: ...
     @overload
@@ -374,6 +384,8 @@ class QuorumController:
                 result = create_partitions(image, request)
             case ElectLeadersRequest():
                 result = elect_leaders(image, request)
+            case AlterReassignmentsRequest():
+                result = alter_partition_reassignments(image, request)
             case DeleteTopicsRequest():
                 result = delete_topics(image, request)
             case AlterPartitionRequest():

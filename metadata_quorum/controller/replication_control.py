@@ -44,6 +44,7 @@ from ._replay import image_after
 from .configuration_control import topic_config_error, unclean_leader_election_enabled
 from .partition_change import Election, ElectionOutcome, elect, isr_without
 from .placement import PlacementBroker, PlacementError, place_replicas
+from .reassignment import finish_if_complete, is_reassigning
 from .result import ControllerConfig, ControllerResult
 
 __all__ = [
@@ -375,7 +376,9 @@ def create_partitions(
       one with another replication factor, duplicates, unregistered brokers
       or no usable broker;
     - INVALID_REPLICATION_FACTOR: fewer usable brokers than the topic's
-      replication factor.
+      replication factor;
+    - REASSIGNMENT_IN_PROGRESS: a partition of the topic is being reassigned
+      (its replica count is not the topic's then).
 
     More than `MAX_PARTITIONS_PER_BATCH` new partitions in all:
     POLICY_VIOLATION for every topic.
@@ -439,6 +442,10 @@ def _new_partitions(
     if topic.count == current:
         return fail(ErrorCode.invalid_partitions,
                     f"Topic already has {current} partition(s).")
+    if any(is_reassigning(p) for p in found.partitions.values()):
+        return fail(ErrorCode.reassignment_in_progress,
+                    f"A partition reassignment of {topic.name} is in progress; add "
+                    "partitions once it has finished or been cancelled.")
     additional = topic.count - current
     rf = len(found.partitions[min(found.partitions)].replicas)
     if topic.assignments is not None:
@@ -664,6 +671,10 @@ def _alter_one(
         target_isr=new_isr, target_recovery_state=item.leader_recovery_state,
     )
     after = part if record is None else part.merge(record)
+    # The ISR change may complete a reassignment (KIP-455): one record for both.
+    finished = finish_if_complete(item.topic_id, item.partition_id, part, after, image.is_usable)
+    if finished is not None:
+        record, after = finished, part.merge(finished)
     error = ErrorCode.none if after.leader == part.leader else ErrorCode.new_leader_elected
     return record, AlterPartitionItemResult(
         item.topic_id, item.partition_id, error, after.leader, after.leader_epoch, after.isr,

@@ -410,8 +410,9 @@ class PartitionRecord(_RecordBase):
 class PartitionChangeRecord(_RecordBase):
     """Changes a partition; None fields and ``leader == NO_LEADER_CHANGE`` are unchanged.
 
-    Replaying it bumps the partition epoch, and the leader epoch when the
-    leader changes (KIP-631; the epochs are not carried in the record).
+    Replaying it bumps the partition epoch, and the leader epoch when it sets
+    the leader, to another broker or the same one (KIP-631; the epochs are not
+    carried in the record).
     ``leader_recovery_state`` -1 = unchanged.
     """
 

@@ -64,6 +64,9 @@ def check_invariants(image: MetadataImage, before: MetadataImage | None = None) 
                     assert part.partition_epoch > old.partition_epoch
                 if part.leader != old.leader:
                     assert part.leader_epoch > old.leader_epoch
+                if not set(old.replicas) <= set(part.replicas):
+                    # A removed replica is fenced by a new leader epoch (KIP-455).
+                    assert part.leader_epoch > old.leader_epoch, (topic.name, pid, old, part)
 
 
 class Ctx:
@@ -169,7 +172,8 @@ def random_step(ctx: Ctx, data: Any) -> None:
         return
     op = data.draw(st.sampled_from((
         "create", "heartbeat", "alter", "register", "expire", "delete", "pids", "config",
-        "unregister", "balance", "unclean", "create", "heartbeat", "alter",
+        "unregister", "balance", "unclean", "create", "heartbeat", "alter", "reassign", "reassign",
+        "alter",
     )))
     broker_id = data.draw(st.integers(0, 4))
     if op == "register":
@@ -239,6 +243,19 @@ def random_step(ctx: Ctx, data: Any) -> None:
         ),))))
     elif op == "unregister" and broker_id in image.brokers:
         ctx.run(unregister_broker(image, UnregisterBrokerRequest(broker_id), ctx.config))
+    elif op == "reassign" and image.topics:
+        from metadata_quorum.controller import (
+            AlterReassignmentsRequest,
+            alter_partition_reassignments,
+        )
+
+        topic, pid, part = data.draw(st.sampled_from(list(image.iter_partitions())))
+        target: tuple[int, ...] | None = None
+        if data.draw(st.integers(0, 3)) > 0:
+            target = tuple(data.draw(st.lists(st.integers(0, 4), min_size=0, max_size=4)))
+        ctx.run(alter_partition_reassignments(image, AlterReassignmentsRequest(
+            ((topic.name, pid, target),),
+            allow_replication_factor_change=data.draw(st.booleans()))))
     elif op == "balance":
         ctx.run(balance_partition_leaders(image, ctx.config))
     elif op == "unclean":
