@@ -116,6 +116,24 @@ class LeaderState:
         self.followers: dict[int, ReplicaFetchState] = {}
         self._reset_followers(epoch_start_offset, now_ms)
 
+    def set_replicas(
+        self, replicas: tuple[int, ...], leader_log_end_offset: int, now_ms: int
+    ) -> None:
+        """The assignment changed within this leader epoch (a reassignment
+        adding replicas, KIP-455): track new followers from scratch (not
+        caught up, so they join the ISR only by catching up) and forget
+        replicas no longer assigned."""
+        self.replicas = replicas
+        for replica in replicas:
+            if replica != self.local_id and replica not in self.followers:
+                self.followers[replica] = ReplicaFetchState(
+                    last_fetch_leader_log_end_offset=leader_log_end_offset,
+                    last_fetch_time_ms=now_ms,
+                    last_caught_up_time_ms=0,
+                )
+        for replica in [r for r in self.followers if r not in replicas]:
+            del self.followers[replica]
+
     def _reset_followers(self, leader_log_end_offset: int, now_ms: int) -> None:
         for replica in self.replicas:
             if replica == self.local_id:

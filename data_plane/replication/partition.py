@@ -134,6 +134,8 @@ class Partition:
         self.config = config
         self.broker_epoch = broker_epoch
         self._role = Role.NONE
+        # The first leader epoch of this replica's current unbroken leadership.
+        self._leading_since_epoch = -1
         self._leader_epoch = -1
         self._partition_epoch = -1
         self._leader_id = NO_LEADER
@@ -248,7 +250,8 @@ class Partition:
         A newer leader epoch starts a fresh `LeaderState`: the epoch starts at
         the current LEO, follower LEOs are forgotten (KIP-320 rule 3), any
         pending AlterPartition is dropped. The same epoch with a newer
-        partition epoch only refreshes the ISR. Anything older is ignored.
+        partition epoch refreshes the ISR and the assignment (a reassignment
+        adds replicas without a new epoch). Anything older is ignored.
         Returns whether anything changed. Raises `PartitionStateError` if
         ``state`` is for another partition or does not name this broker leader.
         """
@@ -260,12 +263,17 @@ class Partition:
         if state.leader_epoch == self._leader_epoch:
             if self._leader is None or state.partition_epoch <= self._partition_epoch:
                 return False
+            if state.replicas != self._replicas:
+                self._leader.set_replicas(state.replicas, self.log.log_end_offset, now_ms)
+                self._idle_fetches.clear()
             self._replicas = state.replicas
             self._partition_epoch = state.partition_epoch
             self._leader.commit_isr(state.isr, state.partition_epoch)
             self._maybe_increment_leader_hw()
             return True
         self._set_metadata(state)
+        if self._role is not Role.LEADER:
+            self._leading_since_epoch = state.leader_epoch
         self._role = Role.LEADER
         self._follower = None
         self._leader = self.leader_state_class(
@@ -591,11 +599,15 @@ class Partition:
         Done with NONE once the HW reaches ``required_offset`` and the maximal
         ISR still has ``min.insync.replicas`` members; done with
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if it reached it with fewer; done with
-        NOT_LEADER_OR_FOLLOWER if this replica no longer leads in the epoch
-        that appended. (Kafka checks leadership only; requiring the same
-        epoch is stricter and costs nothing: the answer is indefinite anyway.)
+        NOT_LEADER_OR_FOLLOWER unless this replica has led without a break
+        since the epoch that appended. A new epoch with the same leader (a
+        reassignment removing a follower bumps it) keeps the wait: only a
+        follower truncates, so the appended record is still there. A break
+        (follower, then leader again) fails it, since the record may have
+        been truncated meanwhile. Kafka checks only that it leads now.
         """
-        if self._leader is None or self._leader.leader_epoch != leader_epoch:
+        leader = self._leader
+        if leader is None or not self._leading_since_epoch <= leader_epoch <= leader.leader_epoch:
             return True, ErrorCode.not_leader_or_follower
         if self._high_watermark < required_offset:
             return False, ErrorCode.none

@@ -342,6 +342,67 @@ def test_kip497_hw_counts_the_maximal_isr_while_an_expansion_is_in_flight() -> N
     assert leader.high_watermark == 2
 
 
+def test_a_replica_added_in_the_same_leader_epoch_fetches_and_joins_the_isr_by_catching_up(
+) -> None:
+    """A reassignment adds a replica without a new leader epoch (KIP-455):
+    the leader serves its fetches from then on, and proposes it for the ISR
+    only once it has caught up; the HW never waits for it before that."""
+    c = Ctx()
+    two = PartitionState(TOPIC, 0, leader=1, leader_epoch=1, partition_epoch=1,
+                         replicas=(1, 2), isr=(1, 2))
+    c.parts[1].become_leader(two, 0)
+    c.parts[2].become_follower(two, 0)
+    leader = c.parts[1]
+    c.produce(1, b"a", b"b")
+    c.replicate(2)
+    assert leader.high_watermark == 2
+    three = replace(two, partition_epoch=2, replicas=(3, 1, 2))
+    assert leader.become_leader(three, 0)
+    c.parts[2].become_follower(three, 0)
+    c.parts[3].become_follower(three, 0)
+    assert leader.isr == (1, 2) and not leader.isr_change_in_flight
+    result, _ = c.fetch_once(3)
+    assert result.error == ErrorCode.none and not leader.isr_change_in_flight
+    c.produce(1, b"c")
+    c.replicate(2)
+    assert leader.high_watermark == 3  # not waiting for broker 3
+    c.replicate(3)
+    assert c.values(3) == [b"a", b"b", b"c"]
+    request = leader.poll_alter_partition(0)
+    assert request is not None and request.new_isr == (1, 2, 3)
+    # Removing it again needs a new leader epoch (the controller bumps it);
+    # a same-epoch list without it stops serving it.
+    assert leader.become_leader(replace(two, partition_epoch=3), 0)
+    result, _ = c.fetch_once(3)
+    assert result.error == ErrorCode.not_leader_or_follower
+
+
+def test_an_acks_all_wait_survives_a_new_epoch_with_the_same_leader_but_not_a_break() -> None:
+    """A reassignment that removes a follower bumps the leader epoch with the
+    same leader: a produce waiting for the HW still completes. A replica
+    that was a follower in between (its log may have been truncated) fails
+    the wait instead."""
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    leader = c.parts[1]
+    offset = c.produce(1, b"a")
+    assert leader.check_enough_replicas_reach_offset(offset + 1, 1) == (False, ErrorCode.none)
+    two = PartitionState(TOPIC, 0, leader=1, leader_epoch=2, partition_epoch=2,
+                         replicas=(1, 2), isr=(1, 2))
+    assert leader.become_leader(two, 0)
+    c.parts[2].become_follower(two, 0)
+    assert leader.check_enough_replicas_reach_offset(offset + 1, 1) == (False, ErrorCode.none)
+    c.replicate(2)
+    assert leader.high_watermark == offset + 1
+    assert leader.check_enough_replicas_reach_offset(offset + 1, 1) == (True, ErrorCode.none)
+    # A wait from an epoch this replica did not lead through fails.
+    later = c.produce(1, b"b")
+    leader.become_follower(replace(two, leader=2, leader_epoch=3, partition_epoch=3), 0)
+    leader.become_leader(replace(two, leader_epoch=4, partition_epoch=4), 0)
+    assert leader.check_enough_replicas_reach_offset(later + 1, 2) == (
+        True, ErrorCode.not_leader_or_follower)
+
+
 # ---- ISR -------------------------------------------------------------------------
 
 
