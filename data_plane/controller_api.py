@@ -5,11 +5,13 @@ exactly these; ApiVersions tells any other client):
 
 - writes, answered once their records are committed (`ControllerService.submit`):
   CreateTopics v7, CreatePartitions v3, DeleteTopics v6,
-  IncrementalAlterConfigs v1, AlterConfigs v2, BrokerRegistration v1,
-  BrokerHeartbeat v0, AlterPartition v3, AllocateProducerIds v0;
+  IncrementalAlterConfigs v1, AlterConfigs v2, ElectLeaders v2,
+  AlterPartitionReassignments v1, BrokerRegistration v1, BrokerHeartbeat v0,
+  AlterPartition v3, AllocateProducerIds v0;
 - reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
-  too, with ``is_fenced``, KIP-1073) and Metadata v12 (enough
-  for an admin client to list and describe topics).
+  too, with ``is_fenced``, KIP-1073), Metadata v12 (enough
+  for an admin client to list and describe topics) and
+  ListPartitionReassignments v0.
 
 A controller that is not active answers NOT_CONTROLLER (per topic for
 CreateTopics/DeleteTopics, top-level elsewhere), as Kafka's
@@ -33,6 +35,8 @@ from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
+from kio.schema.alter_partition_reassignments.v1 import request as apr_req
+from kio.schema.alter_partition_reassignments.v1 import response as apr_resp
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
 from kio.schema.broker_registration.v1 import request as reg_req
@@ -52,6 +56,8 @@ from kio.schema.elect_leaders.v2 import request as el_req
 from kio.schema.elect_leaders.v2 import response as el_resp
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
+from kio.schema.list_partition_reassignments.v0 import request as lpr_req
+from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, ProducerId, TopicName
@@ -75,6 +81,14 @@ from metadata_quorum.controller.producer_id_control import (
     AllocateProducerIdsResponse,
 )
 from metadata_quorum.controller.quorum_controller import NotControllerError
+from metadata_quorum.controller.reassignment import (
+    AlterReassignmentsRequest,
+    ListReassignmentsRequest,
+    ReassignmentResult,
+)
+from metadata_quorum.controller.reassignment import (
+    list_partition_reassignments as ongoing_reassignments,
+)
 from metadata_quorum.controller.replication_control import (
     AlterPartitionItem,
     AlterPartitionRequest,
@@ -119,6 +133,8 @@ ALTER_CONFIGS_KEY: Final = 33
 CREATE_PARTITIONS_KEY: Final = 37
 INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
 ELECT_LEADERS_KEY: Final = 43
+ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
+LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -134,6 +150,8 @@ CONTROLLER_API_VERSIONS: Final = {
     CREATE_PARTITIONS_KEY: (3, 3),
     INCREMENTAL_ALTER_CONFIGS_KEY: (1, 1),
     ELECT_LEADERS_KEY: (2, 2),
+    ALTER_PARTITION_REASSIGNMENTS_KEY: (1, 1),
+    LIST_PARTITION_REASSIGNMENTS_KEY: (0, 0),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -503,6 +521,41 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         return dcfg_resp.DescribeConfigsResponse(throttle_time=_NO_THROTTLE,
                                                  results=tuple(results))
 
+    async def alter_partition_reassignments(
+        _: RequestContext, body: apr_req.AlterPartitionReassignmentsRequest
+    ) -> Any:
+        request = AlterReassignmentsRequest(
+            partitions=tuple(
+                (str(t.name), int(p.partition_index),
+                 None if p.replicas is None else tuple(int(b) for b in p.replicas))
+                for t in body.topics for p in t.partitions),
+            allow_replication_factor_change=bool(body.allow_replication_factor_change),
+        )
+        results, error = await _write(service, request)
+        if error is not ErrorCode.none:
+            return _reassign_answer(body, error, ())
+        return _reassign_answer(body, ErrorCode.none, results)
+
+    async def list_partition_reassignments(
+        _: RequestContext, body: lpr_req.ListPartitionReassignmentsRequest
+    ) -> Any:
+        topics = None if body.topics is None else tuple(
+            (str(t.name), tuple(int(p) for p in t.partition_indexes)) for t in body.topics)
+        ongoing = ongoing_reassignments(
+            service.controller.committed_image, ListReassignmentsRequest(topics))
+        by_topic: dict[str, list[lpr_resp.OngoingPartitionReassignment]] = {}
+        for r in ongoing:
+            by_topic.setdefault(r.topic, []).append(lpr_resp.OngoingPartitionReassignment(
+                partition_index=i32(r.partition),
+                replicas=tuple(BrokerId(b) for b in r.replicas),
+                adding_replicas=tuple(BrokerId(b) for b in r.adding_replicas),
+                removing_replicas=tuple(BrokerId(b) for b in r.removing_replicas)))
+        return lpr_resp.ListPartitionReassignmentsResponse(
+            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+            topics=tuple(lpr_resp.OngoingTopicReassignment(name=TopicName(name),
+                                                           partitions=tuple(parts))
+                         for name, parts in by_topic.items()))
+
     table: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
         CREATE_TOPICS_KEY: create_topics,
         DELETE_TOPICS_KEY: delete_topics,
@@ -517,6 +570,8 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         CREATE_PARTITIONS_KEY: create_partitions,
         INCREMENTAL_ALTER_CONFIGS_KEY: incremental_alter_configs,
         ELECT_LEADERS_KEY: elect_leaders,
+        ALTER_PARTITION_REASSIGNMENTS_KEY: alter_partition_reassignments,
+        LIST_PARTITION_REASSIGNMENTS_KEY: list_partition_reassignments,
     }
     return dict(table)
 
@@ -534,6 +589,33 @@ def _elect_answer(
         replica_election_results=tuple(
             el_resp.ReplicaElectionResult(topic=TopicName(topic), partition_result=tuple(parts))
             for topic, parts in by_topic.items()),
+    )
+
+
+def _reassign_answer(
+    body: apr_req.AlterPartitionReassignmentsRequest, error: ErrorCode,
+    results: tuple[ReassignmentResult, ...],
+) -> apr_resp.AlterPartitionReassignmentsResponse:
+    """An AlterPartitionReassignments response: ``results`` grouped by topic
+    in request order, or (``error`` not NONE, the write failed) the top-level
+    error with every partition answered with it too."""
+    by_topic: dict[str, list[apr_resp.ReassignablePartitionResponse]] = {}
+    if error is not ErrorCode.none:
+        for t in body.topics:
+            by_topic.setdefault(str(t.name), []).extend(
+                apr_resp.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=error, error_message=None)
+                for p in t.partitions)
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(apr_resp.ReassignablePartitionResponse(
+            partition_index=i32(r.partition), error_code=r.error, error_message=r.message))
+    return apr_resp.AlterPartitionReassignmentsResponse(
+        throttle_time=_NO_THROTTLE,
+        allow_replication_factor_change=body.allow_replication_factor_change,
+        error_code=error, error_message=None,
+        responses=tuple(
+            apr_resp.ReassignableTopicResponse(name=TopicName(name), partitions=tuple(parts))
+            for name, parts in by_topic.items()),
     )
 
 

@@ -7,8 +7,8 @@ librdkafka 2.x) while only advertising what is really served: Fetch from v4
 (librdkafka uses v2 batches only when Fetch >= 4 is advertised) to v16
 (topic ids, ReplicaState with broker epoch: our own followers use it);
 Produce v3 (the first with v2 batches) to v9 (before KIP-951's leader hints
-that we do not fill); ListOffsets to v6 (v7 adds max-timestamp -3, not
-served); Metadata to v12 (v13 only adds a top-level error).
+that we do not fill); ListOffsets to v7 (max-timestamp -3); Metadata to v12
+(v13 only adds a top-level error).
 
 InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`);
 FindCoordinator and the classic group APIs serve consumer groups
@@ -16,9 +16,10 @@ FindCoordinator and the classic group APIs serve consumer groups
 APIs serve transactional producers and read_committed consumers
 (`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker). CreateTopics,
 CreatePartitions, DeleteTopics, IncrementalAlterConfigs and AlterConfigs are
-forwarded to the active controller (`data_plane.api.admin`); DeleteRecords
-is served by the partition leaders.
-Not served, so not advertised: ACLs, partition reassignment.
+forwarded to the active controller (`data_plane.api.admin`), as are
+AlterPartitionReassignments and ListPartitionReassignments (KIP-455);
+DeleteRecords is served by the partition leaders.
+Not served, so not advertised: ACLs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Final
 
 from data_plane.api.admin import (
     handle_alter_configs,
+    handle_alter_partition_reassignments,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_records,
@@ -37,6 +39,7 @@ from data_plane.api.admin import (
     handle_describe_log_dirs,
     handle_elect_leaders,
     handle_incremental_alter_configs,
+    handle_list_partition_reassignments,
 )
 from data_plane.api.common import BrokerApiContext
 from data_plane.api.coordinator import handle_find_coordinator
@@ -75,6 +78,7 @@ OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
 DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -97,6 +101,8 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DELETE_RECORDS: (0, 2),
     ELECT_LEADERS: (0, 2),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
@@ -131,6 +137,8 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     ALTER_CONFIGS: handle_alter_configs,
     CREATE_PARTITIONS: handle_create_partitions,
     ELECT_LEADERS: handle_elect_leaders,
+    ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,

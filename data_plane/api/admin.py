@@ -1,5 +1,6 @@
 """CreateTopics (v2-7), CreatePartitions (v0-3), DeleteTopics (v1-6),
-IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2) and ElectLeaders (v0-2),
+IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2), ElectLeaders (v0-2),
+AlterPartitionReassignments (v0-1) and ListPartitionReassignments (v0),
 forwarded to the active controller (KIP-590) at the controller's versions and
 answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
@@ -39,6 +40,7 @@ from raftlog.net.registry import convert_request
 __all__ = (
     "MAX_DELETE_RECORDS_TIMEOUT_MS",
     "handle_alter_configs",
+    "handle_alter_partition_reassignments",
     "handle_create_partitions",
     "handle_create_topics",
     "handle_delete_records",
@@ -47,6 +49,7 @@ __all__ = (
     "handle_describe_log_dirs",
     "handle_elect_leaders",
     "handle_incremental_alter_configs",
+    "handle_list_partition_reassignments",
 )
 
 log = logging.getLogger(__name__)
@@ -57,9 +60,13 @@ ALTER_CONFIGS_KEY: Final = 33
 CREATE_PARTITIONS_KEY: Final = 37
 INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
 ELECT_LEADERS_KEY: Final = 43
+ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
+LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
 # The versions the controller listener serves (data_plane.controller_api).
 _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
-                               INCREMENTAL_ALTER_CONFIGS_KEY: 1}
+                               INCREMENTAL_ALTER_CONFIGS_KEY: 1,
+                               ALTER_PARTITION_REASSIGNMENTS_KEY: 1,
+                               LIST_PARTITION_REASSIGNMENTS_KEY: 0}
 _ZERO_UUID: Final = uuid.UUID(int=0)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -149,6 +156,37 @@ async def handle_elect_leaders(api: BrokerApiContext, ctx: RequestContext, reque
                 for p in t.partitions]}
             for t in request.topic_partitions]
     return build(response_class(request), values)
+
+
+async def handle_alter_partition_reassignments(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """AlterPartitionReassignments (kafka-reassign-partitions.sh --execute and
+    --cancel; KIP-455, KIP-860 at v1): answered once the controller has
+    committed the change, not when the replicas have moved (follow that
+    with ListPartitionReassignments)."""
+    failed: dict[str, object] = {
+        "throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
+        "error_message": "forwarding to the controller failed; the outcome is unknown",
+        "responses": [
+            {"name": t.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": ErrorCode.request_timed_out, "error_message": None}
+                for p in t.partitions]}
+            for t in request.topics]}
+    del ctx
+    return await _forward(api, request, ALTER_PARTITION_REASSIGNMENTS_KEY, failed)
+
+
+async def handle_list_partition_reassignments(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """ListPartitionReassignments (kafka-reassign-partitions.sh --verify and
+    --list): the partitions being reassigned, from the controller."""
+    del ctx
+    return await _forward(api, request, LIST_PARTITION_REASSIGNMENTS_KEY, {
+        "throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
+        "error_message": "forwarding to the controller failed", "topics": []})
 
 
 def _config_failures(request: Any) -> Mapping[str, object]:
