@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from chaos.history import JSON, NEMESIS, Process
 
 FAULT_KINDS: tuple[str, ...] = (
-    "kill", "restart", "pause", "partition", "clock", "lost-writes", "disk-full")
+    "kill", "restart", "pause", "partition", "clock", "lost-writes", "disk-full", "reassign")
 
 # Purpose-built schedules: deterministic in what matters, for proofs that the
 # suite can fail. ``isolate-then-kill-leader``: cut the leader of partition 0
@@ -188,6 +188,10 @@ def fault_value(kind: str, rng: random.Random) -> JSON:
         return {"target": rng.choice(NODE_TARGETS), "offset_s": rng.choice(CLOCK_OFFSETS_S)}
     if kind == "isolate-then-kill-leader":
         return {"target": "leader"}
+    if kind == "reassign":
+        # Down to one replica (acks=all cannot succeed then), two, or a new
+        # order of three (the preferred leader moves).
+        return {"rf": rng.choice((1, 2, 3))}
     return {"target": rng.choice(NODE_TARGETS)}
 
 

@@ -15,7 +15,7 @@ records every op in ``<out>/history.jsonl``:
   cleaners run every 500 ms) and every send carries a key (`workload_keys`);
   ``compact-txn`` is the ``txn`` workload, keyed, on such a topic;
 - nemesis ops go to a `Compose` of the partition, process (kill, pause,
-  lost-writes), clock and disk-full nemeses, with targets resolved from live
+  lost-writes), clock, disk-full and reassign (KIP-455) nemeses, with targets resolved from live
   cluster state (leader of partition 0, active controller);
 - after the final heal and the quiet period, final reads read each partition
   to its end;
@@ -66,6 +66,7 @@ from chaos.nemesis.core import (
     resolve_targets,
 )
 from chaos.nemesis.process import LOSSY_ENV, faketime_env, set_clock_offset
+from chaos.nemesis.reassign import ReassignNemesis
 from chaos.report import write_report
 from data_plane.local_cluster import LocalClusterError, Timeouts
 
@@ -297,6 +298,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
                 ClockNemesis(clock_files, rng),
                 DiskFullNemesis(db, rng),
                 IsolateThenKillLeader(db, db.net, rng),
+                ReassignNemesis(db, rng, topic=TOPIC, partitions=opts.partitions),
             ]
         )
         await nemesis.setup()

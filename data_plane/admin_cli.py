@@ -16,6 +16,8 @@
   watermark), like kafka-delete-records.sh, sent to the partition's leader;
 - ``leader-election --election-type preferred|unclean --topic T --partition P
   | --all-topic-partitions``, like kafka-leader-election.sh (ElectLeaders);
+- ``reassign-partitions --generate|--execute|--verify|--cancel|--list``, like
+  kafka-reassign-partitions.sh (`data_plane.reassign_cli`);
 - ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
   ``consume`` (`data_plane.console_cli`);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
@@ -842,6 +844,10 @@ def register(sub: Any) -> None:
     election.add_argument("--all-topic-partitions", action="store_true")
     _admin_options(election, broker=True)
     election.set_defaults(func=cmd_leader_election)
+
+    from .reassign_cli import register as register_reassign
+
+    register_reassign(sub)
 
     from .cluster_cli import register_cluster
 

@@ -419,6 +419,16 @@ class NodeCollector(Collector):
                                "The partition's high watermark as this replica knows it.",
                                labels=["topic", "partition"])
         hosted = dict(replicas.partitions)
+        # Reassignments in progress (KIP-455), from the broker's metadata: a
+        # replica being added does not count toward the replication factor
+        # until it is in sync (Kafka's rule for UnderReplicatedPartitions).
+        adding: dict[tuple[str, int], int] = {}
+        image = getattr(getattr(replicas, "metadata", None), "image", None)
+        if image is not None:
+            for topic_image, index, reg in image.iter_partitions():
+                if reg.adding_replicas or reg.removing_replicas:
+                    adding[(topic_image.name, index)] = len(reg.adding_replicas)
+        reassigning = 0
         for (topic, index), entry in sorted(hosted.items()):
             core = entry.partition
             labels = [topic, str(index)]
@@ -429,7 +439,10 @@ class NodeCollector(Collector):
             if core.is_leader:
                 leaders += 1
                 isr = len(core.isr)
-                under += isr < len(core.replicas)
+                being_added = adding.get((topic, index))
+                if being_added is not None:
+                    reassigning += 1
+                under += isr < len(core.replicas) - (being_added or 0)
                 under_min += isr < max(min_isr, getattr(core.config, "min_insync_replicas", 1))
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
                                 "Replicas hosted by this broker.", value=len(hosted))
@@ -437,8 +450,13 @@ class NodeCollector(Collector):
                                 "Partitions this broker leads.", value=leaders)
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_underreplicatedpartitions",
-            "Partitions this broker leads whose ISR is smaller than the replica set.",
+            "Partitions this broker leads whose ISR is smaller than the replica set (replicas "
+            "being added by a reassignment not counted).",
             value=under)
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_reassigningpartitions",
+            "Partitions this broker leads that are being reassigned (KIP-455).",
+            value=reassigning)
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_underminisrpartitioncount",
             "Partitions this broker leads whose ISR is below min.insync.replicas.",

@@ -82,6 +82,18 @@ def test_fault_mix_uses_every_configured_kind_over_a_long_run() -> None:
     assert only_kill == {"start-kill", "stop-kill"}
 
 
+def test_reassign_faults_vary_the_replication_factor() -> None:
+    long = RunConfig(
+        seed=3,
+        time_limit_s=300,
+        nemesis=NemesisConfig(faults=("reassign",), interval_s=5, duration_s=2),
+    )
+    values = [op.value for op in generate(long) if op.f == "start-reassign"]
+    assert {v["rf"] for v in values} == {1, 2, 3}  # type: ignore[index]
+    heals = [op for op in generate(long) if op.f == "stop-reassign"]
+    assert len(heals) == len(values) + 1  # one per fault, and the final heal
+
+
 def test_bad_configs_are_refused() -> None:
     with pytest.raises(ValueError):
         NemesisConfig(faults=("meteor",))

@@ -11,13 +11,14 @@
   writes.
 - the unsafe setting is refused without its confirmation flag.
 - compact and txn workloads (marker ``long``): keyed sends to a compacted
-  topic, and transactions, under faults.
+  topic, and transactions, under faults; reassignments between kills.
 - soak (marker ``soak``): many seeds, every nemesis.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -243,12 +244,39 @@ def test_compact_workload_with_faults_is_valid(tmp_path: Path) -> None:
     assert stats["superseded"] > stats["ok_sends"] // 2  # the cleaners did run
 
 
+@pytest.mark.long
+def test_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
+    """Partition reassignment (KIP-455) as a fault, between kills: replicas
+    are removed (down to one) and added back while the workload writes with
+    acks=all, and no acknowledged write is lost."""
+    opts = RunOptions(
+        seed=5,
+        faults=("reassign", "kill"),
+        time_limit_s=40,
+        rate_hz=40,
+        quiet_s=8,
+        interval_s=6,
+        duration_s=3,
+        mode="auto",
+        out=str(tmp_path / "run"),
+    )
+    outcome = asyncio.run(run(opts))
+    print(outcome.ops, outcome.counts, outcome.valid)
+    assert outcome.valid is True, outcome.result.to_json()
+    history = (tmp_path / "run" / "history.jsonl").read_text().splitlines()
+    ops = [json.loads(line) for line in history]
+    started = [o["value"] for o in ops if o["f"] == "start-reassign" and o["type"] != "invoke"]
+    heals = [o["value"] for o in ops if o["f"] == "stop-reassign" and o["type"] != "invoke"]
+    assert started and all(set(v["answers"].values()) == {"NONE"} for v in started)
+    assert heals and all(v["finished"] for v in heals)
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", range(100, 130))
 def test_soak(seed: int, tmp_path: Path) -> None:
     opts = RunOptions(
         seed=seed,
-        faults=("kill", "pause", "partition", "clock", "lost-writes", "disk-full"),
+        faults=("kill", "pause", "partition", "clock", "lost-writes", "disk-full", "reassign"),
         time_limit_s=60,
         rate_hz=100,
         mode="auto",

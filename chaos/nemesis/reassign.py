@@ -1,0 +1,149 @@
+"""The ``reassign`` fault: partition reassignment (KIP-455) while the
+workload writes.
+
+``start-reassign {"rf": n}`` moves every partition of the workload topic to
+``n`` brokers chosen at random (a random order too, so the preferred leader
+moves): replicas are removed and added, leaders move off removed brokers,
+added ones copy the log and join the ISR. ``stop-reassign`` is the heal: it
+moves every partition back to a random order of ``min(3, nodes)`` brokers and
+waits (up to ``settle_s``) for the reassignments to finish and the ISR to be
+whole, so the next fault starts from the workload's replication factor. The
+completion value records the targets sent, the controller's per-partition
+answers and whether the heal finished.
+
+The requests go to any broker that answers (a broker forwards them to the
+active controller), so a fault running elsewhere in the cluster cannot stop
+the nemesis, only delay it; a request nobody answers in time is recorded as
+such. Reassignment is an operator action, not a failure: an acknowledged
+write must survive it exactly as it survives a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kio.schema.alter_partition_reassignments.v1 import request as apr_req
+from kio.schema.list_partition_reassignments.v0 import request as lpr_req
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta
+
+from chaos.db import DB, node_id
+from chaos.history import JSON
+from chaos.nemesis.core import ClusterState
+from raftlog.net import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode, TransportError
+
+_RETRIABLE = (ErrorCode.not_controller, ErrorCode.request_timed_out)
+
+
+class ReassignNemesis:
+    fs = frozenset({"start-reassign", "stop-reassign"})
+
+    def __init__(
+        self, db: DB, rng: random.Random, *, topic: str, partitions: int,
+        request_timeout_s: float = 20.0, settle_s: float = 30.0,
+    ) -> None:
+        self.db = db
+        self.rng = rng
+        self.topic = topic
+        self.partitions = partitions
+        self.request_timeout_s = request_timeout_s
+        self.settle_s = settle_s
+
+    async def setup(self) -> None:
+        return None
+
+    async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
+        brokers = sorted(node_id(n) for n in state.nodes)
+        if f == "start-reassign":
+            rf = max(1, min(int(value["rf"]), len(brokers)))
+        else:
+            rf = min(3, len(brokers))
+        targets = {p: self.rng.sample(brokers, rf) for p in range(self.partitions)}
+        answers = await self._alter(targets)
+        out: dict[str, JSON] = {"targets": {str(p): t for p, t in targets.items()},
+                                "answers": answers}
+        if f == "stop-reassign":
+            out["finished"] = await self._settle()
+        return out
+
+    async def teardown(self) -> None:
+        return None
+
+    # --- requests -------------------------------------------------------------
+
+    async def _alter(self, targets: dict[int, list[int]]) -> JSON:
+        """AlterPartitionReassignments: per partition the error name ("NONE"
+        when started), or {"unanswered": why} if no broker answered."""
+        request = apr_req.AlterPartitionReassignmentsRequest(
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=self.request_timeout_s)),
+            topics=(apr_req.ReassignableTopic(
+                name=TopicName(self.topic),
+                partitions=tuple(
+                    apr_req.ReassignablePartition(
+                        partition_index=i32(p), replicas=tuple(BrokerId(b) for b in replicas))
+                    for p, replicas in sorted(targets.items()))),),
+        )
+        response, why = await self._first(request, 1, lambda r: r.error_code in _RETRIABLE)
+        if response is None:
+            return {"unanswered": why}
+        if response.error_code != ErrorCode.none:
+            return {"error": ErrorCode(response.error_code).name.upper()}
+        return {str(int(p.partition_index)): ErrorCode(p.error_code).name.upper()
+                for t in response.responses for p in t.partitions}
+
+    async def _in_progress(self) -> bool | None:
+        request = lpr_req.ListPartitionReassignmentsRequest(
+            topics=(lpr_req.ListPartitionReassignmentsTopics(
+                name=TopicName(self.topic),
+                partition_indexes=tuple(i32(p) for p in range(self.partitions))),))
+        response, _why = await self._first(request, 0, lambda r: r.error_code in _RETRIABLE)
+        if response is None or response.error_code != ErrorCode.none:
+            return None
+        return any(t.partitions for t in response.topics)
+
+    async def _settle(self) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settle_s
+        while loop.time() < deadline:
+            if await self._in_progress() is False and await self.db.fully_replicated(self.topic):
+                return True
+            await asyncio.sleep(0.5)
+        return False
+
+    async def _first(
+        self, request: Any, version: int, retry: Callable[[Any], bool]
+    ) -> tuple[Any | None, str]:
+        """The first answer from any broker that ``retry`` does not reject,
+        trying them in turn until ``request_timeout_s``; (None, why) after."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.request_timeout_s
+        why = "no broker answered"
+        while loop.time() < deadline:
+            for host, port in _addresses(self.db.bootstrap_servers()):
+                client = KafkaProtocolClient(host, port, client_id="chaos-reassign",
+                                             request_timeout_ms=5000, connect_timeout_ms=1000)
+                try:
+                    response: Any = await client.send(request, version)
+                except TransportError as exc:
+                    why = f"{host}:{port}: {exc}"
+                    continue
+                finally:
+                    await client.close()
+                if not retry(response):
+                    return response, ""
+                why = f"{host}:{port}: {ErrorCode(response.error_code).name.upper()}"
+            await asyncio.sleep(0.5)
+        return None, why
+
+
+def _addresses(bootstrap: str) -> Sequence[tuple[str, int]]:
+    out = []
+    for entry in bootstrap.split(","):
+        host, _, port = entry.strip().rpartition(":")
+        out.append((host, int(port)))
+    return out

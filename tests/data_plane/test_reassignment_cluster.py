@@ -1,0 +1,289 @@
+"""Partition reassignment (KIP-455) against a real 3-node cluster: replicas
+move and replication factors change while a producer writes with acks=all,
+and no acknowledged record is lost; kafka-python's admin client and the
+`raftlog reassign-partitions` CLI (kafka-reassign-partitions.sh) drive it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.structs import TopicPartition as KafkaTopicPartition
+
+from chaos.db import DB
+from chaos.nemesis.core import ClusterState
+from chaos.nemesis.reassign import ReassignNemesis
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-m", "data_plane"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
+                                 properties={"min.insync.replicas": "2"})
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
+    c.up(timeout_s=40)
+    try:
+        yield c
+    finally:
+        c.stop(timeout_s=10)
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def replicas_and_isr(admin: AdminClient, topic: str) -> tuple[list[int], list[int]]:
+    meta = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+    return [int(r) for r in meta.replicas], sorted(int(r) for r in meta.isrs)
+
+
+class AckedProducer:
+    """Sends "0", "1", ... one at a time (acks=all, idempotent) on a thread,
+    keeping what was acknowledged and any delivery error."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.acked: list[bytes] = []
+        self.errors: list[KafkaError] = []
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                   "enable.idempotence": True, "linger.ms": 5})
+        self._thread = threading.Thread(target=self._run, args=(topic,), daemon=True)
+        self._thread.start()
+
+    def _run(self, topic: str) -> None:
+        def delivered(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self.errors.append(err)
+            else:
+                self.acked.append(msg.value())
+
+        i = 0
+        while not self._stop.is_set():
+            self._producer.produce(topic, str(i).encode(), partition=0, on_delivery=delivered)
+            self._producer.poll(0)
+            i += 1
+            if i % 50 == 0:
+                self._producer.flush(30)
+                time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self._producer.flush(30) == 0
+
+
+def read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            values.append(msg.value())
+    consumer.close()
+    return values
+
+
+def test_replicas_move_and_the_replication_factor_changes_under_acks_all_load(
+    cluster: LocalCluster,
+) -> None:
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("moving", replica_assignment=[[1, 2]], num_partitions=1)])[
+        "moving"].result(15)
+    cluster.wait_topic("moving", 1)
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    tp = KafkaTopicPartition("moving", 0)
+    producer = AckedProducer(bootstrap, "moving")
+    try:
+        eventually(lambda: assert_at_least(producer.acked, 200))
+        # Move off the leader (1): broker 3 catches up and joins the ISR, the
+        # reassignment finishes, 2 or 3 leads, and broker 1 deletes its copy.
+        kadmin.alter_partition_reassignments({tp: [2, 3]})
+
+        def moved() -> None:
+            assert kadmin.list_partition_reassignments() == {}
+            assert replicas_and_isr(admin, "moving") == ([2, 3], [2, 3])
+            assert not (cluster.data_dir(1) / "moving-0").exists()
+        eventually(moved)
+        assert (cluster.data_dir(3) / "moving-0").is_dir()
+        count = len(producer.acked)
+        eventually(lambda: assert_at_least(producer.acked, count + 200))
+        # Up to three replicas, led by a new preferred replica.
+        kadmin.alter_partition_reassignments({tp: [3, 1, 2]})
+
+        def grown() -> None:
+            assert kadmin.list_partition_reassignments() == {}
+            assert replicas_and_isr(admin, "moving") == ([3, 1, 2], [1, 2, 3])
+        eventually(grown)
+        count = len(producer.acked)
+        eventually(lambda: assert_at_least(producer.acked, count + 200))
+    finally:
+        producer.stop()
+        kadmin.close()
+    assert producer.errors == []
+    values = read_all(bootstrap, "moving", len(producer.acked))
+    assert set(producer.acked) <= set(values), "acknowledged records lost"
+    # The idempotent producer wrote each record once, in order.
+    assert values == [str(i).encode() for i in range(len(values))]
+
+
+def assert_at_least(items: list[bytes], count: int) -> None:
+    assert len(items) >= count
+
+
+def write_json(path: Path, document: object) -> str:
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def test_cli_execute_list_verify_cancel(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A reassignment to a broker that is down stays in progress until
+    cancelled; --execute refuses to start another without --additional."""
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("cli-moving", replica_assignment=[[1, 2]], num_partitions=1)])[
+        "cli-moving"].result(15)
+    cluster.wait_topic("cli-moving", 1)
+    target = write_json(tmp_path / "target.json", {"version": 1, "partitions": [
+        {"topic": "cli-moving", "partition": 0, "replicas": [1, 3]}]})
+    base = ("reassign-partitions", "--bootstrap-server", bootstrap)
+
+    proposed = cli(*base, "--generate", "--broker-list", "1,3", "--topics-to-move-json-file",
+                   write_json(tmp_path / "move.json",
+                              {"version": 1, "topics": [{"topic": "cli-moving"}]}))
+    assert proposed.returncode == 0, proposed.stderr
+    lines = proposed.stdout.splitlines()
+    assert json.loads(lines[1])["partitions"][0]["replicas"] == [1, 2]
+    assert sorted(json.loads(lines[-1])["partitions"][0]["replicas"]) == [1, 3]
+
+    cluster.kill(3)
+    try:
+        started = cli(*base, "--execute", "--reassignment-json-file", target)
+        assert started.returncode == 0, started.stderr
+        assert "Successfully started partition reassignment(s) for cli-moving-0" in started.stdout
+        rollback = json.loads(started.stdout.split("\n\n")[1])
+        assert rollback["partitions"][0]["replicas"] == [1, 2]
+
+        listed = cli(*base, "--list")
+        assert listed.returncode == 0, listed.stderr
+        assert "cli-moving-0: replicas: 1,3,2. adding: 3. removing: 2." in listed.stdout
+        verified = cli(*base, "--verify", "--reassignment-json-file", target)
+        assert "Reassignment of partition cli-moving-0 is still in progress." in verified.stdout
+        # The leader's gauges: one partition being reassigned, and a replica
+        # being added does not make it under-replicated (Kafka's rule).
+        leader = admin.list_topics("cli-moving", timeout=10).topics["cli-moving"].partitions[
+            0].leader
+        metrics = gauges(cluster, leader)
+        assert metrics["kafka_server_replicamanager_reassigningpartitions"] == 1.0
+        assert metrics["kafka_server_replicamanager_underreplicatedpartitions"] == 0.0
+
+        again = cli(*base, "--execute", "--reassignment-json-file", target)
+        assert again.returncode == 2
+        assert "existing partition reassignment (cli-moving-0)" in again.stderr
+
+        cancelled = cli(*base, "--cancel", "--reassignment-json-file", target)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "Successfully cancelled partition reassignment(s) for cli-moving-0" in \
+            cancelled.stdout
+        eventually(lambda: assert_replicas(admin, "cli-moving", [1, 2]))
+        verified = cli(*base, "--verify", "--reassignment-json-file", target)
+        assert ("There is no active reassignment of partition cli-moving-0, but replica set "
+                "is [1, 2] rather than [1, 3].") in verified.stdout
+        nothing = cli(*base, "--cancel", "--reassignment-json-file", target)
+        assert nothing.returncode == 2
+        assert "NO_REASSIGNMENT_IN_PROGRESS" in nothing.stderr
+    finally:
+        cluster.start(3)
+        cluster.wait_ready(40)
+
+    bad = cli(*base, "--execute", "--reassignment-json-file", write_json(
+        tmp_path / "bad.json", {"version": 1, "partitions": [
+            {"topic": "cli-moving", "partition": 0, "replicas": [1, 9]}]}))
+    assert bad.returncode == 2
+    assert "INVALID_REPLICA_ASSIGNMENT" in bad.stderr and "broker 9" in bad.stderr
+    malformed = cli(*base, "--execute", "--reassignment-json-file", write_json(
+        tmp_path / "malformed.json", {"partitions": [{"topic": "cli-moving", "partition": 0}]}))
+    assert malformed.returncode == 2
+    assert "replicas must be a non-empty list of broker ids" in malformed.stderr
+
+
+def gauges(cluster: LocalCluster, node_id: int) -> dict[str, float]:
+    url = f"http://{cluster.layout.host}:{cluster.layout.node(node_id).http_port}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {line.split()[0]: float(line.split()[-1]) for line in text.splitlines()
+            if line and not line.startswith("#") and "{" not in line}
+
+
+def assert_replicas(admin: AdminClient, topic: str, replicas: list[int]) -> None:
+    assert replicas_and_isr(admin, topic)[0] == replicas
+
+
+class _ClusterDB:
+    """What `ReassignNemesis` needs of a chaos DB, over this module's cluster."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def bootstrap_servers(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    async def fully_replicated(self, topic: str) -> bool:
+        admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers})
+        md = await asyncio.to_thread(admin.list_topics, topic, timeout=5)
+        return all(sorted(p.isrs) == sorted(p.replicas)
+                   for p in md.topics[topic].partitions.values())
+
+
+def test_the_chaos_reassign_nemesis_moves_and_heals(cluster: LocalCluster) -> None:
+    """The chaos suite's ``reassign`` fault (chaos.nemesis.reassign) against
+    a real cluster: down to one replica per partition, then healed back to
+    three, the heal waiting for the ISR to be whole."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("nemesis", 2, 3)])["nemesis"].result(15)
+    cluster.wait_topic("nemesis", 2)
+    nemesis = ReassignNemesis(cast(DB, _ClusterDB(cluster)), random.Random(1),
+                              topic="nemesis", partitions=2)
+    state = ClusterState(nodes=("n1", "n2", "n3"))
+    started = asyncio.run(nemesis.invoke("start-reassign", {"rf": 1}, state))
+    assert started["answers"] == {"0": "NONE", "1": "NONE"}, started  # type: ignore[index]
+    targets = started["targets"]  # type: ignore[index]
+
+    def shrunk() -> None:
+        md = admin.list_topics("nemesis", timeout=10).topics["nemesis"].partitions
+        assert {str(p): [int(r) for r in m.replicas] for p, m in md.items()} == targets
+    eventually(shrunk)
+    healed = asyncio.run(nemesis.invoke("stop-reassign", None, state))
+    assert healed["finished"] is True, healed  # type: ignore[index]
+    md = admin.list_topics("nemesis", timeout=10).topics["nemesis"].partitions
+    assert all(sorted(m.replicas) == [1, 2, 3] == sorted(m.isrs) for m in md.values())
