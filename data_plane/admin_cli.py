@@ -44,7 +44,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kio.schema.create_partitions.v3 import request as cp_req
@@ -490,11 +490,20 @@ async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
 
 
 def format_topic(topic: md_resp.MetadataResponseTopic,
-                 configs: Sequence[tuple[str, str]] = ()) -> list[str]:
+                 configs: Sequence[tuple[str, str]] = (),
+                 reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None,
+                 ) -> list[str]:
     """kafka-topics.sh ``--describe`` lines for one topic; ``configs`` are
-    the topic's own settings (``name=value``, comma-separated, as Kafka)."""
+    the topic's own settings (``name=value``, comma-separated, as Kafka);
+    ``reassigning``: partition -> (adding, removing) replicas of the
+    reassignments in progress, shown as Kafka shows them (the replication
+    factor then leaves out the replicas being added)."""
+    reassigning = reassigning or {}
     partitions = sorted(topic.partitions, key=lambda p: int(p.partition_index))
-    rf = len(partitions[0].replica_nodes) if partitions else 0
+    rf = 0
+    if partitions:
+        first = partitions[0]
+        rf = len(first.replica_nodes) - len(reassigning.get(int(first.partition_index), ((),))[0])
     lines = [
         f"Topic: {topic.name}\tTopicId: {_topic_id_text(topic.topic_id)}\t"
         f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
@@ -507,6 +516,11 @@ def format_topic(topic: md_resp.MetadataResponseTopic,
             f"Replicas: {','.join(str(int(b)) for b in p.replica_nodes)}\t"
             f"Isr: {','.join(str(int(b)) for b in p.isr_nodes)}"
         )
+        moving = reassigning.get(int(p.partition_index))
+        if moving is not None:
+            adding, removing = moving
+            lines[-1] += (f"\tAdding Replicas: {','.join(str(int(b)) for b in adding)}"
+                          f"\tRemoving Replicas: {','.join(str(int(b)) for b in removing)}")
     return lines
 
 
@@ -515,11 +529,18 @@ def _leader_text(leader: int) -> str:
 
 
 async def _topics_describe(admin: _Admin, args: argparse.Namespace) -> int:
+    from .reassign_cli import ongoing_reassignments
+
     response = await _metadata(admin, [args.topic] if args.topic else None)
+    ongoing = await ongoing_reassignments(admin, None)
     for topic in sorted(response.topics, key=lambda t: str(t.name)):
         if topic.error_code != ErrorCode.none:
             raise CliError(f"topic {topic.name}: {_error_name(topic.error_code)}")
-        print("\n".join(format_topic(topic, await _topic_overrides(admin, str(topic.name)))))
+        reassigning = {p: (tuple(int(b) for b in r.adding_replicas),
+                           tuple(int(b) for b in r.removing_replicas))
+                       for (t, p), r in ongoing.items() if t == str(topic.name)}
+        print("\n".join(format_topic(topic, await _topic_overrides(admin, str(topic.name)),
+                                      reassigning)))
     return 0
 
 

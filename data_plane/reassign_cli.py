@@ -54,7 +54,7 @@ from .admin_cli import (
     _run_admin,
 )
 
-__all__ = ("parse_reassignment", "parse_topics_to_move", "register")
+__all__ = ("ongoing_reassignments", "parse_reassignment", "parse_topics_to_move", "register")
 
 Assignment = dict[tuple[str, int], tuple[int, ...]]
 
@@ -142,7 +142,7 @@ async def _current(admin: _Admin, topics: Sequence[str]) -> Assignment:
     return out
 
 
-async def _ongoing(admin: _Admin, partitions: Sequence[tuple[str, int]] | None) -> dict[
+async def ongoing_reassignments(admin: _Admin, partitions: Sequence[tuple[str, int]] | None) -> dict[
         tuple[str, int], lpr_resp.OngoingPartitionReassignment]:
     topics: dict[str, list[int]] = {}
     for t, p in partitions or ():
@@ -219,7 +219,7 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
 
     async def body(admin: _Admin) -> int:
         if mode == "list":
-            ongoing = await _ongoing(admin, None)
+            ongoing = await ongoing_reassignments(admin, None)
             if not ongoing:
                 print("No partition reassignments found.")
                 return 0
@@ -241,7 +241,7 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
             return _report(results, "cancelled", "cancelling the reassignment of")
         # execute
         if not args.additional:
-            ongoing = await _ongoing(admin, None)
+            ongoing = await ongoing_reassignments(admin, None)
             if ongoing:
                 raise CliError(
                     "cannot execute because there is an existing partition reassignment "
@@ -265,7 +265,7 @@ def _ids(ids: Sequence[Any]) -> str:
 
 
 async def _verify(admin: _Admin, reassignment: Assignment) -> int:
-    ongoing = await _ongoing(admin, list(reassignment))
+    ongoing = await ongoing_reassignments(admin, list(reassignment))
     current = await _current(admin, sorted({t for t, _ in reassignment}))
     print("Status of partition reassignment:")
     for (t, p), target in reassignment.items():

@@ -611,7 +611,7 @@ class Partition:
             return True, ErrorCode.not_leader_or_follower
         if self._high_watermark < required_offset:
             return False, ErrorCode.none
-        if len(self._leader.maximal_isr) < self.config.min_insync_replicas:
+        if len(leader.maximal_isr) < self.config.min_insync_replicas:
             return True, ErrorCode.not_enough_replicas_after_append
         return True, ErrorCode.none
 

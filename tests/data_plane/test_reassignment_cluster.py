@@ -200,6 +200,12 @@ def test_cli_execute_list_verify_cancel(cluster: LocalCluster, tmp_path: Path) -
         assert "cli-moving-0: replicas: 1,3,2. adding: 3. removing: 2." in listed.stdout
         verified = cli(*base, "--verify", "--reassignment-json-file", target)
         assert "Reassignment of partition cli-moving-0 is still in progress." in verified.stdout
+        described = cli("topics", "describe", "--topic", "cli-moving", "--bootstrap-server",
+                        bootstrap)
+        assert described.returncode == 0, described.stderr
+        assert "ReplicationFactor: 2\t" in described.stdout  # the adding replica not counted
+        assert "Replicas: 1,3,2\tIsr: 1,2\tAdding Replicas: 3\tRemoving Replicas: 2" in \
+            described.stdout
         # The leader's gauges: one partition being reassigned, and a replica
         # being added does not make it under-replicated (Kafka's rule).
         leader = admin.list_topics("cli-moving", timeout=10).topics["cli-moving"].partitions[
