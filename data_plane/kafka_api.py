@@ -14,7 +14,9 @@ InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`
 FindCoordinator and the classic group APIs serve consumer groups
 (`data_plane.api.coordinator`, `data_plane.api.groups`); the transaction
 APIs serve transactional producers and read_committed consumers
-(`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker). CreateTopics,
+(`data_plane.api.txn`; WriteTxnMarkers is broker-to-broker), and
+DescribeProducers, DescribeTransactions and ListTransactions inspect them
+(`data_plane.api.txn_admin`, KIP-664). CreateTopics,
 CreatePartitions, DeleteTopics, IncrementalAlterConfigs and AlterConfigs are
 forwarded to the active controller (`data_plane.api.admin`), as are
 AlterPartitionReassignments and ListPartitionReassignments (KIP-455);
@@ -67,6 +69,11 @@ from data_plane.api.txn import (
     handle_txn_offset_commit,
     handle_write_txn_markers,
 )
+from data_plane.api.txn_admin import (
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_list_transactions,
+)
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from raftlog.net import Handler, KafkaProtocolServer, RequestContext
@@ -85,6 +92,7 @@ LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27
 TXN_OFFSET_COMMIT = 28
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -122,6 +130,9 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     END_TXN: (0, 3),
     WRITE_TXN_MARKERS: (1, 1),
     TXN_OFFSET_COMMIT: (0, 3),
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
 }
 
 _HandlerImpl = Callable[[BrokerApiContext, RequestContext, Any], Awaitable[Any]]
@@ -160,6 +171,9 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     END_TXN: handle_end_txn,
     WRITE_TXN_MARKERS: handle_write_txn_markers,
     TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    DESCRIBE_PRODUCERS: handle_describe_producers,
+    DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    LIST_TRANSACTIONS: handle_list_transactions,
 }
 
 

@@ -56,6 +56,7 @@ from data_plane.txn.txn_log import (
     encode_record,
     partition_for,
 )
+from data_plane.txn.txn_metadata import TxnMetadata
 from raftlog.net.errors import ErrorCode
 from raftlog.records import BatchBuilder, decode_records, parse_header
 from raftlog.storage import Log
@@ -183,6 +184,19 @@ class TxnCoordinatorRuntime:
     def coordinator_for(self, transactional_id: str) -> TransactionCoordinator | None:
         slot = self._slots.get(self.partition_for(transactional_id))
         return None if slot is None else slot.coordinator
+
+    def describe(self, transactional_id: str) -> TxnMetadata | ErrorCode:
+        """DescribeTransactions: the id's state, NOT_COORDINATOR unless its
+        partition is led here, TRANSACTIONAL_ID_NOT_FOUND if unknown."""
+        coordinator = self.coordinator_for(transactional_id)
+        if coordinator is None:
+            return ErrorCode.not_coordinator
+        found = coordinator.metadata(transactional_id)
+        return ErrorCode.transactional_id_not_found if found is None else found
+
+    def all_transactions(self) -> list[TxnMetadata]:
+        """ListTransactions: every id of every coordinator this broker runs."""
+        return [m for slot in self._slots.values() for m in slot.coordinator.all_metadata()]
 
     # ==== commands ==================================================================
 

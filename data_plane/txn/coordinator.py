@@ -94,6 +94,10 @@ class TransactionCoordinator:
     def metadata(self, transactional_id: str) -> TxnMetadata | None:
         return self._txns.get(transactional_id)
 
+    def all_metadata(self) -> list[TxnMetadata]:
+        """Every transactional id this coordinator holds (ListTransactions)."""
+        return list(self._txns.values())
+
     def pending_markers(self, transactional_id: str) -> frozenset[TopicPartition]:
         return frozenset(self._pending.get(transactional_id, ()))
 

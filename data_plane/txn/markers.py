@@ -44,8 +44,12 @@ class EndTxnMarker:
     coordinator_epoch: int
 
     def __post_init__(self) -> None:
-        if self.coordinator_epoch < 0:
-            raise ValueError(f"coordinator epoch must not be negative: {self.coordinator_epoch}")
+        # Any int32, as Kafka's EndTransactionMarker: an admin abort
+        # (kafka-transactions.sh abort, AdminClient.abortTransaction) may send
+        # -1 for a producer whose partition never saw a marker; the producer
+        # state's coordinator-epoch fencing compares it like any other.
+        if not -(2**31) <= self.coordinator_epoch < 2**31:
+            raise ValueError(f"coordinator epoch {self.coordinator_epoch} is not an int32")
 
     @property
     def control_type(self) -> ControlRecordType:

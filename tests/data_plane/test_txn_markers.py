@@ -46,4 +46,9 @@ def test_bad_marker_values_raise() -> None:
         read_marker(v9)
     assert encode_marker_value(5) == b"\0\0\0\0\0\x05"
     with pytest.raises(ValueError):
-        EndTxnMarker(True, -1)
+        EndTxnMarker(True, 2**31)
+    # -1 is what an admin abort sends for a producer that never saw a marker
+    # (KIP-664); Kafka's marker takes any int32.
+    assert read_marker(build_control_batch(
+        ControlRecordType.ABORT, encode_marker_value(-1), timestamp_ms=0)) == EndTxnMarker(
+        False, -1)
