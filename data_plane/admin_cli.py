@@ -18,6 +18,8 @@
   | --all-topic-partitions``, like kafka-leader-election.sh (ElectLeaders);
 - ``reassign-partitions --generate|--execute|--verify|--cancel|--list``, like
   kafka-reassign-partitions.sh (`data_plane.reassign_cli`);
+- ``transactions list|describe|describe-producers|find-hanging|abort``, like
+  kafka-transactions.sh (`data_plane.transactions_cli`);
 - ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
   ``consume`` (`data_plane.console_cli`);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
@@ -869,6 +871,10 @@ def register(sub: Any) -> None:
     from .reassign_cli import register as register_reassign
 
     register_reassign(sub)
+
+    from .transactions_cli import register as register_transactions
+
+    register_transactions(sub)
 
     from .cluster_cli import register_cluster
 

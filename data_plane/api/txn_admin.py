@@ -95,14 +95,14 @@ async def handle_describe_transactions(
             error = found if isinstance(found, ErrorCode) else ErrorCode.transactional_id_not_found
             states.append({"error_code": error, "transactional_id": tid,
                            "transaction_state": "", "transaction_timeout": _ms(0),
-                           "transaction_start_time": _time(-1), "producer_id": -1,
+                           "transaction_start_time": -1, "producer_id": -1,
                            "producer_epoch": -1, "topics": []})
             continue
         states.append({
             "error_code": ErrorCode.none, "transactional_id": tid,
             "transaction_state": TXN_STATE_NAMES[found.state],
             "transaction_timeout": _ms(found.timeout_ms),
-            "transaction_start_time": _time(found.txn_start_ms),
+            "transaction_start_time": found.txn_start_ms,
             "producer_id": found.producer_id, "producer_epoch": found.producer_epoch,
             "topics": _topics(found),
         })
@@ -149,8 +149,3 @@ def _topics(m: TxnMetadata) -> list[dict[str, object]]:
 
 def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
-
-
-def _time(ms: int) -> datetime.datetime:
-    """An epoch-ms timestamp as kio's datetime_i64 (-1: no transaction open)."""
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)

@@ -98,18 +98,23 @@ def kio_version_range(api_key: int) -> tuple[int, int]:
 
 @functools.cache
 def schemas(api_key: int, version: int) -> ApiSchemas:
-    """The request/response classes of ``(api_key, version)``, imported lazily.
+    """The request/response classes of ``(api_key, version)``, imported lazily
+    (kio's, or `raftlog.net.kio_fixes`' where kio cannot carry a value).
 
     Raises UnknownApiKeyError, or UnsupportedVersionError when kio has no
     schema for that version.
     """
     if version not in _versions(api_key):
         raise UnsupportedVersionError(api_key, version, kio_version_range(api_key))
+    from raftlog.net.kio_fixes import RESPONSE_OVERRIDES
+
+    response = RESPONSE_OVERRIDES.get((api_key, version)) or load_response_schema(
+        api_key, version)
     return ApiSchemas(
         api_key=api_key,
         version=version,
         request=load_request_schema(api_key, version),
-        response=load_response_schema(api_key, version),
+        response=response,
     )
 
 

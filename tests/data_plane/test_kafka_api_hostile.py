@@ -13,9 +13,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.alter_partition_reassignments.v1 import request as apr1
+from kio.schema.describe_producers.v0 import request as dp0
+from kio.schema.describe_transactions.v0 import request as dtx0
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v16 import request as f16
 from kio.schema.list_offsets.v6 import request as lo6
+from kio.schema.list_partition_reassignments.v0 import request as lpr0
+from kio.schema.list_transactions.v1 import request as ltx1
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle4
 from kio.schema.produce.v9 import request as p9
@@ -169,3 +174,38 @@ def test_metadata(names: list[str] | None) -> None:
         allow_auto_topic_creation=True, include_topic_authorized_operations=False,
     )
     harness().call(3, request)
+
+
+@SETTINGS
+@given(topic=topics, partition=partitions, ids=st.lists(st.text(max_size=5), max_size=3),
+       states=st.lists(st.sampled_from(["Ongoing", "Empty", "Bogus", ""]), max_size=3),
+       pids=st.lists(offsets, max_size=2), duration=offsets)
+def test_transaction_admin(topic: str, partition: int, ids: list[str], states: list[str],
+                           pids: list[int], duration: int) -> None:
+    """DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)."""
+    h = harness()
+    response = h.call(61, dp0.DescribeProducersRequest(topics=(dp0.TopicRequest(
+        name=topic, partition_indexes=(partition,)),)))  # type: ignore[arg-type]
+    [answer] = response.topics[0].partitions
+    assert answer.error_code != 0 or (topic, partition) in (("t", 0), ("t", 1))
+    h.call(65, dtx0.DescribeTransactionsRequest(transactional_ids=tuple(ids)))  # type: ignore[arg-type]
+    listed = h.call(66, ltx1.ListTransactionsRequest(
+        state_filters=tuple(states), producer_id_filters=tuple(pids),  # type: ignore[arg-type]
+        duration_filter=duration))  # type: ignore[arg-type]
+    assert set(listed.unknown_state_filters) == {s for s in states if s in ("Bogus", "")}
+
+
+@SETTINGS
+@given(topic=topics, partition=partitions,
+       replicas=st.one_of(st.none(), st.lists(st.integers(-3, 2**31 - 1), max_size=4)))
+def test_partition_reassignments(topic: str, partition: int, replicas: list[int] | None) -> None:
+    """Forwarded to the controller (here the fake one cannot take them: the
+    forwarding failure is answered with REQUEST_TIMED_OUT, as when the
+    controller is unreachable)."""
+    h = harness()
+    response = h.call(45, apr1.AlterPartitionReassignmentsRequest(topics=(
+        apr1.ReassignableTopic(name=topic, partitions=(apr1.ReassignablePartition(  # type: ignore[arg-type]
+            partition_index=partition,  # type: ignore[arg-type]
+            replicas=None if replicas is None else tuple(replicas)),)),)))  # type: ignore[arg-type]
+    assert response.error_code != 0
+    h.call(46, lpr0.ListPartitionReassignmentsRequest(topics=None))
