@@ -49,6 +49,7 @@ from data_plane.broker.log_configs import (
     log_config,
     replication_config,
 )
+from data_plane.broker.log_dirs import delete_strays, read_topic_id, write_topic_id
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
 from data_plane.purgatory import (
@@ -75,6 +76,7 @@ from data_plane.txn.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from data_plane.txn.replica_state import ReplicaTxnState
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.topic_names import INTERNAL_TOPICS
+from raftlog import kafka_uuid
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
 from raftlog.storage import ConfigError, FileSystem, Log, RealFileSystem
@@ -161,6 +163,7 @@ class ReplicaManager:
         self.clock = clock or SystemClock()
         self.fs = fs or RealFileSystem()
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self._strays_checked = False
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce")
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch")
         self.delete_records_purgatory: Purgatory[DelayedDeleteRecords] = Purgatory(
@@ -268,10 +271,21 @@ class ReplicaManager:
 
     def _on_image(self, image: MetadataImage, previous: MetadataImage | None) -> None:
         del previous
-        if not self._closed:
-            self._apply_image(image)
+        if self._closed:
+            return
+        assigned = self._apply_image(image)
+        if not self._strays_checked and self.metadata.broker_id in image.brokers:
+            # The first image delivered to the data side is past this
+            # broker's registration (`MetadataPublisher.open_gate`): current
+            # enough to tell which directories are no longer ours
+            # (`log_dirs`). Never the image `start` applies, which may be
+            # empty or half-replayed.
+            self._strays_checked = True
+            delete_strays(self.fs, self.log_dirs, assigned)
 
-    def _apply_image(self, image: MetadataImage) -> None:
+    def _apply_image(self, image: MetadataImage) -> set[TopicPartition]:
+        """Open, reconfigure and close replicas as ``image`` assigns them;
+        returns the partitions it assigns to this broker."""
         broker_id = self.metadata.broker_id
         broker_epoch = self.metadata.broker_epoch
         self.broker_config = broker_config(self.static_config, image, broker_id)
@@ -316,6 +330,7 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k not in seen]:
             self._remove(key, delete=True)
             touched.append(key)
+        return seen
         for key in touched:
             self._wake_purgatories(key, now)
         for listener in self._listeners:
@@ -329,6 +344,15 @@ class ReplicaManager:
             (os.path.join(d, name) for d in self.log_dirs if self.fs.exists(os.path.join(d, name))),
             None,
         )
+        if directory is not None:
+            found = read_topic_id(self.fs, directory)
+            if found is not None and found != topic_id:
+                # A replica of an earlier topic of the same name, deleted
+                # while this broker was down (`log_dirs`).
+                log.warning("%s holds a replica of topic id %s, not %s: deleting it",
+                            directory, kafka_uuid.to_text(found), kafka_uuid.to_text(topic_id))
+                shutil.rmtree(directory, ignore_errors=True)
+                directory = None
         if directory is None:
             # The log dir hosting the fewest of our partitions (Kafka's default placement).
             counts = {d: 0 for d in self.log_dirs}
@@ -338,6 +362,8 @@ class ReplicaManager:
                     counts[parent] += 1
             directory = os.path.join(min(self.log_dirs, key=lambda d: counts[d]), name)
         segment_log = Log.open(directory, log_config(topic_config), fs=self.fs, clock=self.clock)
+        if read_topic_id(self.fs, directory) is None:
+            write_topic_id(self.fs, directory, topic_id)
         partition = Partition(
             key[0], key[1], local_id=self.metadata.broker_id, log=segment_log,
             config=replication_config(self.broker_config, topic_config),

@@ -293,3 +293,48 @@ def test_the_chaos_reassign_nemesis_moves_and_heals(cluster: LocalCluster) -> No
     assert healed["finished"] is True, healed  # type: ignore[index]
     md = admin.list_topics("nemesis", timeout=10).topics["nemesis"].partitions
     assert all(sorted(m.replicas) == [1, 2, 3] == sorted(m.isrs) for m in md.values())
+
+
+def test_a_broker_down_during_a_move_and_a_delete_drops_its_strays_and_keeps_the_rest(
+    cluster: LocalCluster,
+) -> None:
+    """Broker 3 is down while one partition moves off it and a topic with a
+    replica on it is deleted: when it returns, both directories go (nothing
+    would ever open them again), and its other replicas stay and rejoin."""
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name in ("stays", "moves", "deleted"):
+        admin.create_topics([NewTopic(name, replica_assignment=[[1, 2, 3]], num_partitions=1)])[
+            name].result(15)
+        cluster.wait_topic(name, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for name in ("stays", "moves", "deleted"):
+        for i in range(20):
+            producer.produce(name, b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    node3 = cluster.data_dir(3)
+    eventually(lambda: assert_all((node3 / f"{n}-0").is_dir() for n in ("stays", "moves",
+                                                                          "deleted")))
+    cluster.kill(3)
+    try:
+        kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        kadmin.alter_partition_reassignments({KafkaTopicPartition("moves", 0): [1, 2]})
+        kadmin.close()
+        admin.delete_topics(["deleted"])["deleted"].result(15)
+        eventually(lambda: assert_replicas(admin, "moves", [1, 2]))
+        assert (node3 / "moves-0").is_dir() and (node3 / "deleted-0").is_dir()  # it is down
+    finally:
+        cluster.start(3)
+        cluster.wait_ready(40)
+
+    def cleaned() -> None:
+        assert not (node3 / "moves-0").exists()
+        assert not (node3 / "deleted-0").exists()
+        assert (node3 / "stays-0").is_dir()
+        assert replicas_and_isr(admin, "stays") == ([1, 2, 3], [1, 2, 3])
+    eventually(cleaned, 30)
+    assert "deleting stray replica" in cluster.server_log(3)
+
+
+def assert_all(checks: Any) -> None:
+    assert all(checks)
