@@ -21,8 +21,9 @@ INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
-def topic_name_error(name: str) -> str | None:
-    """Why ``name`` is not a legal topic name, or None if it is."""
+def topic_name_error(name: object) -> str | None:
+    """Why ``name`` is not a legal topic name, or None if it is (anything
+    may arrive: the check comes before any other use)."""
     if not isinstance(name, str):
         return f"topic name must be a string, got {type(name).__name__}"
     if name == "":

@@ -79,8 +79,10 @@ class LinkProxy:
         except OSError:
             writer.close()
             return
-        if self._reset:  # cut while we were connecting
-            writer.close()
+        # Cut while we were connecting: another task sets it during the await
+        # (mypy's narrowing cannot see that).
+        if self._reset:
+            writer.close()  # type: ignore[unreachable]
             t_writer.close()
             return
         self._writers |= {writer, t_writer}

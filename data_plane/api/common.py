@@ -47,12 +47,14 @@ class BrokerApiContext:
     fetch_sessions: FetchSessionCache = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        # None (the field default) means "create one"; the annotations say
+        # what the fields hold once constructed.
         if self.coordinators is None:
-            object.__setattr__(self, "coordinators",
+            object.__setattr__(self, "coordinators",  # type: ignore[unreachable]
                                BrokerCoordinators(self.metadata, self.replicas,
                                                   listener_name=self.listener_name))
         if self.fetch_sessions is None:
-            config = self.replicas.broker_config
+            config = self.replicas.broker_config  # type: ignore[unreachable]
             object.__setattr__(self, "fetch_sessions", FetchSessionCache(
                 int(config["max.incremental.fetch.session.cache.slots"]),
                 int(config["min.incremental.fetch.session.eviction.ms"]),

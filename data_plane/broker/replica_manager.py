@@ -330,11 +330,11 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k not in seen]:
             self._remove(key, delete=True)
             touched.append(key)
-        return seen
         for key in touched:
             self._wake_purgatories(key, now)
         for listener in self._listeners:
             listener()
+        return seen
 
     def _open(
         self, key: TopicPartition, topic_id: uuid.UUID, topic_config: Mapping[str, str]

@@ -367,8 +367,8 @@ class RaftDriver:
                 deadline_ms = self.core.tick(self.now_ms())
                 while self.core.has_ready():
                     await self._handle_ready(self.core.ready())
-                    if self._stopping:
-                        return
+                    if self._stopping:  # set by `stop` during the await
+                        return  # type: ignore[unreachable]
                 if self._inbox:
                     continue
                 self._wakeup.clear()
