@@ -7,13 +7,11 @@ refuses a record)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cluster_helpers import cli, eventually, module_cluster
 from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -24,40 +22,11 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from data_plane.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "data_plane"]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
-                                 properties={"min.insync.replicas": "2"})
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    c.up(timeout_s=40)
-    try:
-        yield c
-    finally:
-        c.stop(timeout_s=10)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=40)
-
-
-def eventually(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
-    """``check()`` once it stops raising AssertionError (brokers replay the
-    metadata log on their own: a committed change reaches each a moment later)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
+cluster = module_cluster()
 
 
 def topic_configs(admin: AdminClient, topic: str) -> dict[str, str]:

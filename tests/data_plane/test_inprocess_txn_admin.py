@@ -41,28 +41,37 @@ def cluster(tmp_path: object) -> Iterator[ClusterThread]:
         yield ct
 
 
-def _states(listing: dict[Any, list[Any]]) -> dict[str, str]:
-    return {t.transactional_id: t.state.value for ts in listing.values() for t in ts}
-
-
-def test_describe_list_and_abort_an_open_transaction(cluster: ClusterThread) -> None:
+def _open_and_committed(cluster: ClusterThread, open_id: str, done_id: str) -> tuple[
+        str, tuple[Producer, Producer]]:
+    """Topic "tx" (2 partitions): ``open_id`` leaves a transaction of three
+    records open on partition 0, ``done_id`` commits one on partition 1.
+    Returns the bootstrap servers and both producers (kept alive)."""
     c = cluster.cluster
     cluster.call(c.controller.create_topic, "tx", 2, 3, {"min.insync.replicas": "2"})
     cluster.run(c.wait_until(lambda: sum(
         1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
         if k[0] == "tx" and h.partition.is_leader) == 2))
     bootstrap = c.bootstrap_servers
-    stuck = Producer({"bootstrap.servers": bootstrap, "transactional.id": "open-1"})
-    stuck.init_transactions(30)
-    stuck.begin_transaction()
+    opened = Producer({"bootstrap.servers": bootstrap, "transactional.id": open_id})
+    opened.init_transactions(30)
+    opened.begin_transaction()
     for i in range(3):
-        stuck.produce("tx", b"open-%d" % i, partition=0)
-    assert stuck.flush(30) == 0
-    done = Producer({"bootstrap.servers": bootstrap, "transactional.id": "done-1"})
+        opened.produce("tx", b"open-%d" % i, partition=0)
+    assert opened.flush(30) == 0
+    done = Producer({"bootstrap.servers": bootstrap, "transactional.id": done_id})
     done.init_transactions(30)
     done.begin_transaction()
     done.produce("tx", b"done", partition=1)
     done.commit_transaction(30)
+    return bootstrap, (opened, done)
+
+
+def _states(listing: dict[Any, list[Any]]) -> dict[str, str]:
+    return {t.transactional_id: t.state.value for ts in listing.values() for t in ts}
+
+
+def test_describe_list_and_abort_an_open_transaction(cluster: ClusterThread) -> None:
+    bootstrap, _producers = _open_and_committed(cluster, "open-1", "done-1")
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
@@ -136,22 +145,7 @@ def test_cli_lists_describes_finds_hanging_and_aborts(cluster: ClusterThread) ->
     transaction ended without the partition's marker, the state a late
     write after the coordinator aborted leaves (KIP-890's hanging case)."""
     c = cluster.cluster
-    cluster.call(c.controller.create_topic, "tx", 2, 3, {"min.insync.replicas": "2"})
-    cluster.run(c.wait_until(lambda: sum(
-        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
-        if k[0] == "tx" and h.partition.is_leader) == 2))
-    bootstrap = c.bootstrap_servers
-    opened = Producer({"bootstrap.servers": bootstrap, "transactional.id": "open-2"})
-    opened.init_transactions(30)
-    opened.begin_transaction()
-    for i in range(3):
-        opened.produce("tx", b"open-%d" % i, partition=0)
-    assert opened.flush(30) == 0
-    done = Producer({"bootstrap.servers": bootstrap, "transactional.id": "done-2"})
-    done.init_transactions(30)
-    done.begin_transaction()
-    done.produce("tx", b"done", partition=1)
-    done.commit_transaction(30)
+    bootstrap, _producers = _open_and_committed(cluster, "open-2", "done-2")
     where = ("--bootstrap-server", bootstrap)
 
     listed = _cli("list", *where)

@@ -8,16 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from cluster_helpers import cli, eventually, module_cluster
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
@@ -26,38 +24,11 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 from chaos.db import DB
 from chaos.nemesis.core import ClusterState
 from chaos.nemesis.reassign import ReassignNemesis
-from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from data_plane.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "data_plane"]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
-                                 properties={"min.insync.replicas": "2"})
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    c.up(timeout_s=40)
-    try:
-        yield c
-    finally:
-        c.stop(timeout_s=10)
-
-
-def eventually(check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+cluster = module_cluster()
 
 
 def replicas_and_isr(admin: AdminClient, topic: str) -> tuple[list[int], list[int]]:
@@ -126,7 +97,7 @@ def test_replicas_move_and_the_replication_factor_changes_under_acks_all_load(
     tp = KafkaTopicPartition("moving", 0)
     producer = AckedProducer(bootstrap, "moving")
     try:
-        eventually(lambda: assert_at_least(producer.acked, 200))
+        eventually(lambda: assert_at_least(producer.acked, 200), 20)
         # Move off the leader (1): broker 3 catches up and joins the ISR, the
         # reassignment finishes, 2 or 3 leads, and broker 1 deletes its copy.
         kadmin.alter_partition_reassignments({tp: [2, 3]})
@@ -135,19 +106,19 @@ def test_replicas_move_and_the_replication_factor_changes_under_acks_all_load(
             assert kadmin.list_partition_reassignments() == {}
             assert replicas_and_isr(admin, "moving") == ([2, 3], [2, 3])
             assert not (cluster.data_dir(1) / "moving-0").exists()
-        eventually(moved)
+        eventually(moved, 20)
         assert (cluster.data_dir(3) / "moving-0").is_dir()
         count = len(producer.acked)
-        eventually(lambda: assert_at_least(producer.acked, count + 200))
+        eventually(lambda: assert_at_least(producer.acked, count + 200), 20)
         # Up to three replicas, led by a new preferred replica.
         kadmin.alter_partition_reassignments({tp: [3, 1, 2]})
 
         def grown() -> None:
             assert kadmin.list_partition_reassignments() == {}
             assert replicas_and_isr(admin, "moving") == ([3, 1, 2], [1, 2, 3])
-        eventually(grown)
+        eventually(grown, 20)
         count = len(producer.acked)
-        eventually(lambda: assert_at_least(producer.acked, count + 200))
+        eventually(lambda: assert_at_least(producer.acked, count + 200), 20)
     finally:
         producer.stop()
         kadmin.close()
@@ -240,7 +211,7 @@ def test_cli_and_strays_while_a_broker_is_down(cluster: LocalCluster, tmp_path: 
         assert cancelled.returncode == 0, cancelled.stderr
         assert "Successfully cancelled partition reassignment(s) for cli-moving-0" in \
             cancelled.stdout
-        eventually(lambda: assert_replicas(admin, "cli-moving", [1, 2]))
+        eventually(lambda: assert_replicas(admin, "cli-moving", [1, 2]), 20)
 
         def reverted() -> None:
             # Each broker replays the metadata log on its own: --verify reads
@@ -248,7 +219,7 @@ def test_cli_and_strays_while_a_broker_is_down(cluster: LocalCluster, tmp_path: 
             verified = cli(*base, "--verify", "--reassignment-json-file", target)
             assert ("There is no active reassignment of partition cli-moving-0, but replica "
                     "set is [1, 2] rather than [1, 3].") in verified.stdout, verified.stdout
-        eventually(reverted)
+        eventually(reverted, 20)
         nothing = cli(*base, "--cancel", "--reassignment-json-file", target)
         assert nothing.returncode == 2
         assert "NO_REASSIGNMENT_IN_PROGRESS" in nothing.stderr
@@ -258,14 +229,14 @@ def test_cli_and_strays_while_a_broker_is_down(cluster: LocalCluster, tmp_path: 
         # (fenced), and bootstrap from the others.
         def fenced() -> None:
             assert 3 not in admin.list_topics(timeout=10).brokers
-        eventually(fenced)
+        eventually(fenced, 20)
         survivors = ",".join(f"{cluster.layout.host}:{n.kafka_port}"
                              for n in cluster.layout.brokers if n.node_id != 3)
         kadmin = KafkaAdminClient(bootstrap_servers=survivors)
         kadmin.alter_partition_reassignments({KafkaTopicPartition("moves", 0): [1, 2]})
         kadmin.close()
         admin.delete_topics(["deleted"])["deleted"].result(15)
-        eventually(lambda: assert_replicas(admin, "moves", [1, 2]))
+        eventually(lambda: assert_replicas(admin, "moves", [1, 2]), 20)
         assert (node3 / "moves-0").is_dir() and (node3 / "deleted-0").is_dir()  # it is down
     finally:
         cluster.start(3)
@@ -334,14 +305,14 @@ def test_the_chaos_reassign_nemesis_moves_and_heals(cluster: LocalCluster) -> No
     def shrunk() -> None:
         md = admin.list_topics("nemesis", timeout=10).topics["nemesis"].partitions
         assert {str(p): [int(r) for r in m.replicas] for p, m in md.items()} == targets
-    eventually(shrunk)
+    eventually(shrunk, 20)
     healed = asyncio.run(nemesis.invoke("stop-reassign", None, state))
     assert healed["finished"] is True, healed  # type: ignore[index]
 
     def whole() -> None:
         md = admin.list_topics("nemesis", timeout=10).topics["nemesis"].partitions
         assert all(sorted(m.replicas) == [1, 2, 3] == sorted(m.isrs) for m in md.values())
-    eventually(whole)
+    eventually(whole, 20)
 
 
 def assert_all(checks: Any) -> None:

@@ -1,0 +1,51 @@
+"""Helpers for the tests that run a real 3-node cluster (module-scoped)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+
+def module_cluster() -> Any:
+    """A module-scoped fixture: a 3-node combined cluster with fast timeouts
+    and min.insync.replicas=2, stopped (by PID) after the module's tests.
+    Use as ``cluster = module_cluster()`` at module level."""
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+        layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
+                                     properties={"min.insync.replicas": "2"})
+        c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
+        c.up(timeout_s=40)
+        try:
+            yield c
+        finally:
+            c.stop(timeout_s=10)
+
+    return cluster
+
+
+def cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """``raftlog ARGS`` (``python -m data_plane``), its output captured."""
+    return subprocess.run([sys.executable, "-m", "data_plane", *args], capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+    """``check()`` once it stops raising AssertionError (brokers replay the
+    metadata log on their own: a committed change reaches each a moment later)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
