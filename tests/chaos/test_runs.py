@@ -39,11 +39,11 @@ def test_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
     opts = RunOptions(
         seed=1,
         faults=("kill", "partition"),
-        time_limit_s=30,
-        rate_hz=40,
+        time_limit_s=20,  # three faults, at 2, 8 and 14 s
+        rate_hz=60,  # as many ops as 30 s at 40/s
         quiet_s=6,
-        interval_s=8,
-        duration_s=4,
+        interval_s=6,
+        duration_s=3,
         mode="proxy",
         out=str(tmp_path / "run"),
     )
@@ -76,11 +76,11 @@ def test_netns_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
     opts = RunOptions(
         seed=2,  # plan: kill the leader, partition halves, kill a minority
         faults=("kill", "partition"),
-        time_limit_s=30,
-        rate_hz=40,
+        time_limit_s=20,  # the same three faults, at 2, 8 and 14 s
+        rate_hz=60,  # as many ops as 30 s at 40/s
         quiet_s=6,
-        interval_s=8,
-        duration_s=4,
+        interval_s=6,
+        duration_s=3,
         mode="netns",
         out=str(tmp_path / "run"),
     )
