@@ -110,7 +110,12 @@ def up(args: list[str]) -> int:
 
 
 def test(args: list[str]) -> int:
-    """Lint, type-check, then pytest. Extra args go to pytest."""
+    """Lint, type-check, then pytest. Extra args go to pytest, as they are.
+
+    Without arguments, the default suite runs in parallel (pytest-xdist): one
+    worker per core, at most four, each taking whole test files
+    (``--dist loadfile``) so a module's shared cluster stays in one worker.
+    """
     if not args:
         for step in (
             (BIN / "ruff", "check", "."),
@@ -119,6 +124,9 @@ def test(args: list[str]) -> int:
             code = _run(*step) if isinstance(step, tuple) else _run(step)
             if code != 0:
                 return code
+        workers = min(4, len(os.sched_getaffinity(0)))
+        if workers > 1:
+            args = ["-n", str(workers), "--dist", "loadfile", "--durations", "25"]
     return _run(BIN / "python", "-m", "pytest", *args)
 
 

@@ -15,7 +15,9 @@ Topology from chaos-infra.md, per `NetnsNet`:
 
 ``<x>`` is a /24 that no route of the root namespace covers yet, so two runs
 on one machine (each with its own ``prefix``, by default made from the PID)
-do not collide. Only private test addresses, only inside namespaces (and on
+do not collide. Runs set up one at a time (an ``flock`` on `LOCK_PATH`, held
+from choosing ``<x>`` until its route exists), so two starting together
+cannot both choose the same one. Only private test addresses, only inside namespaces (and on
 the one host veth) this module creates.
 
 A grudge becomes, in each receiving node's namespace, rules of an nftables
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import os
 import re
@@ -42,7 +45,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from chaos.nemesis.grudges import Link, Node
 
@@ -50,6 +53,8 @@ NET = "10.77"
 """Every run takes one ``10.77.<x>.0/24`` (private test addresses)."""
 HOST_OCTET = 254
 NS_PREFIX = "rlc"
+LOCK_PATH = "/run/lock/raftlog-chaos-netns.lock"
+"""Held while a run chooses its subnet and routes it (see the docstring)."""
 _seq = itertools.count()
 
 _NFT_SETUP = """table inet chaos {
@@ -122,6 +127,17 @@ def _used_subnets() -> set[int]:
     """Third octets of ``10.77.<x>.0/24`` already routed in this namespace."""
     out = _run("ip", "-4", "route", "show", check=False).stdout
     return {int(m.group(1)) for m in re.finditer(r"\b10\.77\.(\d+)\.\d+", out)}
+
+
+@contextlib.contextmanager
+def _setup_lock() -> Iterator[None]:
+    """Exclusive against other runs' set-up on this machine (other processes:
+    pytest workers, two soaks); released when the file closes."""
+    directory = os.path.dirname(LOCK_PATH)
+    path = LOCK_PATH if os.path.isdir(directory) else "/tmp/raftlog-chaos-netns.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def _namespaces() -> list[str]:
@@ -228,6 +244,10 @@ class NetnsNet:
         await asyncio.to_thread(self._setup)
 
     def _setup(self) -> None:
+        with _setup_lock():
+            self._setup_locked()
+
+    def _setup_locked(self) -> None:
         try:
             sweep_stale()
             self.subnet = self._pick_subnet()
