@@ -646,8 +646,16 @@ async def _describe_broker_configs(
 
 
 def cmd_configs(args: argparse.Namespace) -> int:
+    from data_plane.quotas_cli import cmd_quota_configs, wants_quotas
+
+    if wants_quotas(args):
+        if bool(args.topic) or args.broker is not None or args.broker_defaults:
+            raise CliError("quotas (--client, --user) cannot be combined with --topic or "
+                           "--broker")
+        return cmd_quota_configs(args)
     if sum((bool(args.topic), args.broker is not None, bool(args.broker_defaults))) != 1:
-        raise CliError("configs needs one of --topic T, --broker ID or --broker-defaults")
+        raise CliError("configs needs one of --topic T, --broker ID, --broker-defaults, "
+                       "--client [ID], --client-defaults, --user [NAME] or --user-defaults")
     if args.action == "alter" and not (args.add_config or args.delete_config):
         raise CliError("configs alter needs --add-config and/or --delete-config")
     rtype, name, label = _config_resource(args)
@@ -832,7 +840,8 @@ def register(sub: Any) -> None:
     _admin_options(topics, broker=True)
     topics.set_defaults(func=cmd_topics)
 
-    configs = sub.add_parser("configs", help="topic and broker-default configs (kafka-configs.sh)")
+    configs = sub.add_parser(
+        "configs", help="topic, broker and client-quota configs (kafka-configs.sh)")
     configs.add_argument("action", choices=("describe", "alter"))
     entity = configs.add_mutually_exclusive_group()
     entity.add_argument("--topic")
@@ -841,6 +850,20 @@ def register(sub: Any) -> None:
                         "brokers --entity-name ID)")
     entity.add_argument("--broker-defaults", action="store_true",
                         help="the cluster-wide broker defaults (kafka-configs.sh --entity-default)")
+    # Client quotas (KIP-546): a user and/or a client id; not with the above.
+    from data_plane.quotas_cli import ANY_NAME
+
+    configs.add_argument("--client", nargs="?", const=ANY_NAME, metavar="ID",
+                         help="a client id's quotas (kafka-configs.sh --entity-type clients "
+                         "--entity-name ID); describe without ID: every client id")
+    configs.add_argument("--client-defaults", action="store_true",
+                         help="the default client-id quotas (--entity-type clients "
+                         "--entity-default)")
+    configs.add_argument("--user", nargs="?", const=ANY_NAME, metavar="NAME",
+                         help="a user's quotas (--entity-type users; every client is user "
+                         "ANONYMOUS here: no authentication); with --client, that pair")
+    configs.add_argument("--user-defaults", action="store_true",
+                         help="the default user quotas (--entity-type users --entity-default)")
     configs.add_argument("--all", action="store_true",
                          help="describe: every setting of the broker, with its source")
     configs.add_argument("--add-config", action="append", metavar="K=V[,K2=[A,B]]")

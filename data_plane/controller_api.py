@@ -31,6 +31,8 @@ from typing import Any, Final
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_client_quotas.v1 import request as acq_req
+from kio.schema.alter_client_quotas.v1 import response as acq_resp
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
@@ -47,6 +49,8 @@ from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
+from kio.schema.describe_client_quotas.v1 import request as dcq_req
+from kio.schema.describe_client_quotas.v1 import response as dcq_resp
 from kio.schema.describe_cluster.v0 import response as dc_resp
 from kio.schema.describe_cluster.v1 import response as dc_resp_v1
 from kio.schema.describe_cluster.v2 import response as dc_resp_v2
@@ -61,8 +65,16 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, ProducerId, TopicName
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+from kio.static.primitive import f64, i8, i16, i32, i32Timedelta, i64
 
+from metadata_quorum.client_quotas import FilterComponent
+from metadata_quorum.client_quotas import describe_client_quotas as describe_quotas
+from metadata_quorum.controller.client_quota_control import (
+    AlterClientQuotasRequest,
+    ClientQuotaAlteration,
+    ClientQuotaAlterationResult,
+    ClientQuotaOp,
+)
 from metadata_quorum.controller.cluster_control import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -135,6 +147,8 @@ INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
 ELECT_LEADERS_KEY: Final = 43
 ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
 LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
+DESCRIBE_CLIENT_QUOTAS_KEY: Final = 48
+ALTER_CLIENT_QUOTAS_KEY: Final = 49
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -152,6 +166,8 @@ CONTROLLER_API_VERSIONS: Final = {
     ELECT_LEADERS_KEY: (2, 2),
     ALTER_PARTITION_REASSIGNMENTS_KEY: (1, 1),
     LIST_PARTITION_REASSIGNMENTS_KEY: (0, 0),
+    DESCRIBE_CLIENT_QUOTAS_KEY: (1, 1),
+    ALTER_CLIENT_QUOTAS_KEY: (1, 1),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -556,6 +572,46 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                                                            partitions=tuple(parts))
                          for name, parts in by_topic.items()))
 
+    async def alter_client_quotas(
+        _: RequestContext, body: acq_req.AlterClientQuotasRequest
+    ) -> Any:
+        entries = tuple(
+            ClientQuotaAlteration(
+                entity=tuple((str(e.entity_type), e.entity_name) for e in entry.entity),
+                ops=tuple(ClientQuotaOp(str(op.key), None if op.remove else float(op.value))
+                          for op in entry.ops))
+            for entry in body.entries)
+        results, error = await _write(
+            service, AlterClientQuotasRequest(entries, bool(body.validate_only)))
+        answers = (results if error is ErrorCode.none else tuple(
+            ClientQuotaAlterationResult(entry.entity, error) for entry in entries))
+        return acq_resp.AlterClientQuotasResponse(
+            throttle_time=_NO_THROTTLE,
+            entries=tuple(acq_resp.EntryData(
+                error_code=a.error, error_message=a.message,
+                entity=tuple(acq_resp.EntityData(entity_type=t, entity_name=n)
+                             for t, n in a.entity))
+                for a in answers))
+
+    async def describe_client_quotas(
+        _: RequestContext, body: dcq_req.DescribeClientQuotasRequest
+    ) -> Any:
+        result = describe_quotas(
+            service.controller.committed_image.client_quotas,
+            [FilterComponent(str(c.entity_type), int(c.match_type), c.match)
+             for c in body.components],
+            bool(body.strict))
+        return dcq_resp.DescribeClientQuotasResponse(
+            throttle_time=_NO_THROTTLE, error_code=result.error,
+            error_message=result.message,
+            entries=None if result.error is not ErrorCode.none else tuple(
+                dcq_resp.EntryData(
+                    entity=tuple(dcq_resp.EntityData(entity_type=t, entity_name=n)
+                                 for t, n in entity),
+                    values=tuple(dcq_resp.ValueData(key=k, value=f64(v))
+                                 for k, v in sorted(values.items())))
+                for entity, values in result.entries))
+
     table: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
         CREATE_TOPICS_KEY: create_topics,
         DELETE_TOPICS_KEY: delete_topics,
@@ -572,6 +628,8 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         ELECT_LEADERS_KEY: elect_leaders,
         ALTER_PARTITION_REASSIGNMENTS_KEY: alter_partition_reassignments,
         LIST_PARTITION_REASSIGNMENTS_KEY: list_partition_reassignments,
+        DESCRIBE_CLIENT_QUOTAS_KEY: describe_client_quotas,
+        ALTER_CLIENT_QUOTAS_KEY: alter_client_quotas,
     }
     return dict(table)
 

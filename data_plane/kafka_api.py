@@ -19,8 +19,9 @@ DescribeProducers, DescribeTransactions and ListTransactions inspect them
 (`data_plane.api.txn_admin`, KIP-664). CreateTopics,
 CreatePartitions, DeleteTopics, IncrementalAlterConfigs and AlterConfigs are
 forwarded to the active controller (`data_plane.api.admin`), as are
-AlterPartitionReassignments and ListPartitionReassignments (KIP-455);
-DeleteRecords is served by the partition leaders.
+AlterPartitionReassignments and ListPartitionReassignments (KIP-455) and
+AlterClientQuotas (KIP-546); DescribeClientQuotas is answered from the
+broker's metadata image; DeleteRecords is served by the partition leaders.
 Not served, so not advertised: ACLs.
 """
 
@@ -31,6 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from data_plane.api.admin import (
+    handle_alter_client_quotas,
     handle_alter_configs,
     handle_alter_partition_reassignments,
     handle_create_partitions,
@@ -43,6 +45,7 @@ from data_plane.api.admin import (
     handle_incremental_alter_configs,
     handle_list_partition_reassignments,
 )
+from data_plane.api.client_quotas import handle_describe_client_quotas
 from data_plane.api.common import BrokerApiContext
 from data_plane.api.coordinator import handle_find_coordinator
 from data_plane.api.fetch import handle_fetch
@@ -86,6 +89,7 @@ DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -111,6 +115,8 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     ELECT_LEADERS: (0, 2),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ALTER_CLIENT_QUOTAS: (0, 1),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
@@ -150,6 +156,8 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     ELECT_LEADERS: handle_elect_leaders,
     ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,

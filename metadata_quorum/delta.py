@@ -34,6 +34,7 @@ from metadata_quorum.image import (
 )
 from metadata_quorum.records import (
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -43,6 +44,7 @@ from metadata_quorum.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -99,6 +101,7 @@ class MetadataDelta:
         self._configs: dict[ConfigResource, dict[str, str]] = {}
         self._next_producer_id: int | None = None
         self._features: dict[str, int] | None = None
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
 
     @property
     def image(self) -> MetadataImage:
@@ -171,6 +174,15 @@ class MetadataDelta:
                 self._replay_partition_change(record)
             case ConfigRecord():
                 self._replay_config(record)
+            case ClientQuotaRecord():
+                quotas = self._client_quotas.get(record.entity)
+                if quotas is None:
+                    quotas = dict(self._image.client_quotas.get(record.entity, {}))
+                    self._client_quotas[record.entity] = quotas
+                if record.remove:
+                    quotas.pop(record.key, None)
+                else:
+                    quotas[record.key] = record.value
             case ProducerIdsRecord():
                 current = self._current_next_producer_id()
                 if record.next_producer_id < current:
@@ -337,7 +349,21 @@ class MetadataDelta:
             features=image.features if self._features is None else frozen_mapping(
                 dict(self._features)
             ),
+            client_quotas=self._apply_client_quotas(image.client_quotas),
         )
+
+    def _apply_client_quotas(
+        self, quotas: Mapping[QuotaEntity, Mapping[str, float]]
+    ) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        if not self._client_quotas:
+            return quotas
+        new_quotas = dict(quotas)
+        for entity, entries in self._client_quotas.items():
+            if entries:
+                new_quotas[entity] = frozen_mapping(dict(entries))
+            else:
+                new_quotas.pop(entity, None)
+        return frozen_mapping(new_quotas)
 
     def _apply_configs(
         self, configs: Mapping[ConfigResource, Mapping[str, str]]

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from metadata_quorum.records import (
     NO_LEADER,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
@@ -31,6 +32,7 @@ from metadata_quorum.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     RegisterBrokerRecord,
     TopicRecord,
     check_partition_shape,
@@ -220,7 +222,9 @@ class MetadataImage:
     - ``topics``: by topic id, and ``topic_ids`` name -> id (same topics);
     - ``configs``: per resource, non-empty key -> value maps;
     - ``next_producer_id``: the first producer id not yet handed out;
-    - ``features``: finalized feature levels.
+    - ``features``: finalized feature levels;
+    - ``client_quotas``: per client-quota entity (KIP-546), non-empty
+      quota key -> value maps.
     """
 
     provenance: MetadataProvenance = MetadataProvenance()
@@ -230,6 +234,8 @@ class MetadataImage:
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=frozen_mapping)
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=frozen_mapping)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(
+        default_factory=frozen_mapping)
 
     # --- lookups ------------------------------------------------------------
 
@@ -263,7 +269,8 @@ class MetadataImage:
     def to_records(self) -> list[MetadataRecord]:
         """The image as records: replaying them into an empty image gives an equal
         image (with the provenance given to ``apply``). Order: features,
-        brokers, topics with their partitions, configs, producer ids."""
+        brokers, topics with their partitions, configs, client quotas,
+        producer ids."""
         records: list[MetadataRecord] = [
             FeatureLevelRecord(name, level) for name, level in sorted(self.features.items())
         ]
@@ -278,6 +285,10 @@ class MetadataImage:
             records.extend(
                 ConfigRecord(resource.type, resource.name, key, value)
                 for key, value in sorted(entries.items())
+            )
+        for entity, quotas in self.client_quotas.items():
+            records.extend(
+                ClientQuotaRecord(entity, key, value) for key, value in sorted(quotas.items())
             )
         if self.next_producer_id:
             records.append(ProducerIdsRecord(-1, -1, self.next_producer_id))

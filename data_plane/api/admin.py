@@ -1,7 +1,7 @@
 """CreateTopics (v2-7), CreatePartitions (v0-3), DeleteTopics (v1-6),
 IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2), ElectLeaders (v0-2),
-AlterPartitionReassignments (v0-1) and ListPartitionReassignments (v0),
-forwarded to the active controller (KIP-590) at the controller's versions and
+AlterPartitionReassignments (v0-1), ListPartitionReassignments (v0) and
+AlterClientQuotas (v0-1), forwarded to the active controller (KIP-590) at the controller's versions and
 answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
 (`ReplicaManager.delete_records`); DescribeLogDirs (v1-4), this broker's
@@ -39,6 +39,7 @@ from raftlog.net.registry import convert_request
 
 __all__ = (
     "MAX_DELETE_RECORDS_TIMEOUT_MS",
+    "handle_alter_client_quotas",
     "handle_alter_configs",
     "handle_alter_partition_reassignments",
     "handle_create_partitions",
@@ -62,11 +63,13 @@ INCREMENTAL_ALTER_CONFIGS_KEY: Final = 44
 ELECT_LEADERS_KEY: Final = 43
 ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
 LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
+ALTER_CLIENT_QUOTAS_KEY: Final = 49
 # The versions the controller listener serves (data_plane.controller_api).
 _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                INCREMENTAL_ALTER_CONFIGS_KEY: 1,
                                ALTER_PARTITION_REASSIGNMENTS_KEY: 1,
-                               LIST_PARTITION_REASSIGNMENTS_KEY: 0}
+                               LIST_PARTITION_REASSIGNMENTS_KEY: 0,
+                               ALTER_CLIENT_QUOTAS_KEY: 1}
 _ZERO_UUID: Final = uuid.UUID(int=0)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -187,6 +190,22 @@ async def handle_list_partition_reassignments(
     return await _forward(api, request, LIST_PARTITION_REASSIGNMENTS_KEY, {
         "throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
         "error_message": "forwarding to the controller failed", "topics": []})
+
+
+async def handle_alter_client_quotas(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """AlterClientQuotas (kafka-configs.sh --entity-type users/clients;
+    KIP-546): answered once the controller has committed the change. Brokers
+    apply it when their metadata image reaches it."""
+    del ctx
+    return await _forward(api, request, ALTER_CLIENT_QUOTAS_KEY, {
+        "throttle_time": NO_THROTTLE, "entries": [
+            {"error_code": ErrorCode.request_timed_out,
+             "error_message": "forwarding to the controller failed; the outcome is unknown",
+             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
+                        for e in entry.entity]}
+            for entry in request.entries]})
 
 
 def _config_failures(request: Any) -> Mapping[str, object]:

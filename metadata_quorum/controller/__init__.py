@@ -18,6 +18,13 @@ response)`` and changes nothing; state changes only when records are
 replayed (`metadata_quorum.delta`).
 """
 
+from .client_quota_control import (
+    AlterClientQuotasRequest,
+    ClientQuotaAlteration,
+    ClientQuotaAlterationResult,
+    ClientQuotaOp,
+    alter_client_quotas,
+)
 from .cluster_control import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -91,6 +98,7 @@ from .sessions import BrokerSessions
 __all__ = [
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
+    "AlterClientQuotasRequest",
     "AlterConfigOp",
     "AlterConfigsRequest",
     "AlterConfigsResource",
@@ -106,6 +114,9 @@ __all__ = [
     "BrokerRegistrationResponse",
     "BrokerSessions",
     "BrokerState",
+    "ClientQuotaAlteration",
+    "ClientQuotaAlterationResult",
+    "ClientQuotaOp",
     "ConfigOpType",
     "ControllerConfig",
     "ControllerInvariantError",
@@ -133,6 +144,7 @@ __all__ = [
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
     "allocate_producer_ids",
+    "alter_client_quotas",
     "alter_configs",
     "alter_partition",
     "alter_partition_reassignments",

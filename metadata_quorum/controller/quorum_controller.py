@@ -52,6 +52,11 @@ from metadata_quorum.loader import CommittedBatchLike, MetadataLoader, SnapshotL
 from metadata_quorum.records import MetadataRecord, encode_records
 from raftlog.net.errors import ErrorCode
 
+from .client_quota_control import (
+    AlterClientQuotasRequest,
+    ClientQuotaAlterationResult,
+    alter_client_quotas,
+)
 from .cluster_control import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -172,6 +177,7 @@ ControllerRequest = (
     | AllocateProducerIdsRequest
     | ElectLeadersRequest
     | AlterReassignmentsRequest
+    | AlterClientQuotasRequest
 )
 
 
@@ -350,6 +356,10 @@ class QuorumController:
     def submit(
         self, request: AllocateProducerIdsRequest, now_ms: int
     ) -> Submission[AllocateProducerIdsResponse]: ...
+    @overload
+    def submit(
+        self, request: AlterClientQuotasRequest, now_ms: int
+    ) -> Submission[tuple[ClientQuotaAlterationResult, ...]]: ...
 
     def submit(self, request: ControllerRequest, now_ms: int) -> Submission[Any]:
         """Run one command and propose its records. Raises `NotControllerError`
@@ -394,6 +404,8 @@ class QuorumController:
                 result = alter_configs(image, request)
             case AllocateProducerIdsRequest():
                 result = allocate_producer_ids(image, request, config)
+            case AlterClientQuotasRequest():
+                result = alter_client_quotas(image, request)
         return self._write(result, now_ms)
 
     def tick(self, now_ms: int) -> int:

@@ -18,6 +18,7 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
 
 INT8_MIN, INT8_MAX = -(1 << 7), (1 << 7) - 1
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
@@ -99,6 +100,15 @@ def dec_int32(r: Reader) -> int:
 
 def dec_int64(r: Reader) -> int:
     return r.int64()
+
+
+def enc_float64(v: float, out: bytearray) -> None:
+    out += _F64.pack(v)
+
+
+def dec_float64(r: Reader) -> float:
+    value: float = _F64.unpack(r.take(_F64.size))[0]
+    return value
 
 
 def enc_bool(v: bool, out: bytearray) -> None:

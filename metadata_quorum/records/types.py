@@ -9,6 +9,7 @@ published version: add a new version instead.
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass
 from enum import IntEnum
@@ -29,6 +30,7 @@ from .codec import (
     check_string,
     check_uuid,
     dec_bool,
+    dec_float64,
     dec_int8,
     dec_int16,
     dec_int32,
@@ -40,6 +42,7 @@ from .codec import (
     dec_tristate,
     dec_uuid,
     enc_bool,
+    enc_float64,
     enc_int8,
     enc_int16,
     enc_int32,
@@ -74,6 +77,7 @@ class MetadataRecordType(IntEnum):
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
     FEATURE_LEVEL_RECORD = 12
+    CLIENT_QUOTA_RECORD = 14
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
@@ -469,6 +473,76 @@ class ConfigRecord(_RecordBase):
         check_string("value", self.value, nullable=True)
 
 
+#: The entity types of client quotas (KIP-546), each at most once per entity.
+QUOTA_ENTITY_TYPES = ("client-id", "ip", "user")
+
+QuotaEntity = tuple[tuple[str, "str | None"], ...]
+"""A client-quota entity: (entity type, name) pairs sorted by type; a None
+name is that type's default (``--entity-default``)."""
+
+
+def _enc_quota_entity(v: QuotaEntity, out: bytearray) -> None:
+    enc_int32(len(v), out)
+    for entity_type, name in v:
+        enc_string(entity_type, out)
+        enc_nullable_string(name, out)
+
+
+def _dec_quota_entity(r: Reader) -> QuotaEntity:
+    n = r.int32()
+    if n < 0 or n > r.remaining:  # each part takes >= 4 bytes, so this bounds n
+        raise MetadataRecordError(f"bad quota entity count {n}")
+    return tuple((dec_string(r), dec_nullable_string(r)) for _ in range(n))
+
+
+def check_quota_entity(entity: object) -> QuotaEntity:
+    """``entity`` as a `QuotaEntity` (sorted by type), or ValueError/TypeError."""
+    if not isinstance(entity, tuple) or not entity:
+        raise TypeError("a quota entity is a non-empty tuple of (type, name) pairs")
+    parts = []
+    for part in entity:
+        if not isinstance(part, tuple) or len(part) != 2:
+            raise TypeError("a quota entity part is an (entity type, name or None) pair")
+        entity_type, name = part
+        check_string("entity type", entity_type)
+        check_string("entity name", name, nullable=True)
+        if entity_type not in QUOTA_ENTITY_TYPES:
+            raise ValueError(f"unknown quota entity type {entity_type!r}")
+        parts.append((entity_type, name))
+    if len({t for t, _ in parts}) != len(parts):
+        raise ValueError("a quota entity names each entity type at most once")
+    return tuple(sorted(parts))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord(_RecordBase):
+    """Sets (``remove`` False) or removes one quota key of one client-quota
+    entity (KIP-546): e.g. ``producer_byte_rate`` of client-id ``app``."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.CLIENT_QUOTA_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        ("entity", _enc_quota_entity, _dec_quota_entity), _str("key"),
+        ("value", enc_float64, dec_float64), _bool("remove"),
+    )
+
+    entity: QuotaEntity
+    key: str
+    value: float
+    remove: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entity", check_quota_entity(self.entity))
+        check_string("key", self.key)
+        if not self.key:
+            raise ValueError("quota key must not be empty")
+        if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
+            raise TypeError("quota value must be a number")
+        object.__setattr__(self, "value", float(self.value))
+        if not math.isfinite(self.value):
+            raise ValueError("quota value must be finite")
+        check_bool("remove", self.remove)
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerIdsRecord(_RecordBase):
     """The producer-id block boundary: ids below ``next_producer_id`` are handed out.
@@ -529,6 +603,7 @@ MetadataRecord = (
     | PartitionRecord
     | PartitionChangeRecord
     | ConfigRecord
+    | ClientQuotaRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
     | NoOpRecord
@@ -539,6 +614,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
     for cls in (
         RegisterBrokerRecord, UnregisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
         BrokerRegistrationChangeRecord, TopicRecord, RemoveTopicRecord, PartitionRecord,
-        PartitionChangeRecord, ConfigRecord, ProducerIdsRecord, FeatureLevelRecord, NoOpRecord,
+        PartitionChangeRecord, ConfigRecord, ClientQuotaRecord, ProducerIdsRecord,
+        FeatureLevelRecord, NoOpRecord,
     )
 }

@@ -381,3 +381,46 @@ def test_dynamic_broker_configs_per_broker_and_cluster_wide(cluster: LocalCluste
                    "--bootstrap-server", b).returncode == 0
         assert cli("configs", "alter", "--broker-defaults", "--delete-config",
                    "log.retention.ms", "--bootstrap-server", b).returncode == 0
+
+
+def test_cli_client_quotas_alter_describe_and_refuse(cluster: LocalCluster) -> None:
+    """`raftlog configs --client/--user` (kafka-configs.sh --entity-type
+    clients/users): AlterClientQuotas forwarded by a broker to the
+    controller, DescribeClientQuotas answered by brokers (from their image)
+    and by controllers."""
+    b = cluster.bootstrap_servers
+    out = cli("configs", "alter", "--client", "qapp", "--add-config",
+              "producer_byte_rate=1048576,consumer_byte_rate=2097152", "--bootstrap-server", b)
+    assert out.returncode == 0 and "client-id 'qapp'" in out.stdout, out.stderr
+    out = cli("configs", "alter", "--user", "alice", "--client-defaults", "--add-config",
+              "producer_byte_rate=100", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+
+    def described() -> None:
+        text = cli("configs", "describe", "--client", "qapp", "--bootstrap-server", b).stdout
+        assert text == ("Quota configs for client-id 'qapp' are "
+                        "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n"), text
+    eventually(described)
+    pair = cli("configs", "describe", "--user", "alice", "--client",
+               "--bootstrap-controller", cluster.bootstrap_controllers).stdout
+    assert pair == ("Quota configs for user-principal 'alice', the default client-id are "
+                    "producer_byte_rate=100.0\n"), pair
+    # Refused with the controller's reason; nothing changes.
+    bad = cli("configs", "alter", "--client", "qapp", "--add-config", "request_percentage=50",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "INVALID_REQUEST" in bad.stderr
+    assert "not enforced" in bad.stderr
+    bad = cli("configs", "alter", "--client", "qapp", "--add-config", "producer_byte_rate=1.5",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "must be a Long value" in bad.stderr
+    bad = cli("configs", "alter", "--client", "--add-config", "producer_byte_rate=1",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "needs a name" in bad.stderr
+    out = cli("configs", "alter", "--client", "qapp", "--delete-config", "consumer_byte_rate",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+
+    def deleted() -> None:
+        text = cli("configs", "describe", "--client", "--bootstrap-server", b).stdout
+        assert text == "Quota configs for client-id 'qapp' are producer_byte_rate=1048576.0\n", text
+    eventually(deleted)

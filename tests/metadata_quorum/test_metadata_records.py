@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from metadata_quorum.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
+    QUOTA_ENTITY_TYPES,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
@@ -94,6 +96,11 @@ records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(ProducerIdsRecord, st.integers(-1, 2**31 - 1), st.integers(-1, 2**63 - 1),
               st.integers(0, 2**63 - 1)),
     st.builds(FeatureLevelRecord, st.text(min_size=1, max_size=20), st.integers(0, 2**15 - 1)),
+    st.builds(ClientQuotaRecord,
+              st.lists(st.tuples(st.sampled_from(QUOTA_ENTITY_TYPES), st.none() | short_text),
+                       min_size=1, max_size=3, unique_by=lambda p: p[0]).map(tuple),
+              st.text(min_size=1, max_size=20),
+              st.floats(allow_nan=False, allow_infinity=False), st.booleans()),
     st.just(NoOpRecord()),
 )
 
