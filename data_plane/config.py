@@ -274,6 +274,9 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "log.cleaner.max.compaction.lag.ms": 1,
     "log.message.timestamp.before.max.ms": 0,
     "log.message.timestamp.after.max.ms": 0,
+    # Client quotas (`data_plane.broker.client_quotas`): the rate window.
+    "quota.window.num": 1,
+    "quota.window.size.seconds": 1,
 }
 
 

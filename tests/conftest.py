@@ -9,6 +9,9 @@ stays in the default run.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -36,3 +39,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "soak" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _root_log_handlers_restored() -> Iterator[None]:
+    """A test that runs a CLI's ``main()`` in-process gets its
+    ``logging.basicConfig`` handler, bound to that test's captured stderr.
+    Left on the root logger, it outlives the capture, and every later log
+    line in the process (a pytest-xdist worker runs many files) fails with
+    "I/O operation on closed file". Put the root handlers back after each test."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    yield
+    for handler in root.handlers[:]:
+        if handler not in before:
+            root.removeHandler(handler)

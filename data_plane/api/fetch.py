@@ -23,6 +23,24 @@ follower's idle partitions (most of its session: ``__consumer_offsets``):
   ISR check first records the fetches that skipped it
   (`IdleFollowerFetch.settle`); and once a second a fetch unparks them all,
   so anything that moved unannounced is seen.
+
+Client quotas (``consumer_byte_rate``, `data_plane.broker.client_quotas`),
+for consumers only (a follower's fetch is never client-throttled):
+- a consumer already over its bound is answered at once with no partitions
+  and the throttle time (Kafka's throttled fetch answer). Only what
+  `FetchSessionCache.new_context` did stays done: an incremental session
+  moved to its next epoch with its partitions' new fetch state, and as
+  nothing was sent, the next fetch answers them as if this one had not
+  happened. A session this fetch had just created is dropped and the answer
+  carries session id 0, as Kafka creates none for a throttled full fetch
+  (the client then asks for a new one);
+- otherwise the fetch's max bytes are capped at what the bound allows in a
+  quota window (Kafka's getMaxValueInQuotaWindow), and once served, the
+  answer's record bytes count against the client's rate; if that takes it
+  over, the data goes with the throttle time.
+Either way a throttled consumer's connection is muted for the throttle time
+(KIP-219). Fetch v8+ is answered at once (the client backs off itself); an
+older version's answer is held for the throttle time, as Kafka does.
 """
 
 from __future__ import annotations
@@ -36,11 +54,13 @@ from data_plane.api.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
+    FetchContext,
     FetchSession,
     PartitionFetchState,
     SessionKey,
     SessionMode,
 )
+from data_plane.broker.client_quotas import ClientQuotaManager
 from data_plane.broker.replica_manager import FetchParams
 from data_plane.replication.partition import IdleFollowerFetch
 from data_plane.replication.types import (
@@ -55,6 +75,8 @@ from raftlog.net.errors import ErrorCode
 __all__ = ("MAX_FETCH_WAIT_MS", "handle_fetch")
 
 MAX_FETCH_WAIT_MS: Final = 60_000
+# KIP-219: from this version the client honours throttle_time_ms itself.
+_CLIENT_THROTTLES_FROM_VERSION: Final = 8
 # How often a follower session's parked partitions are all looked at again.
 _VERIFY_PARKED_MS: Final = 1_000
 READ_COMMITTED: Final = 1
@@ -106,6 +128,19 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             version, [], error_code=context.value, session_id=INVALID_SESSION_ID,
             throttle_time_ms=NO_THROTTLE_MS,
         ), ())
+    max_bytes = max(int(getattr(request, "max_bytes", _INT32_MAX)), 0)
+    quotas: ClientQuotaManager | None = None
+    if replica_id < 0 and api.replicas.client_quotas.fetch.enabled:
+        quotas = api.replicas.client_quotas.fetch
+        client_id = ctx.client_id or ""
+        throttle_ms = quotas.throttle_ms(client_id, api.replicas.now_ms())
+        if throttle_ms:
+            return _throttled_at_once(api, context, version, throttle_ms)
+        window_bytes = quotas.max_value_in_window(client_id)
+        if window_bytes is not None:
+            # At least 1: the first batch still goes whole (KIP-74) when one
+            # window allows less (quota.window.num=1 allows nothing).
+            max_bytes = min(max_bytes, max(int(window_bytes), 1))
     image = api.image
     requests: dict[TopicPartition, FetchPartition] = {}
     # key -> (topic name or None, validation error or None, session memo), in
@@ -158,11 +193,10 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             requests[(name, index)] = _fetch_partition(
                 state, replica_id, replica_epoch, read_committed)
         served.append((key, name, error, memo))
-    max_bytes = int(getattr(request, "max_bytes", _INT32_MAX))
     params = FetchParams(
         max_wait_ms=min(max(int(request.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS),
         min_bytes=max(int(request.min_bytes), 0),
-        max_bytes=max(max_bytes, 0),
+        max_bytes=max_bytes,
         from_follower=replica_id >= 0,
     )
     if parking is not None and not parking.by_partition:
@@ -217,10 +251,35 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         (label, size) for label, parts in topics_out.items()
         if (size := sum(len(p.records) for p in parts if p.records))
     )
+    if quotas is not None:
+        # Kafka counts the whole response's size; this counts its record
+        # bytes, which are all of it but the per-partition fields.
+        throttle_ms = quotas.record_and_get_throttle_ms(
+            ctx.client_id or "", sum(size for _, size in record_bytes), api.replicas.now_ms())
+        if throttle_ms:
+            return EncodedBody(encode_fetch_response(
+                version, list(topics_out.items()), error_code=_NONE,
+                session_id=context.session_id, throttle_time_ms=throttle_ms,
+            ), record_bytes, throttle_ms=throttle_ms,
+                delay_response=version < _CLIENT_THROTTLES_FROM_VERSION)
     return EncodedBody(encode_fetch_response(
         version, list(topics_out.items()), error_code=_NONE, session_id=context.session_id,
         throttle_time_ms=NO_THROTTLE_MS,
     ), record_bytes)
+
+
+def _throttled_at_once(
+    api: BrokerApiContext, context: FetchContext, version: int, throttle_ms: int,
+) -> EncodedBody:
+    """A consumer over its quota before serving: no partitions, the throttle
+    time, the connection muted (see the module docstring)."""
+    session_id = context.session_id
+    if context.mode is SessionMode.NEW_SESSION and context.session is not None:
+        api.fetch_sessions.remove(session_id)
+        session_id = INVALID_SESSION_ID
+    return EncodedBody(encode_fetch_response(
+        version, [], error_code=_NONE, session_id=session_id, throttle_time_ms=throttle_ms,
+    ), (), throttle_ms=throttle_ms, delay_response=version < _CLIENT_THROTTLES_FROM_VERSION)
 
 
 class _Served:

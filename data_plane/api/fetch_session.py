@@ -246,6 +246,10 @@ class FetchSessionCache:
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
 
+    def remove(self, session_id: int) -> FetchSession | None:
+        """Drop a session (its client will start a new one); returns it, if any."""
+        return self._sessions.pop(session_id, None)
+
     def new_context(
         self,
         *,

@@ -11,6 +11,13 @@ produce; the partition's producer state fences older epochs
 first batch of a transaction on a partition is verified with the
 transaction coordinator first (KIP-890, `data_plane.broker.txn_verification`):
 a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE.
+
+Client quotas (``producer_byte_rate``, `data_plane.broker.client_quotas`):
+the request's bytes count against the client's rate as it arrives; a client
+over its bound has its connection muted at once, gets the throttle time in
+the answer, and stays muted for that long after it (KIP-219). Kafka answers Produce v6+ at once (the
+client backs off itself) and holds older versions' answer for the throttle
+time; an acks=0 producer only gets the mute.
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from typing import Any
 
 from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
 from data_plane.api.encoders import ProducePartitionData, encode_produce_response
+from data_plane.broker.client_quotas import ClientQuotaManager
 from data_plane.broker.replica_manager import ProduceOutcome
 from data_plane.replication.types import AppendResult, TopicPartition
 from metadata_quorum.topic_names import INTERNAL_TOPICS
-from raftlog.net import NO_RESPONSE, EncodedBody, RequestContext
+from raftlog.net import NO_RESPONSE, EncodedBody, NoResponse, RequestContext
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("ADMIN_CLIENT_ID", "MAX_PRODUCE_TIMEOUT_MS", "handle_produce")
@@ -35,10 +43,22 @@ ADMIN_CLIENT_ID = "__admin_client"
 # Clamp for a hostile request.timeout.ms (Kafka bounds it by the int32 only;
 # a week-long wait would pin memory for nothing).
 MAX_PRODUCE_TIMEOUT_MS = 300_000
+# KIP-219: from this version the client honours throttle_time_ms itself.
+_CLIENT_THROTTLES_FROM_VERSION = 6
 
 
 async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
+    throttle_ms = 0
+    quotas = api.replicas.client_quotas.produce
+    if quotas.enabled:  # the only quota work while no producer_byte_rate is set
+        # Counted before the first await, and the connection muted at once:
+        # the requests a client pipelined behind this one wait (Kafka reads
+        # a connection's next request only once this one is answered, so a
+        # throttled client cannot have more in the broker's hands).
+        throttle_ms = _record_produce(quotas, api, ctx, request)
+        if throttle_ms and ctx.mute is not None:
+            ctx.mute(throttle_ms)
     timeout_ms = min(max(int(request.timeout.total_seconds() * 1000), 0), MAX_PRODUCE_TIMEOUT_MS)
     entries: dict[TopicPartition, bytes] = {}
     early: dict[TopicPartition, ProduceOutcome] = {}
@@ -74,6 +94,8 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
             early[key] = outcome
     outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
     outcomes.update(early)
+    if throttle_ms:
+        return _throttled(ctx, acks, order, outcomes, throttle_ms)
     if acks == 0:
         return NO_RESPONSE
     # Hand-encoded (data_plane.api.encoders): this answer is on every
@@ -82,6 +104,32 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
         (name, [_partition(index, outcomes[(name, index)]) for index in indexes])
         for name, indexes in order
     ], NO_THROTTLE_MS))
+
+
+def _record_produce(
+    quotas: ClientQuotaManager, api: BrokerApiContext, ctx: RequestContext, request: Any,
+) -> int:
+    """Count the request against the client's producer_byte_rate; the
+    throttle time (0: within its bound)."""
+    # Kafka counts the whole request's size; the handler does not see the
+    # frame, so this counts the sum of its record sets (every partition's,
+    # refused or not), which is all of it but the headers and field framing.
+    size = sum(len(part.records) for topic in request.topic_data
+               for part in topic.partition_data if part.records)
+    return quotas.record_and_get_throttle_ms(ctx.client_id or "", size, api.replicas.now_ms())
+
+
+def _throttled(
+    ctx: RequestContext, acks: int, order: list[tuple[str, list[int]]],
+    outcomes: dict[TopicPartition, ProduceOutcome], throttle_ms: int,
+) -> Any:
+    if acks == 0:
+        return NoResponse(throttle_ms)
+    return EncodedBody(encode_produce_response(ctx.api_version, [
+        (name, [_partition(index, outcomes[(name, index)]) for index in indexes])
+        for name, indexes in order
+    ], throttle_ms), throttle_ms=throttle_ms,
+        delay_response=ctx.api_version < _CLIENT_THROTTLES_FROM_VERSION)
 
 
 def _partition(index: int, outcome: ProduceOutcome) -> ProducePartitionData:

@@ -100,6 +100,8 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "auto.create.topics.enable": "true",
     "num.partitions": "1",
     "default.replication.factor": "1",
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     **{broker: TOPIC_CONFIG_DEFAULTS[topic] for broker, topic in _BROKER_SYNONYMS.items()},
 }
 

@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from data_plane.broker.client_quotas import ClientQuotas
 from data_plane.broker.log_cleaner import LogCleaner
 from data_plane.broker.log_configs import (
     broker_config,
@@ -171,6 +172,10 @@ class ReplicaManager:
         self.broker_config: dict[str, str] = broker_config(
             self.static_config, metadata.image, metadata.broker_id
         )
+        # Client byte-rate quotas (Kafka's QuotaManagers), one pair per broker
+        # for all of its listeners; the window settings are read once, as
+        # Kafka's are read-only. Each image's quotas are applied below.
+        self.client_quotas = ClientQuotas.from_config(self.broker_config)
         self._waiters: dict[int, asyncio.Future[None]] = {}
         # Partition -> the follower sessions that parked it (`park`), by id,
         # held weakly: this registry never keeps a dropped session alive.
@@ -289,6 +294,7 @@ class ReplicaManager:
         broker_id = self.metadata.broker_id
         broker_epoch = self.metadata.broker_epoch
         self.broker_config = broker_config(self.static_config, image, broker_id)
+        self.client_quotas.update(image.client_quotas)
         now = self.now_ms()
         seen: set[TopicPartition] = set()
         touched: list[TopicPartition] = []

@@ -466,6 +466,35 @@ class NodeCollector(Collector):
         yield lso
         yield hw
         yield from self._cleaner(replicas)
+        yield from self._client_quotas(replicas)
+
+    @staticmethod
+    def _client_quotas(replicas: Any) -> Iterable[Any]:
+        """Kafka's per-client quota metrics (``kafka.server:type=Produce`` /
+        ``type=Fetch``, tags user and client-id), one series per quota
+        sensor (`data_plane.broker.client_quotas`): a user-level quota's
+        sensor has client_id "", a client-id one user "". Read from the
+        sensors now; nothing is counted for them on the request path."""
+        quotas = getattr(replicas, "client_quotas", None)
+        if quotas is None:
+            return
+        now_ms = replicas.now_ms()
+        for kind, manager, what in (("produce", quotas.produce, "Produce request"),
+                                    ("fetch", quotas.fetch, "consumer Fetch response record")):
+            rate = GaugeMetricFamily(
+                f"kafka_server_{kind}_byte_rate",
+                f"{what} bytes per second of a client under a quota, over the quota window.",
+                labels=["user", "client_id"])
+            throttle = GaugeMetricFamily(
+                f"kafka_server_{kind}_throttle_time",
+                "Average throttle time (ms) of a client's throttled answers over the quota "
+                "window; 0 when none was throttled.",
+                labels=["user", "client_id"])
+            for (user, client_id), byte_rate, throttle_ms in manager.snapshot(now_ms):
+                rate.add_metric([user, client_id], byte_rate)
+                throttle.add_metric([user, client_id], throttle_ms)
+            yield rate
+            yield throttle
 
     @staticmethod
     def _cleaner(replicas: Any) -> Iterable[Any]:

@@ -40,6 +40,7 @@ from metadata_quorum.image import (
     TopicImage,
     frozen_mapping,
 )
+from metadata_quorum.records import QuotaEntity, check_quota_entity
 from metadata_quorum.records.types import ConfigResourceType, Endpoint
 from raftlog.net.errors import ErrorCode
 
@@ -174,6 +175,22 @@ class FakeMetadataCluster:
         cfgs = dict(self.image.configs)
         cfgs[resource] = frozen_mapping(entries)
         self._publish(dataclasses.replace(self.image, configs=frozen_mapping(cfgs)))
+
+    def set_client_quota(self, entity: QuotaEntity, key: str, value: float | None) -> None:
+        """A ClientQuotaRecord (KIP-546): set ``key`` of ``entity`` (e.g.
+        ``(("client-id", "app"),)``, None names a default), or remove it (None)."""
+        entity = check_quota_entity(entity)
+        quotas = dict(self.image.client_quotas)
+        entries = dict(quotas.get(entity, {}))
+        if value is None:
+            entries.pop(key, None)
+        else:
+            entries[key] = float(value)
+        if entries:
+            quotas[entity] = frozen_mapping(entries)
+        else:
+            quotas.pop(entity, None)
+        self._publish(dataclasses.replace(self.image, client_quotas=frozen_mapping(quotas)))
 
     def delete_topic(self, name: str) -> ErrorCode:
         topic_id = self.image.topic_ids.get(name)

@@ -23,6 +23,7 @@ from raftlog.net.server import (
     EncodedBody,
     Handler,
     KafkaProtocolServer,
+    NoResponse,
     RequestContext,
 )
 
@@ -40,6 +41,7 @@ __all__ = (
     "KafkaProtocolClient",
     "KafkaProtocolServer",
     "NetworkClient",
+    "NoResponse",
     "ProtocolError",
     "RequestContext",
     "RequestTimeoutError",

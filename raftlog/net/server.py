@@ -13,6 +13,18 @@ with read and write loop tasks: received bytes are decoded in
 it. That is one event-loop hop per request (the handler task's first step)
 instead of three (read loop, handler, write loop), which is most of the
 broker's per-request overhead on an idle connection (acks=all latency).
+
+A handler may also ask for its connection to be muted (KIP-219): a throttled
+client's connection reads no further request for ``throttle_ms`` from when
+the handler returns (`EncodedBody.throttle_ms`, `NoResponse`), as Kafka mutes
+a throttled client's channel, and may hold its response until then
+(``delay_response``, for clients that do not back off by themselves).
+Requests already read whose handlers have not started wait for the mute to
+end as well: Kafka reads one request at a time from a channel, so it would
+not have seen them yet, and a client pipelining many requests (librdkafka's
+default) would otherwise have all of them served at every unmute.
+Muting composes with the other reasons to stop reading (the in-flight limit,
+write backpressure): reading resumes once none holds.
 """
 
 from __future__ import annotations
@@ -41,7 +53,14 @@ from raftlog.net.errors import ErrorCode, KafkaApiError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
 from raftlog.values import value
 
-__all__ = ("NO_RESPONSE", "EncodedBody", "Handler", "KafkaProtocolServer", "RequestContext")
+__all__ = (
+    "NO_RESPONSE",
+    "EncodedBody",
+    "Handler",
+    "KafkaProtocolServer",
+    "NoResponse",
+    "RequestContext",
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +76,31 @@ class RequestContext:
     # (host, port) of the peer, as the socket reports it.
     peer: tuple[str, int] | None
     listener_name: str
+    # Mutes the connection for that many ms from now (KIP-219, see the
+    # module docstring): a handler that knows early that its client is over
+    # a quota holds back the requests behind this one before it awaits.
+    mute: Callable[[int], None] | None = None
 
 
-class _NoResponse:
-    """The type of `NO_RESPONSE`."""
+class NoResponse:
+    """What a handler returns to send no response at all (`NO_RESPONSE`), or
+    none but a mute: ``NoResponse(throttle_ms)`` reads no further request
+    from the connection for ``throttle_ms`` (KIP-219: an acks=0 producer over
+    its quota gets no answer to carry a throttle time, so only the mute
+    holds it back, as in Kafka)."""
 
-    __slots__ = ()
+    __slots__ = ("throttle_ms",)
+
+    def __init__(self, throttle_ms: int = 0) -> None:
+        if throttle_ms < 0:
+            raise ValueError(f"throttle_ms must not be negative, got {throttle_ms}")
+        self.throttle_ms = throttle_ms
 
     def __repr__(self) -> str:
-        return "NO_RESPONSE"
+        return f"NoResponse(throttle_ms={self.throttle_ms})" if self.throttle_ms else "NO_RESPONSE"
 
 
-NO_RESPONSE: Final = _NoResponse()
+NO_RESPONSE: Final = NoResponse()
 """What a handler returns when Kafka sends no response at all: a Produce with
 acks=0 (the client does not read one, so an answer would desynchronise its
 correlation ids). The connection keeps its response order."""
@@ -85,15 +117,24 @@ class EncodedBody:
     # (topic label, bytes of record batches) per topic the body carries
     # records for: what byte-rate metrics would otherwise read from the entity.
     record_bytes: tuple[tuple[object, int], ...] = ()
+    # KIP-219: > 0 mutes the connection: no further request is read from it,
+    # nor is one already read handled, until this many ms after the handler
+    # returned (Kafka mutes a throttled client's channel, so a client that
+    # ignores the body's throttle time is held back all the same).
+    throttle_ms: int = 0
+    # With ``throttle_ms``: also hold this response (and so the ones after it
+    # on the connection) until the mute ends. Kafka delays the answer to a
+    # request version older than KIP-219, whose clients do not back off.
+    delay_response: bool = False
 
 
-Handler = Callable[[RequestContext, Any], Awaitable["ResponsePayload | EncodedBody | _NoResponse"]]
+Handler = Callable[[RequestContext, Any], Awaitable["ResponsePayload | EncodedBody | NoResponse"]]
 """``async def handle_x(context, request_body) -> response_body``.
 
 The body is the kio request class of ``context.api_version``; the result must
 be the kio response class of the same API and version, an `EncodedBody` of
-it, or `NO_RESPONSE`. Raise ``KafkaApiError(code)`` to answer with an error
-code.
+it, or `NO_RESPONSE` (or a muting `NoResponse`). Raise ``KafkaApiError(code)``
+to answer with an error code.
 """
 
 
@@ -180,11 +221,13 @@ class KafkaProtocolServer:
 
     async def _respond(
         self,
+        protocol: _ConnectionProtocol,
         connection: ServerConnection,
         request: IncomingRequest,
         peer: tuple[str, int] | None,
     ) -> bytes | None:
-        """The framed response to ``request`` (b"" for none, None: close the connection)."""
+        """The framed response to ``request`` (b"" for none, None: close the
+        connection), after muting ``protocol`` if the handler asks."""
         header = request.header
         context = RequestContext(
             api_key=header.api_key,
@@ -193,12 +236,19 @@ class KafkaProtocolServer:
             client_id=header.client_id,
             peer=peer,
             listener_name=self.listener_name,
+            mute=protocol.mute,
         )
         try:
             body = await self._handlers[header.api_key](context, request.body)
             if isinstance(body, EncodedBody):
+                if body.throttle_ms:  # the one read an unthrottled answer costs
+                    protocol.mute(body.throttle_ms)
+                    if body.delay_response:
+                        await asyncio.sleep(body.throttle_ms / 1000)
                 return connection.frame_encoded_response(request, body.data)
-            if isinstance(body, _NoResponse):
+            if isinstance(body, NoResponse):
+                if body.throttle_ms:
+                    protocol.mute(body.throttle_ms)
                 return b""
             return connection.encode_response(request, body)
         except KafkaApiError as exc:
@@ -234,7 +284,8 @@ class _ConnectionProtocol(asyncio.Protocol):
     Backpressure: with ``max_in_flight_per_connection`` unanswered requests,
     or while the transport's write buffer is over its high-water mark, the
     connection stops reading (requests already received in the same chunk
-    are still served).
+    are still served). While a handler's mute lasts (KIP-219, `mute`) it
+    stops reading too, and requests already received wait to be handled.
     """
 
     def __init__(self, server: KafkaProtocolServer) -> None:
@@ -245,6 +296,20 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._peer: tuple[str, int] | None = None
         self._read_paused = False
         self._write_paused = False
+        # Muted by a throttled answer until the loop time ``_muted_until``;
+        # handlers starting meanwhile wait for ``_unmuted``.
+        self._muted = False
+        self._muted_until = 0.0
+        self._unmute_handle: asyncio.TimerHandle | None = None
+        self._unmuted: asyncio.Future[None] | None = None
+        # What runs a request: the server's `_respond`, or while muted
+        # `_respond_after_mute` (swapped, so an unmuted request pays no check).
+        self._respond: Callable[
+            [_ConnectionProtocol, ServerConnection, IncomingRequest, tuple[str, int] | None],
+            Awaitable[bytes | None],
+        ] = server._respond
+        # _write_paused or _muted: one read in `_update_reading`.
+        self._hold_reading = False
         self._closing = False
         self._loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[None] = self._loop.create_future()
@@ -274,15 +339,18 @@ class _ConnectionProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        self._hold_reading = True
         self._update_reading()
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._hold_reading = self._muted
         self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         del exc
         self._closing = True
+        self._cancel_unmute()
         self._server._connections.discard(self)
         for slot in self._slots:
             if slot.task is not None:
@@ -297,6 +365,7 @@ class _ConnectionProtocol(asyncio.Protocol):
         """Drop the connection: abandon in-flight requests, close the transport
         (bytes already written are still flushed)."""
         self._closing = True
+        self._cancel_unmute()
         for slot in self._slots:
             if slot.task is not None:
                 slot.task.cancel()
@@ -323,8 +392,56 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._flush()
         self._update_reading()
 
+    def mute(self, throttle_ms: int) -> None:
+        """KIP-219: read no further request, and start no handler of one
+        already read, for ``throttle_ms`` from now (a mute already running
+        longer is kept). Reading resumes when it ends unless the in-flight
+        limit or write backpressure still holds."""
+        if self._closing:
+            return
+        until = self._loop.time() + throttle_ms / 1000
+        if self._muted and until <= self._muted_until:
+            return
+        self._cancel_unmute()
+        if not self._muted:
+            self._muted = True
+            self._unmuted = self._loop.create_future()
+            self._respond = self._respond_after_mute
+        self._muted_until = until
+        self._hold_reading = True
+        self._unmute_handle = self._loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._unmute_handle = None
+        self._muted = False
+        self._respond = self._server._respond
+        unmuted, self._unmuted = self._unmuted, None
+        if unmuted is not None and not unmuted.done():
+            unmuted.set_result(None)  # waiting handlers start, in request order
+        self._hold_reading = self._write_paused
+        self._update_reading()
+
+    async def _respond_after_mute(
+        self,
+        protocol: _ConnectionProtocol,
+        connection: ServerConnection,
+        request: IncomingRequest,
+        peer: tuple[str, int] | None,
+    ) -> bytes | None:
+        """`KafkaProtocolServer._respond` once no mute holds (a request that
+        was read before the mute began and had not started)."""
+        while self._unmuted is not None:
+            await self._unmuted
+        return await self._server._respond(protocol, connection, request, peer)
+
+    def _cancel_unmute(self) -> None:
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+            self._unmute_handle = None
+
     async def _run(self, slot: _Slot, request: IncomingRequest) -> None:
-        slot.data = await self._server._respond(self._connection, request, self._peer)
+        slot.data = await self._respond(self, self._connection, request, self._peer)
         slot.done = True
         if not self._closing:
             self._flush()
@@ -357,7 +474,7 @@ class _ConnectionProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closing or transport.is_closing():
             return
-        pause = self._write_paused or len(self._slots) >= self._server._max_in_flight
+        pause = self._hold_reading or len(self._slots) >= self._server._max_in_flight
         if pause and not self._read_paused:
             transport.pause_reading()
             self._read_paused = True

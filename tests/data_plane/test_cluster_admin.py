@@ -3,10 +3,12 @@ CreatePartitions (KIP-195), IncrementalAlterConfigs (KIP-339) and the legacy
 AlterConfigs, ElectLeaders (KIP-460), from confluent-kafka, kafka-python and
 the `raftlog` CLI. Each is forwarded by a broker to the active controller; a
 changed topic config reaches the partitions' open logs (max.message.bytes
-refuses a record)."""
+refuses a record). Client quotas (KIP-546) set with `raftlog configs
+--client` and enforced by the brokers."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -424,3 +426,66 @@ def test_cli_client_quotas_alter_describe_and_refuse(cluster: LocalCluster) -> N
         text = cli("configs", "describe", "--client", "--bootstrap-server", b).stdout
         assert text == "Quota configs for client-id 'qapp' are producer_byte_rate=1048576.0\n", text
     eventually(deleted)
+
+
+def test_a_producer_byte_rate_set_through_the_cli_throttles_that_client_only(
+    cluster: LocalCluster,
+) -> None:
+    """End to end: the quota goes through the controller into every broker's
+    image; the leader throttles the limited client id (librdkafka reports
+    the throttle time) and delivers about the bound, not what the client
+    could send; another client id on the same topic is not throttled."""
+    b = cluster.bootstrap_servers
+    bound = 100_000
+    out = cli("configs", "alter", "--client", "qlimited", "--add-config",
+              f"producer_byte_rate={bound}", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic("quota-topic", 1, 3)])["quota-topic"].result(20)
+    cluster.wait_topic("quota-topic", 1)
+
+    def brokers_have_it() -> None:
+        for broker in cluster.layout.nodes:
+            assert broker.kafka_port is not None
+            text = cli("configs", "describe", "--client", "qlimited", "--bootstrap-server",
+                       f"127.0.0.1:{broker.kafka_port}").stdout
+            assert f"producer_byte_rate={float(bound)}" in text, text
+    eventually(brokers_have_it)
+
+    def produce_for(client_id: str, seconds: float) -> tuple[int, int]:
+        throttled: list[int] = []
+
+        def stats(text: str) -> None:
+            for broker in json.loads(text)["brokers"].values():
+                throttled.append(int(broker.get("throttle", {}).get("max", 0)))
+
+        delivered = [0]
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is None:
+                delivered[0] += len(msg.value())
+
+        p = Producer({"bootstrap.servers": b, "client.id": client_id, "acks": "all",
+                      "linger.ms": 5, "statistics.interval.ms": 200, "stats_cb": stats})
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                p.produce("quota-topic", b"q" * 1024, on_delivery=on_delivery)
+            except BufferError:
+                p.poll(0.05)
+            p.poll(0)
+        done = delivered[0]
+        p.poll(0.5)  # one more stats interval
+        p.purge()
+        p.flush(5)
+        return done, max(throttled, default=0)
+
+    limited, limited_throttle = produce_for("qlimited", 4.0)
+    # Kafka's rate is measured over at least 10 one-second windows, so about
+    # 10 s of the bound goes before the first throttle; far less than an
+    # unthrottled producer sends in 4 s on loopback (tens of MB).
+    assert limited_throttle > 0
+    assert limited <= bound * 14 * 1.5, limited
+    free, free_throttle = produce_for("qfree", 2.0)
+    assert free_throttle == 0
+    assert free > limited

@@ -13,6 +13,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from data_plane.broker.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    ClientQuotas,
+    QuotaWindow,
+)
 from data_plane.http.metrics import (
     LoopCounter,
     LoopHistogram,
@@ -159,3 +165,29 @@ def test_loop_metrics_expose_what_prometheus_clients_own_would() -> None:
                 if "_created" not in line]
 
     assert lines(ours) == lines(theirs)
+
+
+def test_client_quota_gauges_are_read_from_the_quota_sensors_at_scrape_time() -> None:
+    """Kafka's ``kafka.server:type=Produce|Fetch,user=...,client-id=...``
+    byte-rate and throttle-time, one series per quota sensor."""
+    quotas = ClientQuotas(QuotaWindow(11, 1000))
+    quotas.update({(("client-id", "app"),): {PRODUCER_BYTE_RATE: 100.0},
+                   (("user", "ANONYMOUS"),): {CONSUMER_BYTE_RATE: 50.0}})
+    quotas.produce.record_and_get_throttle_ms("app", 2000, 0)  # 200 B/s: 10 s throttle
+    quotas.fetch.record_and_get_throttle_ms("any", 300, 0)  # 30 B/s, within
+    metrics = _metrics()
+    metrics.sources.replicas = SimpleNamespace(
+        partitions={}, client_quotas=quotas, now_ms=lambda: 0)
+    assert _sample(metrics, "kafka_server_produce_byte_rate",
+                   user="", client_id="app") == 200.0
+    assert _sample(metrics, "kafka_server_produce_throttle_time",
+                   user="", client_id="app") == 10_000.0
+    # A user quota's sensor covers every client id of the user.
+    assert _sample(metrics, "kafka_server_fetch_byte_rate",
+                   user="ANONYMOUS", client_id="") == 30.0
+    assert metrics.registry.get_sample_value(
+        "kafka_server_fetch_throttle_time", {"user": "ANONYMOUS", "client_id": ""}) == 0.0
+    # Without quotas there are no series (and nothing was measured).
+    quotas.update({})
+    assert metrics.registry.get_sample_value(
+        "kafka_server_produce_byte_rate", {"user": "", "client_id": "app"}) is None
