@@ -1,7 +1,7 @@
 """`LocalQuorum`: quorum node processes on loopback, for tests and the benchmark.
 
-Starts ``python -m raftlog.runtime.node`` processes with free ports (found by
-binding port 0), kills and restarts them by PID, and always cleans up the
+Starts ``python -m raftlog.runtime.node`` processes with free ports
+(`free_ports`), kills and restarts them by PID, and always cleans up the
 processes it started (`close`, also on ``with`` exit). Each node logs to
 ``<base_dir>/node<id>.log``.
 """
@@ -9,11 +9,15 @@ processes it started (`close`, also on ``with`` exit). Each node logs to
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -21,7 +25,88 @@ from types import TracebackType
 __all__ = ("LocalQuorum", "free_ports")
 
 
+#: Where `free_ports` records what it handed out, and the lock around it.
+PORT_REGISTRY = os.path.join(tempfile.gettempdir(), "raftlog-free-ports.json")
+#: A port handed out is not handed out again, to any process, for this long.
+PORT_HOLD_S = 120.0
+_LOWEST_PORT = 10_000
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that are free now, for servers started soon.
+
+    Between this call and the server's bind, another process could take a
+    port. Two guards:
+    - the ports come from below the kernel's ephemeral range
+      (``ip_local_port_range``), which outgoing connections draw their
+      source ports from: no client connection can take one;
+    - processes share a registry (`PORT_REGISTRY`, under an ``flock``): a
+      port handed out in the last `PORT_HOLD_S` seconds is not handed out
+      again (parallel test workers, two soaks).
+
+    Each port is checked free by binding it. Falls back to the kernel's
+    choice (binding port 0) when the range below the ephemeral one is too
+    small or ``host`` cannot be bound.
+    """
+    low = _ephemeral_low()
+    if low - _LOWEST_PORT < 10 * count:
+        return _kernel_ports(count, host)
+    rng = random.Random()
+    with open(PORT_REGISTRY + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        held = _read_registry(now)
+        picked: list[int] = []
+        for _ in range(50 * count + 100):
+            if len(picked) == count:
+                break
+            port = rng.randrange(_LOWEST_PORT, low)
+            if port in held or port in picked:
+                continue
+            if _bindable(host, port):
+                picked.append(port)
+        if len(picked) < count:
+            return _kernel_ports(count, host)
+        held.update((port, now) for port in picked)
+        _write_registry(held)
+    return picked
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _read_registry(now: float) -> dict[int, float]:
+    try:
+        with open(PORT_REGISTRY) as f:
+            raw = json.load(f)
+        return {int(port): float(t) for port, t in raw.items() if now - float(t) < PORT_HOLD_S}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}  # missing or unreadable: start afresh
+
+
+def _write_registry(held: dict[int, float]) -> None:
+    tmp = f"{PORT_REGISTRY}.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        with open(tmp, "w") as f:
+            json.dump({str(port): t for port, t in held.items()}, f)
+        os.replace(tmp, PORT_REGISTRY)
+
+
+def _kernel_ports(count: int, host: str) -> list[int]:
     """``count`` distinct ports that were free a moment ago (bind to port 0)."""
     sockets = []
     try:

@@ -13,7 +13,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.alter_client_quotas.v1 import request as acq1
 from kio.schema.alter_partition_reassignments.v1 import request as apr1
+from kio.schema.describe_client_quotas.v1 import request as dcq1
 from kio.schema.describe_producers.v0 import request as dp0
 from kio.schema.describe_transactions.v0 import request as dtx0
 from kio.schema.fetch.v12 import request as f12
@@ -209,3 +211,32 @@ def test_partition_reassignments(topic: str, partition: int, replicas: list[int]
             replicas=None if replicas is None else tuple(replicas)),)),)))  # type: ignore[arg-type]
     assert response.error_code != 0
     h.call(46, lpr0.ListPartitionReassignmentsRequest(topics=None))
+
+
+quota_types = st.sampled_from(["user", "client-id", "ip", "bogus", ""])
+quota_names = st.one_of(st.none(), st.text(max_size=8))
+
+
+@SETTINGS
+@given(components=st.lists(st.tuples(quota_types, st.integers(-128, 127), quota_names),
+                           max_size=4),
+       strict=st.booleans(),
+       entities=st.lists(st.tuples(quota_types, quota_names), max_size=3),
+       key=st.sampled_from(["producer_byte_rate", "request_percentage", "x", ""]),
+       value=st.floats(allow_nan=True, allow_infinity=True))
+def test_client_quotas(components: list[tuple[str, int, str | None]], strict: bool,
+                       entities: list[tuple[str, str | None]], key: str, value: float) -> None:
+    """DescribeClientQuotas with any filter is answered (a bad filter with
+    INVALID_REQUEST); AlterClientQuotas is forwarded (the fake controller
+    cannot take it: REQUEST_TIMED_OUT per entry)."""
+    h = harness()
+    h.cluster.set_client_quota((("client-id", "app"),), "producer_byte_rate", 1024)
+    described = h.call(48, dcq1.DescribeClientQuotasRequest(
+        components=tuple(dcq1.ComponentData(entity_type=t, match_type=m, match=n)  # type: ignore[arg-type]
+                         for t, m, n in components), strict=strict))
+    assert (described.entries is None) == (described.error_code != 0)
+    altered = h.call(49, acq1.AlterClientQuotasRequest(entries=(acq1.EntryData(
+        entity=tuple(acq1.EntityData(entity_type=t, entity_name=n) for t, n in entities),
+        ops=(acq1.OpData(key=key, value=value, remove=False),)),),  # type: ignore[arg-type]
+        validate_only=False))
+    assert [e.error_code for e in altered.entries] == [7]  # REQUEST_TIMED_OUT

@@ -3,6 +3,8 @@ the image, snapshots, and DescribeClientQuotas' filter semantics."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mq_builders import Ctx
 
 from metadata_quorum.client_quotas import FilterComponent, MatchType, describe_client_quotas
@@ -162,3 +164,37 @@ def test_describe_filters_like_kafka() -> None:
     bad_match = describe_client_quotas(ctx.image.client_quotas,
                                        [FilterComponent("user", 7, None)], False)
     assert bad_match.error is ErrorCode.invalid_request
+
+
+_types = st.sampled_from(["user", "client-id", "ip", "group", ""])
+_names = st.one_of(st.none(), st.text(max_size=5))
+_keys = st.sampled_from(["producer_byte_rate", "consumer_byte_rate", "request_percentage", "x"])
+_values = st.one_of(st.none(), st.floats(), st.integers(-5, 2**64).map(float))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.tuples(_types, _names), max_size=3),
+                          st.lists(st.tuples(_keys, _values), max_size=3)),
+                max_size=4))
+def test_any_alteration_is_answered_per_entry_and_replays(
+    entries: list[tuple[list[tuple[str, str | None]], list[tuple[str, float | None]]]],
+) -> None:
+    """Whatever a client sends: one answer per entry, no exception; what is
+    accepted replays into the image, and an entry's accepted ops show there."""
+    ctx = Ctx()
+    request = AlterClientQuotasRequest(tuple(
+        ClientQuotaAlteration(tuple(entity), tuple(ClientQuotaOp(k, v) for k, v in ops))
+        for entity, ops in entries))
+    result = alter_client_quotas(ctx.image, request)
+    assert len(result.response) == len(entries)
+    ctx.run(result)
+    for (entity, ops), answer in zip(entries, result.response, strict=True):
+        if answer.error is not ErrorCode.none:
+            continue
+        stored = ctx.image.client_quotas.get(tuple(sorted(entity)), {})
+        for key, value in ops:
+            later = [v for (e, o) in entries[entries.index((entity, ops)) + 1:]
+                     if sorted(e) == sorted(entity) for k, v in o if k == key]
+            if later:
+                continue  # a later entry may change the same key again
+            assert stored.get(key) == value
