@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from metadata_quorum.image import (
     BrokerRegistration,
@@ -344,36 +345,31 @@ class MetadataDelta:
             brokers=brokers,
             topics=topics,
             topic_ids=topic_ids,
-            configs=self._apply_configs(image.configs),
+            configs=_overlay(image.configs, self._configs),
             next_producer_id=self._current_next_producer_id(),
             features=image.features if self._features is None else frozen_mapping(
                 dict(self._features)
             ),
-            client_quotas=self._apply_client_quotas(image.client_quotas),
+            client_quotas=_overlay(image.client_quotas, self._client_quotas),
         )
 
-    def _apply_client_quotas(
-        self, quotas: Mapping[QuotaEntity, Mapping[str, float]]
-    ) -> Mapping[QuotaEntity, Mapping[str, float]]:
-        if not self._client_quotas:
-            return quotas
-        new_quotas = dict(quotas)
-        for entity, entries in self._client_quotas.items():
-            if entries:
-                new_quotas[entity] = frozen_mapping(dict(entries))
-            else:
-                new_quotas.pop(entity, None)
-        return frozen_mapping(new_quotas)
 
-    def _apply_configs(
-        self, configs: Mapping[ConfigResource, Mapping[str, str]]
-    ) -> Mapping[ConfigResource, Mapping[str, str]]:
-        if not self._configs:
-            return configs
-        new_configs = dict(configs)
-        for resource, entries in self._configs.items():
-            if entries:
-                new_configs[resource] = frozen_mapping(dict(entries))
-            else:
-                new_configs.pop(resource, None)
-        return frozen_mapping(new_configs)
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _overlay(
+    base: Mapping[K, Mapping[str, V]], changed: dict[K, dict[str, V]]
+) -> Mapping[K, Mapping[str, V]]:
+    """``base`` with each changed owner's entries replaced (configs per
+    resource, quotas per entity); an owner left with none is dropped. The
+    same object when nothing changed, so readers can tell by identity."""
+    if not changed:
+        return base
+    merged = dict(base)
+    for owner, entries in changed.items():
+        if entries:
+            merged[owner] = frozen_mapping(dict(entries))
+        else:
+            merged.pop(owner, None)
+    return frozen_mapping(merged)
