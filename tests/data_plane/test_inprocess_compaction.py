@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as CTP
 
 from data_plane.replication.partition import Partition
 from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
-from raftlog.records import decode_records, iter_batches
+from raftlog.records import BatchHeader, decode_records, iter_batches
 from raftlog.storage import Log
 
 pytestmark = pytest.mark.timeout(120)
@@ -155,9 +155,8 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
             committed.update(writes)
     leader = c.leader_of(TOPIC, 0)
     logs = {b: c.brokers[b].replicas.partitions[(TOPIC, 0)].partition.log for b in c.brokers}
-    end = logs[leader].log_end_offset
-    cluster.run(c.wait_until(lambda: all(
-        log.log_end_offset == end for log in logs.values())))
+    # Every replica has the last transaction's marker (see below) before the roll.
+    cluster.run(c.wait_until(functools.partial(_marker_last_everywhere, logs, leader)))
 
     def values(log: Log) -> list[bytes | None]:
         """The data records' values (markers left out)."""
@@ -185,14 +184,18 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
             committed[b"k%d" % i] = b"t%d-k%d" % (n, i)
             producer.produce(TOPIC, key=b"k%d" % i, value=committed[b"k%d" % i], partition=0)
         producer.commit_transaction(30)
-        cluster.run(c.wait_until(functools.partial(_all_at, logs, logs[leader].log_end_offset)))
+        # The coordinator writes the COMMIT marker after EndTxn has returned:
+        # roll only once every replica has it. Rolled before it, the marker
+        # lands in the new active segment, the pass cannot see the outcome,
+        # and no later pass comes (this test failed that way on a loaded
+        # machine).
+        cluster.run(c.wait_until(functools.partial(_marker_last_everywhere, logs, leader)))
         for log in logs.values():
             cluster.call(log.roll)
         time.sleep(1.0)
 
     def markers(log: Log) -> int:
-        data = log.read(log.log_start_offset, 1 << 24).records
-        return sum(1 for header, _ in iter_batches(data) if header.is_control)
+        return sum(1 for header in _batch_headers(log) if header.is_control)
 
     # Every ABORT marker stays (13), and the newest two COMMIT markers.
     cluster.run(c.wait_until(lambda: all(
@@ -217,6 +220,25 @@ def test_compaction_removes_aborted_transactions_and_keeps_committed_ones(
 
 def _all_at(logs: dict[int, Log], end: int) -> bool:
     return all(log.log_end_offset == end for log in logs.values())
+
+
+def _batch_headers(log: Log) -> list[BatchHeader]:
+    """Every batch header of the log, segment after segment (a read stops at
+    a segment boundary)."""
+    headers: list[BatchHeader] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        for header, _ in iter_batches(log.read(offset, 1 << 20).records):
+            headers.append(header)
+            offset = header.next_offset
+    return headers
+
+
+def _marker_last_everywhere(logs: dict[int, Log], leader: int) -> bool:
+    """The leader's last batch is a transaction marker and every replica has it."""
+    end = logs[leader].log_end_offset
+    headers = _batch_headers(logs[leader])
+    return bool(headers) and headers[-1].is_control and _all_at(logs, end)
 
 
 def test_a_replica_that_was_down_catches_up_over_what_the_leader_compacted(
