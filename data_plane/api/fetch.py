@@ -35,9 +35,12 @@ for consumers only (a follower's fetch is never client-throttled):
   carries session id 0, as Kafka creates none for a throttled full fetch
   (the client then asks for a new one);
 - otherwise the fetch's max bytes are capped at what the bound allows in a
-  quota window (Kafka's getMaxValueInQuotaWindow), and once served, the
-  answer's record bytes count against the client's rate; if that takes it
-  over, the data goes with the throttle time.
+  quota window (Kafka's getMaxValueInQuotaWindow), and once read, the
+  answer's record bytes count against the client's rate before the answer
+  is built. If that takes it over, they are taken back and the answer goes
+  out empty, as above (Kafka's unrecord). One exception keeps a consumer
+  moving: the first answer of an empty window goes out whole, throttled, even
+  if it is bigger than the window allows (one batch always goes whole, KIP-74).
 Either way a throttled consumer's connection is muted for the throttle time
 (KIP-219). Fetch v8+ is answered at once (the client backs off itself); an
 older version's answer is held for the throttle time, as Kafka does.
@@ -208,6 +211,16 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         served.extend((key, memo.name, None, memo)
                       for partition, (key, memo) in parking.woken_memos.items()
                       if partition in results and partition not in requests)
+    throttle_ms = 0
+    if quotas is not None:
+        # Counted before the answer is built: an answer that would take the
+        # client over its bound goes out empty (Kafka's throttled fetch), and
+        # the session is left as if it had not been served (nothing was sent).
+        throttle_ms, serve = quotas.record_unless_over(
+            ctx.client_id or "", sum(len(r.records) for r in results.values() if r.records),
+            api.replicas.now_ms())
+        if not serve:
+            return _throttled_at_once(api, context, version, throttle_ms)
     # Response topics in serve order; an incremental answer leaves out the
     # partitions with nothing new (KIP-227).
     topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}
@@ -251,17 +264,12 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         (label, size) for label, parts in topics_out.items()
         if (size := sum(len(p.records) for p in parts if p.records))
     )
-    if quotas is not None:
-        # Kafka counts the whole response's size; this counts its record
-        # bytes, which are all of it but the per-partition fields.
-        throttle_ms = quotas.record_and_get_throttle_ms(
-            ctx.client_id or "", sum(size for _, size in record_bytes), api.replicas.now_ms())
-        if throttle_ms:
-            return EncodedBody(encode_fetch_response(
-                version, list(topics_out.items()), error_code=_NONE,
-                session_id=context.session_id, throttle_time_ms=throttle_ms,
-            ), record_bytes, throttle_ms=throttle_ms,
-                delay_response=version < _CLIENT_THROTTLES_FROM_VERSION)
+    if throttle_ms:  # the first answer of an empty window, served whole
+        return EncodedBody(encode_fetch_response(
+            version, list(topics_out.items()), error_code=_NONE,
+            session_id=context.session_id, throttle_time_ms=throttle_ms,
+        ), record_bytes, throttle_ms=throttle_ms,
+            delay_response=version < _CLIENT_THROTTLES_FROM_VERSION)
     return EncodedBody(encode_fetch_response(
         version, list(topics_out.items()), error_code=_NONE, session_id=context.session_id,
         throttle_time_ms=NO_THROTTLE_MS,

@@ -281,6 +281,38 @@ class ClientQuotaManager:
             sensor.record_throttle(throttle_ms, now_ms)
         return throttle_ms
 
+    def record_unless_over(
+        self, client_id: str, value: float, now_ms: int, *, user: str = ANONYMOUS,
+    ) -> tuple[int, bool]:
+        """Kafka's accounting of a consumer fetch answer: record ``value``
+        bytes; if that takes the client over its bound, take them back (Kafka's
+        ``unrecordQuotaSensor``: the answer goes out empty) and return the
+        throttle time with False. Except when the client's window held
+        nothing before: then the answer goes out whole, throttled, so one
+        answer bigger than what a window allows cannot hold a consumer back
+        for good. Returns (throttle ms, whether the answer may carry the
+        bytes); (0, True) for an unlimited client."""
+        if self._next_expiry_check_ms is None or now_ms >= self._next_expiry_check_ms:
+            self.expire_idle_sensors(now_ms)
+        resolved = self._resolve(user, client_id)
+        if resolved is None:
+            return 0, True
+        sensor = self.sensors.get(resolved.sensor_key)
+        if sensor is None:
+            sensor = self.sensors[resolved.sensor_key] = ClientSensor(
+                resolved.sensor_key, self.window, now_ms)
+        had_bytes = sensor.bytes.total(now_ms) > 0
+        sensor.bytes.record(value, now_ms)
+        sensor.last_record_ms = now_ms
+        throttle_ms = _throttle_ms(sensor.bytes, resolved.bound, now_ms)
+        if not throttle_ms:
+            return 0, True
+        sensor.record_throttle(throttle_ms, now_ms)
+        if had_bytes:
+            sensor.bytes.record(-value, now_ms)
+            return throttle_ms, False
+        return throttle_ms, True
+
     def throttle_ms(self, client_id: str, now_ms: int, *, user: str = ANONYMOUS) -> int:
         """The throttle time the client has earned already (its rate over its
         bound) without recording bytes: 0 for an unlimited or unmeasured

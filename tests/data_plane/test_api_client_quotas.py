@@ -196,33 +196,57 @@ def records_of(response: Any) -> bytes:
     return b"".join(bytes(p.records or b"") for t in response.responses for p in t.partitions)
 
 
-def test_a_consumer_fetch_is_capped_then_throttled_with_its_data(broker: Broker) -> None:
+def test_a_consumer_fetch_is_capped_then_answered_empty_once_it_would_go_over(
+    broker: Broker,
+) -> None:
     fill(broker, 8, 3000)
     broker.set_quota((("client-id", "reader"),), CONSUMER_BYTE_RATE, BOUND)
+    sensor_key = ("", "reader")
     # The cap: bound * (11 - 1) windows * 1 s = 10 000 bytes (whole batches).
     body, request = broker.fetch("reader", 0)
     first = decode(body, request)
     assert body.throttle_ms == 0
     got = len(records_of(first))
     assert 6000 <= got <= 10_000  # 3 batches fit, a 4th would not
-    # Over the bound once recorded: the data comes with the throttle time.
+    # The next three batches would take it over: Kafka's throttled answer
+    # is empty, and the bytes it would have carried are taken back.
     body, request = broker.fetch("reader", 3)
     second = decode(body, request)
-    assert len(records_of(second)) > 0
-    total = got + len(records_of(second))
-    assert body.throttle_ms == round((total / 10 - BOUND) / BOUND * 10_000) > 0
+    assert second.responses == () and int(second.error_code) == 0
+    assert body.throttle_ms == round((2 * got / 10 - BOUND) / BOUND * 10_000) > 0
     assert throttle_ms(second) == body.throttle_ms and not body.delay_response
+    sensor = broker.replicas.client_quotas.fetch.sensors[sensor_key]
+    assert sensor.bytes.total(broker.clock.monotonic_ms()) == got
+
+
+def test_the_first_answer_of_an_empty_window_goes_out_whole_even_if_too_big(
+    broker: Broker,
+) -> None:
+    """One batch always goes whole (KIP-74): a consumer whose quota allows
+    less than a batch per window still moves, one throttled batch at a time."""
+    fill(broker, 4, 3000)
+    broker.set_quota((("client-id", "reader"),), CONSUMER_BYTE_RATE, 100.0)  # 1 000 B/window
+    body, request = broker.fetch("reader", 0)
+    first = decode(body, request)
+    assert first_offset(first) == 0 and len(records_of(first)) > 1000
+    assert body.throttle_ms > 0
+    # Over its bound now: the next fetch is answered empty at once.
+    body, request = broker.fetch("reader", 1)
+    assert decode(body, request).responses == () and body.throttle_ms > 0
+    # Once the window has emptied, the next batch goes, again throttled.
+    broker.clock.advance(11_000)
+    body, request = broker.fetch("reader", 1)
+    assert first_offset(decode(body, request)) == 1 and body.throttle_ms > 0
 
 
 def test_a_consumer_already_over_its_quota_gets_an_empty_answer_at_once(broker: Broker) -> None:
     fill(broker, 6, 3000)
-    broker.set_quota((("client-id", "reader"),), CONSUMER_BYTE_RATE, BOUND)
-    broker.fetch("reader", 0)
-    body, _ = broker.fetch("reader", 3)
+    broker.set_quota((("client-id", "reader"),), CONSUMER_BYTE_RATE, 100.0)
+    body, _ = broker.fetch("reader", 0)  # the first answer of the window: whole, throttled
     assert body.throttle_ms > 0
     sensor = broker.replicas.client_quotas.fetch.sensors[("", "reader")]
     recorded = sensor.bytes.total(broker.clock.monotonic_ms())
-    body, request = broker.fetch("reader", 6, version=7)
+    body, request = broker.fetch("reader", 1, version=7)
     answer = decode(body, request)
     assert body.throttle_ms > 0 and throttle_ms(answer) == body.throttle_ms
     assert answer.responses == () and int(answer.error_code) == 0
@@ -233,9 +257,9 @@ def test_a_consumer_already_over_its_quota_gets_an_empty_answer_at_once(broker: 
 def test_the_throttled_answer_leaves_the_incremental_session_able_to_deliver(
     broker: Broker,
 ) -> None:
-    """The throttled answer to an incremental fetch that moved a partition
-    sends nothing; the next fetch, which names nothing (its client thinks
-    the move is known), still gets the records from the new offset."""
+    """The throttled answer to an incremental fetch sends nothing; the next
+    fetch, which names nothing (the client asks again from where it was),
+    gets the records it would have carried."""
     fill(broker, 6, 3000)
     broker.set_quota((("client-id", "reader"),), CONSUMER_BYTE_RATE, BOUND)
     sessions = broker.api.fetch_sessions
@@ -245,24 +269,21 @@ def test_the_throttled_answer_leaves_the_incremental_session_able_to_deliver(
     session_id = int(created.session_id)
     assert session_id != 0 and body.throttle_ms == 0
     assert first_offset(created) == 0
-    # Epoch 1 moves to offset 2: two more batches, which take it over the bound.
+    # Epoch 1 moves to offset 2: two more batches would take it over.
     body, request = broker.fetch("reader", 2, session_id=session_id, session_epoch=1,
                                  max_bytes=6500)
-    assert body.throttle_ms > 0 and first_offset(decode(body, request)) == 2
-    # Epoch 2 moves to offset 4, but the client is over: an empty answer.
-    body, request = broker.fetch("reader", 4, session_id=session_id, session_epoch=2)
     throttled = decode(body, request)
     assert body.throttle_ms > 0 and throttled.responses == ()
     assert int(throttled.session_id) == session_id
     session = sessions.get(session_id)
-    assert session is not None and session.epoch == 3  # the context moved it on
-    # Once the samples are gone, epoch 3 (naming nothing) gets offset 4 on.
+    assert session is not None and session.epoch == 2  # the context moved it on
+    # Once the samples are gone, epoch 2 (naming nothing) gets offset 2 on.
     broker.clock.advance(11_000)
-    body, request = broker.fetch("reader", 4, session_id=session_id, session_epoch=3,
-                                 named=False)
+    body, request = broker.fetch("reader", 2, session_id=session_id, session_epoch=2,
+                                 named=False, max_bytes=6500)
     later = decode(body, request)
     assert body.throttle_ms == 0 and int(later.session_id) == session_id
-    assert first_offset(later) == 4
+    assert first_offset(later) == 2
 
 
 def first_offset(response: Any) -> int:
@@ -275,11 +296,10 @@ def first_offset(response: Any) -> int:
 def test_a_session_created_by_a_throttled_fetch_is_dropped(broker: Broker) -> None:
     fill(broker, 6, 3000)
     broker.set_quota((("client-id", None),), CONSUMER_BYTE_RATE, BOUND)
-    broker.fetch("reader", 0)
-    broker.fetch("reader", 3)
+    broker.fetch("reader", 0)  # three batches, within the bound
     sessions = broker.api.fetch_sessions
     before = len(sessions)
-    body, request = broker.fetch("reader", 6, session_epoch=0)
+    body, request = broker.fetch("reader", 3, session_epoch=0)  # three more would go over
     answer = decode(body, request)
     assert body.throttle_ms > 0 and int(answer.session_id) == 0 and answer.responses == ()
     assert len(sessions) == before  # Kafka creates none for a throttled full fetch

@@ -129,6 +129,26 @@ def test_throttle_ms_without_recording_and_the_throttle_time_metric() -> None:
     assert key == ("", "app") and rate == pytest.approx(300.0) and avg_ms == 20_000
 
 
+def test_record_unless_over_takes_back_what_would_go_over_except_in_an_empty_window() -> None:
+    """Kafka's fetch accounting: an answer that would take the client over
+    its bound is not sent and its bytes are taken back; but the first answer
+    of an empty window goes, so a consumer always moves."""
+    m = manager({(("client-id", "app"),): {CONSUMER_BYTE_RATE: 100.0}},
+                key=CONSUMER_BYTE_RATE)
+    # The window allows 1 000 bytes; 600 go.
+    assert m.record_unless_over("app", 600, 0) == (0, True)
+    # 600 more would make 1 200: refused, throttled, and not counted.
+    throttle, serve = m.record_unless_over("app", 600, 0)
+    assert not serve and throttle == round((1200 / 10 - 100) / 100 * 10_000)
+    assert m.sensors[("", "app")].bytes.total(0) == 600
+    # Nothing recorded in the window: even 5 000 bytes go, throttled.
+    assert m.record_unless_over("fresh", 5000, 0) == (0, True)  # no quota on "fresh"
+    m2 = manager({(("client-id", None),): {CONSUMER_BYTE_RATE: 100.0}}, key=CONSUMER_BYTE_RATE)
+    throttle, serve = m2.record_unless_over("fresh", 5000, 0)
+    assert serve and throttle == 40_000
+    assert m2.sensors[("", "fresh")].bytes.total(0) == 5000
+
+
 def test_max_value_in_quota_window() -> None:
     """getMaxValueInQuotaWindow: bound * (num - 1) * window seconds."""
     m = manager({(("client-id", None),): {CONSUMER_BYTE_RATE: 1024.0}},
