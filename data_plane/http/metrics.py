@@ -418,6 +418,11 @@ class NodeCollector(Collector):
         hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
                                "The partition's high watermark as this replica knows it.",
                                labels=["topic", "partition"])
+        under_one = GaugeMetricFamily(
+            "kafka_cluster_partition_underreplicated",
+            "1 if this broker leads the partition and its ISR is smaller than the replica set "
+            "(replicas being added by a reassignment not counted), else 0.",
+            labels=["topic", "partition"])
         hosted = dict(replicas.partitions)
         # Reassignments in progress (KIP-455), from the broker's metadata: a
         # replica being added does not count toward the replication factor
@@ -436,14 +441,17 @@ class NodeCollector(Collector):
             leo.add_metric(labels, core.log_end_offset)
             lso.add_metric(labels, core.log.log_start_offset)
             hw.add_metric(labels, core.high_watermark)
+            partition_under = False
             if core.is_leader:
                 leaders += 1
                 isr = len(core.isr)
                 being_added = adding.get((topic, index))
                 if being_added is not None:
                     reassigning += 1
-                under += isr < len(core.replicas) - (being_added or 0)
+                partition_under = isr < len(core.replicas) - (being_added or 0)
+                under += partition_under
                 under_min += isr < max(min_isr, getattr(core.config, "min_insync_replicas", 1))
+            under_one.add_metric(labels, 1.0 if partition_under else 0.0)
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
                                 "Replicas hosted by this broker.", value=len(hosted))
         yield GaugeMetricFamily("kafka_server_replicamanager_leadercount",
@@ -465,6 +473,7 @@ class NodeCollector(Collector):
         yield leo
         yield lso
         yield hw
+        yield under_one
         yield from self._cleaner(replicas)
         yield from self._client_quotas(replicas)
 
