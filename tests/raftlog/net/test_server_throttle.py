@@ -9,8 +9,9 @@ quickly."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from net_messages import vote_request
@@ -65,19 +66,32 @@ def recording_handler(answer: Answer, called_at: dict[int, float]) -> Any:
     return handle
 
 
+@contextlib.asynccontextmanager
+async def serving(
+    answer: Answer, **server_options: Any
+) -> AsyncIterator[tuple[KafkaProtocolServer, Peer, dict[int, float]]]:
+    """A server on loopback whose Vote handler answers ``answer``, a raw peer
+    connected to it, and when each correlation id was handled (loop time)."""
+    called_at: dict[int, float] = {}
+    handlers = {VOTE: recording_handler(answer, called_at)}
+    async with KafkaProtocolServer("127.0.0.1", 0, handlers, **server_options) as server:
+        peer = await Peer.connect(server.port)
+        try:
+            yield server, peer, called_at
+        finally:
+            peer.close()
+
+
 def test_a_request_sent_during_the_mute_is_read_only_after_it() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        called_at: dict[int, float] = {}
         returned_at: dict[int, float] = {}
 
         async def answer(cid: int) -> Any:
             returned_at[cid] = loop.time()
             return EncodedBody(b"", throttle_ms=MUTE_MS if cid == 0 else 0)
 
-        handlers = {VOTE: recording_handler(answer, called_at)}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (_server, peer, called_at):
             await peer.send(0)
             assert await peer.read_correlation_id() == 0
             await peer.send(1)  # during the mute
@@ -86,7 +100,6 @@ def test_a_request_sent_during_the_mute_is_read_only_after_it() -> None:
             # Unmuted: the next request is read as usual (and not muted again).
             await peer.send(2)
             assert await peer.read_correlation_id() == 2
-            peer.close()
 
     run(main())
 
@@ -100,14 +113,11 @@ def test_the_throttled_answer_itself_is_sent_at_once() -> None:
             del cid
             return EncodedBody(b"", throttle_ms=60_000)
 
-        handlers = {VOTE: recording_handler(answer, {})}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (server, peer, _called_at):
             await peer.send(0)
             assert await peer.read_correlation_id() == 0  # not a minute later
             (protocol,) = server._connections
             assert protocol._muted and protocol._read_paused
-            peer.close()
 
     run(main())
 
@@ -115,7 +125,6 @@ def test_the_throttled_answer_itself_is_sent_at_once() -> None:
 def test_delay_response_holds_the_throttled_answer_until_the_mute_ends() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        called_at: dict[int, float] = {}
         returned_at: dict[int, float] = {}
 
         async def answer(cid: int) -> Any:
@@ -123,15 +132,12 @@ def test_delay_response_holds_the_throttled_answer_until_the_mute_ends() -> None
             return EncodedBody(b"", throttle_ms=MUTE_MS if cid == 0 else 0,
                                delay_response=cid == 0)
 
-        handlers = {VOTE: recording_handler(answer, called_at)}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (_server, peer, _called_at):
             await peer.send(0)
             assert await peer.read_correlation_id() == 0
             assert loop.time() >= returned_at[0] + MUTE_MS / 1000
             await peer.send(1)
             assert await peer.read_correlation_id() == 1
-            peer.close()
 
     run(main())
 
@@ -141,7 +147,6 @@ def test_no_response_with_a_throttle_mutes_without_answering() -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        called_at: dict[int, float] = {}
         returned_at: dict[int, float] = {}
         muted = asyncio.Event()
 
@@ -152,15 +157,12 @@ def test_no_response_with_a_throttle_mutes_without_answering() -> None:
                 return NoResponse(MUTE_MS)
             return EncodedBody(b"")
 
-        handlers = {VOTE: recording_handler(answer, called_at)}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (_server, peer, called_at):
             await peer.send(0)
             await muted.wait()
             await peer.send(1)
             assert await peer.read_correlation_id() == 1  # none for 0
             assert called_at[1] >= returned_at[0] + MUTE_MS / 1000
-            peer.close()
 
     run(main())
 
@@ -168,7 +170,6 @@ def test_no_response_with_a_throttle_mutes_without_answering() -> None:
 def test_a_longer_mute_is_not_shortened_by_a_shorter_one() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        called_at: dict[int, float] = {}
         returned_at: dict[int, float] = {}
 
         async def answer(cid: int) -> Any:
@@ -178,16 +179,13 @@ def test_a_longer_mute_is_not_shortened_by_a_shorter_one() -> None:
             returned_at[cid] = loop.time()
             return EncodedBody(b"", throttle_ms={0: MUTE_MS, 1: 10}.get(cid, 0))
 
-        handlers = {VOTE: recording_handler(answer, called_at)}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (_server, peer, called_at):
             await peer.send(0, 1)  # one chunk: both read before the mute
             assert await peer.read_correlation_id() == 0
             assert await peer.read_correlation_id() == 1
             await peer.send(2)
             assert await peer.read_correlation_id() == 2
             assert called_at[2] >= returned_at[0] + MUTE_MS / 1000
-            peer.close()
 
     run(main())
 
@@ -198,7 +196,6 @@ def test_requests_read_before_the_mute_wait_for_it_in_order() -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        called_at: dict[int, float] = {}
         returned_at: dict[int, float] = {}
         order: list[int] = []
 
@@ -207,14 +204,11 @@ def test_requests_read_before_the_mute_wait_for_it_in_order() -> None:
             returned_at[cid] = loop.time()
             return EncodedBody(b"", throttle_ms=MUTE_MS if cid == 0 else 0)
 
-        handlers = {VOTE: recording_handler(answer, called_at)}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (_server, peer, called_at):
             await peer.send(0, 1, 2, 3)  # one chunk: all read at once
             assert [await peer.read_correlation_id() for _ in range(4)] == [0, 1, 2, 3]
             assert order == [0, 1, 2, 3]
             assert min(called_at[c] for c in (1, 2, 3)) >= returned_at[0] + MUTE_MS / 1000
-            peer.close()
 
     run(main())
 
@@ -225,7 +219,6 @@ def test_the_end_of_a_mute_does_not_lift_the_in_flight_limit() -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        called_at: dict[int, float] = {}
         release = asyncio.Event()
 
         async def answer(cid: int) -> Any:
@@ -235,10 +228,7 @@ def test_the_end_of_a_mute_does_not_lift_the_in_flight_limit() -> None:
                 await release.wait()
             return EncodedBody(b"")
 
-        handlers = {VOTE: recording_handler(answer, called_at)}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers,
-                                       max_in_flight_per_connection=1) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer, max_in_flight_per_connection=1) as (server, peer, called_at):
             await peer.send(0, 1)  # one chunk: both read, then paused (2 >= 1)
             assert await peer.read_correlation_id() == 0
             await asyncio.sleep(0.2)  # past the 50 ms mute
@@ -253,7 +243,6 @@ def test_the_end_of_a_mute_does_not_lift_the_in_flight_limit() -> None:
             assert await peer.read_correlation_id() == 1
             assert await peer.read_correlation_id() == 2
             assert called_at[2] >= released_at
-            peer.close()
 
     run(main())
 
@@ -264,9 +253,7 @@ def test_a_mute_and_write_backpressure_both_must_end_before_reading_resumes() ->
             del cid
             return EncodedBody(b"")
 
-        handlers = {VOTE: recording_handler(answer, {})}
-        async with KafkaProtocolServer("127.0.0.1", 0, handlers) as server:
-            peer = await Peer.connect(server.port)
+        async with serving(answer) as (server, peer, _called_at):
             await peer.send(0)
             assert await peer.read_correlation_id() == 0
             (protocol,) = server._connections
@@ -282,6 +269,5 @@ def test_a_mute_and_write_backpressure_both_must_end_before_reading_resumes() ->
             protocol.pause_writing()
             protocol.resume_writing()
             assert protocol._read_paused
-            peer.close()
 
     run(main())
