@@ -277,6 +277,9 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     # Client quotas (`data_plane.broker.client_quotas`): the rate window.
     "quota.window.num": 1,
     "quota.window.size.seconds": 1,
+    # Replication throttles (`data_plane.broker.replication_quotas`): the rate window.
+    "replication.quota.window.num": 1,
+    "replication.quota.window.size.seconds": 1,
 }
 
 

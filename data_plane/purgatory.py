@@ -311,6 +311,11 @@ class DelayedFetch(DelayedOperation):
     partition's answer (append, HW move, ISR or role change, log start
     moved by retention).
 
+    ``held_back``: for a follower's fetch under a leader replication
+    throttle (KIP-73), whether a partition's readable bytes are held back
+    now; they then count for nothing, so a throttled catching-up follower
+    waits out its long poll instead of being answered empty at once.
+
     ``parking``: the follower session's parked partitions (`FetchParking`),
     watched as one key. They are not asked at the first check; each one a
     change unparks (``parking.woken``) joins ``requests`` and is asked at
@@ -325,6 +330,7 @@ class DelayedFetch(DelayedOperation):
         deadline_ms: int,
         lookup: PartitionLookup,
         parking: FetchParking | None = None,
+        held_back: Callable[[TopicPartition, FetchPartition], bool] | None = None,
     ) -> None:
         keys: list[Hashable] = list(requests)
         if parking is not None:
@@ -334,6 +340,7 @@ class DelayedFetch(DelayedOperation):
         self.min_bytes = min_bytes
         self._lookup = lookup
         self._parking = parking
+        self._held_back = held_back
         self.outcome: FetchOutcome | None = None
         # Partition -> bytes readable at its last check.
         self._readable: dict[TopicPartition, int] = {}
@@ -367,6 +374,8 @@ class DelayedFetch(DelayedOperation):
                 self.outcome = FetchOutcome.SATISFIED
                 self._answer_now = key
                 return True
+            if readable and self._held_back is not None and self._held_back(key, self.requests[key]):
+                readable = 0  # the replication throttle holds these bytes back
             self._readable[key] = readable
         self._first_done = True
         if sum(self._readable.values()) >= self.min_bytes:

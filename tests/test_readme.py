@@ -158,6 +158,8 @@ def test_topic_config_table() -> None:
         if name in ("flush.messages", "flush.ms", "max.compaction.lag.ms",
                     "message.timestamp.before.max.ms"):
             assert default == str((1 << 63) - 1) and row[1].startswith("2^63-1")
+        elif default == "":
+            assert row[1] == "(none)", f"{name}: README {row[1]}, broker has no default"
         elif name not in ("min.insync.replicas", "unclean.leader.election.enable"):
             assert row[1].split()[0] == default, f"{name}: README {row[1]}, broker {default}"
 

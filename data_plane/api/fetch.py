@@ -211,6 +211,10 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         served.extend((key, memo.name, None, memo)
                       for partition, (key, memo) in parking.woken_memos.items()
                       if partition in results and partition not in requests)
+    if replica_id >= 0 and api.replicas.replication_quotas.leader.active:
+        # KIP-73: a throttled partition's records sent to a follower count
+        # against the leader replication throttle.
+        api.replicas.record_leader_replication(results)
     throttle_ms = 0
     if quotas is not None:
         # Counted before the answer is built: an answer that would take the

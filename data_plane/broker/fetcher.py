@@ -12,7 +12,10 @@ unchanged and is not handed to its partition core. What to ask for and what to d
 the answer is the partition core's (`Partition.fetch_request`,
 `Partition.handle_fetch_response`: append, truncate on DivergingEpoch, HW from
 the leader, back off or wait for metadata on errors). This module only
-groups partitions by leader, moves kio messages, and sleeps.
+groups partitions by leader, moves kio messages, sleeps, and applies the
+follower replication throttle (KIP-73, `data_plane.broker.replication_quotas`):
+a throttled partition this broker is not in the ISR of is left out of the
+request while the follower rate is over its bound.
 
 `ReplicaFetcherManager` rebuilds the groups after every applied image: a
 partition whose leader moved leaves one fetcher and joins another; a fetcher
@@ -275,6 +278,14 @@ class _Fetcher:
         p = hosted.partition
         if p.role is not Role.FOLLOWER or p.leader_id != self.leader_id:
             return None
+        quota = self.replicas.replication_quotas.follower
+        if (quota.active and quota.is_throttled(key)
+                and self.replicas.metadata.broker_id not in p.isr
+                and quota.is_quota_exceeded(now)):
+            # KIP-73 (Kafka's shouldFollowerThrottle): a catching-up replica
+            # of a throttled partition sits out fetches while the follower
+            # rate is over its bound; held, it is looked at again every build.
+            return None
         return p.fetch_request(now)
 
     async def _fetch_once(self) -> None:
@@ -340,6 +351,8 @@ class _Fetcher:
         response: fetch_resp.FetchResponse,
     ) -> None:
         now = self.replicas.now_ms()
+        quota = self.replicas.replication_quotas.follower
+        throttled = quota.active
         for topic in response.responses:
             name = names.get(topic.topic_id) if topic.topic_id is not None else None
             if name is None:
@@ -366,6 +379,8 @@ class _Fetcher:
                     leader_id=int(part.current_leader.leader_id),
                     leader_epoch=int(part.current_leader.leader_epoch),
                 )
+                if throttled and result.records and quota.is_throttled(key):
+                    quota.record(len(result.records), now)
                 outcome = hosted.partition.handle_fetch_response(request, result, now)
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("%s from leader %d: %s", key, self.leader_id, outcome.value)

@@ -38,7 +38,9 @@ TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = {
     "delete.retention.ms": "86400000",
     "flush.messages": _LONG_MAX,
     "flush.ms": _LONG_MAX,
+    "follower.replication.throttled.replicas": "",
     "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "",
     "max.message.bytes": "1048588",
     "max.compaction.lag.ms": _LONG_MAX,
     # KIP-937; Kafka 4.0 made one hour the default of the "after" bound.
@@ -102,6 +104,11 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "default.replication.factor": "1",
     "quota.window.num": "11",
     "quota.window.size.seconds": "1",
+    # Replication throttles (KIP-73): bytes per second, dynamic per broker.
+    "leader.replication.throttled.rate": _LONG_MAX,
+    "follower.replication.throttled.rate": _LONG_MAX,
+    "replication.quota.window.num": "11",
+    "replication.quota.window.size.seconds": "1",
     **{broker: TOPIC_CONFIG_DEFAULTS[topic] for broker, topic in _BROKER_SYNONYMS.items()},
 }
 

@@ -52,6 +52,7 @@ from data_plane.broker.log_configs import (
 )
 from data_plane.broker.log_dirs import delete_strays, read_topic_id, write_topic_id
 from data_plane.broker.metadata_api import BrokerMetadata
+from data_plane.broker.replication_quotas import ReplicationQuotas
 from data_plane.broker.waits import wait_event
 from data_plane.purgatory import (
     DelayedDeleteRecords,
@@ -76,6 +77,7 @@ from data_plane.replication.types import (
 from data_plane.txn.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from data_plane.txn.replica_state import ReplicaTxnState
 from metadata_quorum.image import MetadataImage
+from metadata_quorum.records.types import ConfigResourceType
 from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog import kafka_uuid
 from raftlog.clock import Clock, SystemClock
@@ -176,6 +178,8 @@ class ReplicaManager:
         # for all of its listeners; the window settings are read once, as
         # Kafka's are read-only. Each image's quotas are applied below.
         self.client_quotas = ClientQuotas.from_config(self.broker_config)
+        # Replication throttles (KIP-73), leader and follower; set from each image.
+        self.replication_quotas = ReplicationQuotas.from_config(self.broker_config)
         self._waiters: dict[int, asyncio.Future[None]] = {}
         # Partition -> the follower sessions that parked it (`park`), by id,
         # held weakly: this registry never keeps a dropped session alive.
@@ -295,6 +299,11 @@ class ReplicaManager:
         broker_epoch = self.metadata.broker_epoch
         self.broker_config = broker_config(self.static_config, image, broker_id)
         self.client_quotas.update(image.client_quotas)
+        self.replication_quotas.update(
+            self.broker_config,
+            ((resource.name, entries) for resource, entries in image.configs.items()
+             if resource.type is ConfigResourceType.TOPIC),
+            broker_id)
         now = self.now_ms()
         seen: set[TopicPartition] = set()
         touched: list[TopicPartition] = []
@@ -536,6 +545,9 @@ class ReplicaManager:
         op = DelayedFetch(
             requests, min_bytes=params.min_bytes,
             deadline_ms=now + params.max_wait_ms, lookup=self._replica_view, parking=parking,
+            held_back=(self._leader_throttled
+                       if params.from_follower and self.replication_quotas.leader.active
+                       else None),
         )
         # ``op.requests``: ``requests`` and the parked partitions woken meanwhile.
         if self.fetch_purgatory.try_complete_else_watch(op, now):
@@ -612,12 +624,38 @@ class ReplicaManager:
             total += len(result.records)
         return total >= params.min_bytes
 
+    def _leader_throttled(self, key: TopicPartition, request: FetchPartition) -> bool:
+        """Whether a follower's fetch of ``key`` is held back by the leader
+        replication throttle (KIP-73; Kafka's ``shouldLeaderThrottle``): a
+        throttled partition, a follower outside the ISR, the rate over its
+        bound. Its records are then not sent, and do not complete a long poll."""
+        quota = self.replication_quotas.leader
+        if not quota.is_throttled(key):
+            return False
+        hosted = self.partitions.get(key)
+        if hosted is None or request.replica_id in hosted.partition.isr:
+            return False
+        return quota.is_quota_exceeded(self.now_ms())
+
+    def record_leader_replication(
+        self, results: Mapping[TopicPartition, FetchPartitionResult]
+    ) -> None:
+        """Count a follower fetch answer's records of throttled partitions
+        against the leader replication throttle (Kafka records them once
+        the answer is built, in sync or not)."""
+        quota = self.replication_quotas.leader
+        if quota.active:
+            quota.record_throttled(
+                ((key, len(r.records)) for key, r in results.items() if r.records),
+                self.now_ms())
+
     def _read_all(
         self, requests: Mapping[TopicPartition, FetchPartition], params: FetchParams
     ) -> dict[TopicPartition, FetchPartitionResult]:
         now = self.now_ms()
         remaining = params.max_bytes
         results: dict[TopicPartition, FetchPartitionResult] = {}
+        throttled = params.from_follower and self.replication_quotas.leader.active
         for key, request in requests.items():
             hosted = self.partitions.get(key)
             if hosted is None:
@@ -636,6 +674,10 @@ class ReplicaManager:
             if remaining < request.max_bytes:
                 request = replace(request, max_bytes=max(remaining, 0))
             result = p.handle_fetch(request, now)
+            if throttled and result.records and self._leader_throttled(key, request):
+                # Read, the follower's fetch state updated, the records held
+                # back (Kafka reads and answers an empty record set).
+                result = replace(result, records=b"")
             results[key] = result
             remaining -= len(result.records)
             if request.is_from_follower and p.is_leader:

@@ -476,6 +476,30 @@ class NodeCollector(Collector):
         yield under_one
         yield from self._cleaner(replicas)
         yield from self._client_quotas(replicas)
+        yield from self._replication_quotas(replicas)
+
+    @staticmethod
+    def _replication_quotas(replicas: Any) -> Iterable[Any]:
+        """Kafka's ``kafka.server:type=LeaderReplication`` / ``FollowerReplication``
+        ``byte-rate``: the measured rate of throttled partitions' replication
+        bytes (KIP-73, `data_plane.broker.replication_quotas`), and the bound."""
+        quotas = getattr(replicas, "replication_quotas", None)
+        if quotas is None:
+            return
+        now_ms = replicas.now_ms()
+        for manager in (quotas.leader, quotas.follower):
+            what = ("sent to followers" if manager.name == "leader"
+                    else "fetched from leaders")
+            yield GaugeMetricFamily(
+                f"kafka_server_{manager.name}_replication_byte_rate",
+                f"Record bytes per second of throttled partitions {what}, over the "
+                "replication quota window.",
+                value=manager.rate(now_ms))
+            yield GaugeMetricFamily(
+                f"kafka_server_{manager.name}_replication_throttled_rate",
+                f"{manager.name}.replication.throttled.rate in effect (bytes per second); "
+                "-1 when unbounded.",
+                value=-1 if manager.bound is None else manager.bound)
 
     @staticmethod
     def _client_quotas(replicas: Any) -> Iterable[Any]:

@@ -166,7 +166,15 @@ class FakeMetadataCluster:
 
     def set_topic_config(self, name: str, key: str, value: str | None) -> None:
         """A ConfigRecord for topic ``name``: set ``key``, or remove it (None)."""
-        resource = ConfigResource(ConfigResourceType.TOPIC, name)
+        self.set_config(ConfigResource(ConfigResourceType.TOPIC, name), key, value)
+
+    def set_broker_config(self, broker: int | None, key: str, value: str | None) -> None:
+        """A ConfigRecord for broker ``broker`` (None: the cluster default)."""
+        self.set_config(ConfigResource(ConfigResourceType.BROKER,
+                                       "" if broker is None else str(broker)), key, value)
+
+    def set_config(self, resource: ConfigResource, key: str, value: str | None) -> None:
+        """A ConfigRecord: set ``key`` of ``resource``, or remove it (None)."""
         entries = dict(self.image.configs.get(resource, {}))
         if value is None:
             entries.pop(key, None)

@@ -11,6 +11,7 @@ then the static `ControllerConfig` value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -23,6 +24,10 @@ from .result import ControllerConfig, ControllerResult
 
 __all__ = [
     "BROKER_CONFIG_VALIDATORS",
+    "FOLLOWER_THROTTLED_RATE",
+    "FOLLOWER_THROTTLED_REPLICAS",
+    "LEADER_THROTTLED_RATE",
+    "LEADER_THROTTLED_REPLICAS",
     "LIST_CONFIG_DEFAULTS",
     "TOPIC_CONFIG_VALIDATORS",
     "AlterConfigOp",
@@ -80,6 +85,24 @@ def _one_of(*choices: str) -> Validator:
     return check
 
 
+def _throttled_replicas(value: str) -> str | None:
+    """``leader.replication.throttled.replicas`` / ``follower...``: ``*``, or
+    ``partition:broker`` pairs separated by commas (Kafka's
+    ``ThrottledReplicaListValidator``; empty items are allowed)."""
+    items = [v.strip() for v in value.split(",")]
+    if value.strip() == "*" or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+        return None
+    return ("must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
+
 def _list_of(*choices: str) -> Validator:
     def check(value: str) -> str | None:
         items = [v.strip() for v in value.split(",") if v.strip()]
@@ -98,7 +121,9 @@ TOPIC_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     "file.delete.delay.ms": _integer(0, INT64_MAX),
     "flush.messages": _integer(1, INT64_MAX),
     "flush.ms": _integer(0, INT64_MAX),
+    FOLLOWER_THROTTLED_REPLICAS: _throttled_replicas,
     "index.interval.bytes": _integer(0, INT32_MAX),
+    LEADER_THROTTLED_REPLICAS: _throttled_replicas,
     "max.compaction.lag.ms": _integer(1, INT64_MAX),
     "max.message.bytes": _integer(0, INT32_MAX),
     "message.downconversion.enable": _boolean,
@@ -121,8 +146,11 @@ TOPIC_CONFIG_VALIDATORS: Mapping[str, Validator] = {
 #: Dynamic broker configs, for the cluster default (``BROKER ""``) and for
 #: one broker (``BROKER "<id>"``): Kafka's dynamic log configs (the broker
 #: synonyms of the topic configs a broker honours, which become the
-#: defaults of every topic that sets none) and the log cleaner's backoff.
+#: defaults of every topic that sets none), the log cleaner's backoff, and
+#: the replication throttles (KIP-73, bytes per second).
 BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
+    LEADER_THROTTLED_RATE: _integer(0, INT64_MAX),
+    FOLLOWER_THROTTLED_RATE: _integer(0, INT64_MAX),
     UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
     MIN_INSYNC_REPLICAS: _integer(1, INT32_MAX),
     "compression.type": TOPIC_CONFIG_VALIDATORS["compression.type"],
@@ -176,7 +204,11 @@ def unclean_leader_election_enabled(
 
 #: List-type topic configs (APPEND/SUBTRACT work on these) and the default
 #: value an APPEND or SUBTRACT starts from when the topic sets none.
-LIST_CONFIG_DEFAULTS: Mapping[str, str] = {"cleanup.policy": "delete"}
+LIST_CONFIG_DEFAULTS: Mapping[str, str] = {
+    "cleanup.policy": "delete",
+    LEADER_THROTTLED_REPLICAS: "",
+    FOLLOWER_THROTTLED_REPLICAS: "",
+}
 
 
 class ConfigOpType(Enum):

@@ -9,10 +9,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from data_plane.broker.client_quotas import QuotaWindow
 from data_plane.broker.fetcher import _FULL_BUILD_INTERVAL_MS, _Fetcher
+from data_plane.broker.replication_quotas import ReplicationQuotas
 from data_plane.replication.types import FetchPartition, Role, TopicPartition
 
 LEADER = 1
+SELF = 2
 KEYS: list[TopicPartition] = [("t", i) for i in range(6)]
 
 
@@ -25,6 +28,7 @@ class StubPartition:
     role: Role = Role.FOLLOWER
     leader_id: int = LEADER
     last: FetchPartition | None = None
+    isr: tuple[int, ...] = (LEADER, SELF)
 
     def fetch_request(self, now_ms: int) -> FetchPartition | None:
         self.asked.append(self.key)
@@ -41,9 +45,17 @@ class StubHosted:
 
 
 @dataclass
+class StubMetadata:
+    broker_id: int = SELF
+
+
+@dataclass
 class StubReplicas:
     now: int = 0
     hosted: dict[TopicPartition, StubHosted] = field(default_factory=dict)
+    metadata: StubMetadata = field(default_factory=StubMetadata)
+    replication_quotas: ReplicationQuotas = field(
+        default_factory=lambda: ReplicationQuotas(QuotaWindow(2, 1000)))
 
     def now_ms(self) -> int:
         return self.now
@@ -106,3 +118,23 @@ def test_a_partition_that_moved_to_another_leader_leaves_the_request() -> None:
     fetcher.rebuild_all()  # the metadata change that moved it also rebuilds
     assert ("t", 1) not in fetcher._build()
     assert ("t", 1) not in fetcher._wanted
+
+
+def test_a_throttled_catching_up_partition_sits_out_while_over_the_rate() -> None:
+    """KIP-73's follower side: a partition in ``follower.replication.throttled.replicas``
+    that this broker is not in the ISR of is left out while the follower rate
+    is over its bound; in-sync and unthrottled partitions are always asked."""
+    fetcher, replicas, _ = _fetcher()
+    replicas.hosted[("t", 0)].partition.isr = (LEADER,)  # catching up, throttled
+    replicas.hosted[("t", 1)].partition.isr = (LEADER,)  # catching up, not throttled
+    quota = replicas.replication_quotas.follower
+    quota.update(1000, {"t": frozenset({0, 2})})  # t-2 is throttled but in sync
+    assert set(fetcher._build()) == set(KEYS), "under the bound: everything is fetched"
+    quota.record(5000, replicas.now)  # over the bound
+    fetcher.rebuild_all()
+    built = fetcher._build()
+    assert ("t", 0) not in built and ("t", 0) not in fetcher._wanted
+    assert set(built) == set(KEYS) - {("t", 0)}
+    # Held, it is looked at on every build, and fetched once the rate is back under.
+    replicas.now += 10_000  # both windows have passed
+    assert ("t", 0) in fetcher._build()
