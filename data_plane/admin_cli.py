@@ -645,6 +645,34 @@ async def _describe_broker_configs(
              bool(c.read_only)) for c in response.results[0].configs]
 
 
+#: An IncrementalAlterConfigs operation: (key, operation (``_SET``,
+#: ``_DELETE``, ...), value; None for ``_DELETE``).
+ConfigOp = tuple[str, int, str | None]
+#: A resource to alter: (resource type, name, its operations).
+ConfigResource = tuple[int, str, Sequence[ConfigOp]]
+
+
+async def incremental_alter_configs(
+    admin: _Admin, resources: Sequence[ConfigResource], *, validate_only: bool = False
+) -> list[iac_resp.AlterConfigsResourceResponse]:
+    """IncrementalAlterConfigs of ``resources``, tried on the next node while
+    the controller is unknown. The answer of each resource, in request
+    order; its ``error_code`` is for the caller to check. Raises `CliError`
+    when no node answers in time."""
+    request = iac_req.IncrementalAlterConfigsRequest(
+        resources=tuple(
+            iac_req.AlterConfigsResource(
+                resource_type=i8(rtype), resource_name=name, configs=tuple(
+                    iac_req.AlterableConfig(name=key, config_operation=i8(op), value=value)
+                    for key, op, value in ops))
+            for rtype, name, ops in resources),
+        validate_only=validate_only,
+    )
+    response: iac_resp.IncrementalAlterConfigsResponse = await admin.first(
+        request, 1, lambda r: _not_controller([x.error_code for x in r.responses]))
+    return list(response.responses)
+
+
 def cmd_configs(args: argparse.Namespace) -> int:
     from data_plane.quotas_cli import cmd_quota_configs, wants_quotas
 
@@ -680,18 +708,12 @@ def cmd_configs(args: argparse.Namespace) -> int:
                 elif source == dynamic:
                     print(f"  {key}={value}")
             return 0
-        ops = [iac_req.AlterableConfig(name=k, config_operation=i8(_SET), value=v)
-               for item in args.add_config or () for k, v in parse_add_config(item)]
-        ops += [iac_req.AlterableConfig(name=k.strip(), config_operation=i8(_DELETE), value=None)
+        ops: list[ConfigOp] = [(k, _SET, v) for item in args.add_config or ()
+                               for k, v in parse_add_config(item)]
+        ops += [(k.strip(), _DELETE, None)
                 for item in args.delete_config or () for k in item.split(",") if k.strip()]
-        request = iac_req.IncrementalAlterConfigsRequest(
-            resources=(iac_req.AlterConfigsResource(
-                resource_type=i8(rtype), resource_name=name, configs=tuple(ops)),),
-            validate_only=False,
-        )
-        response: iac_resp.IncrementalAlterConfigsResponse = await admin.first(
-            request, 1, lambda r: _not_controller([x.error_code for x in r.responses]))
-        _check(response.responses[0], f"alter the configs of {label}")
+        answers = await incremental_alter_configs(admin, [(rtype, name, ops)])
+        _check(answers[0], f"alter the configs of {label}")
         print(f"Completed updating {'default ' if rtype == _BROKER_RESOURCE and not name else ''}"
               f"config for {label}.")
         return 0

@@ -8,19 +8,34 @@ ListPartitionReassignments).
 - ``--execute --reassignment-json-file F``: print the current assignment
   (keep it to roll back), then start the reassignment. Refused while another
   is in progress unless ``--additional``. ``--disallow-replication-factor-change``
-  refuses a target of another size (KIP-860);
+  refuses a target of another size (KIP-860). ``--throttle N`` first bounds
+  the catch-up of the new replicas to N bytes/s (see below);
 - ``--verify --reassignment-json-file F``: for each partition in the file,
   whether its reassignment is still in progress or done (or neither: the
-  replicas differ from the file's);
+  replicas differ from the file's). Once none is in progress, the
+  replication throttles are removed unless ``--preserve-throttles``;
 - ``--cancel --reassignment-json-file F``: cancel the reassignments of the
-  file's partitions (each goes back to its original replicas);
+  file's partitions (each goes back to its original replicas), then remove
+  the throttles unless ``--preserve-throttles``;
 - ``--list``: every reassignment in progress.
 
 The JSON is Kafka's: ``{"version": 1, "partitions": [{"topic": "t",
 "partition": 0, "replicas": [1, 2]}]}`` (``log_dirs`` is accepted and must
 be ``any``: replicas go to the broker's own choice of log dir). Topics to
-move: ``{"version": 1, "topics": [{"topic": "t"}]}``. Replication throttles
-(``--throttle``) are not offered: the brokers have no replication quotas.
+move: ``{"version": 1, "topics": [{"topic": "t"}]}``.
+
+Throttles (KIP-73), as kafka-reassign-partitions.sh sets them: for each
+partition that gains a replica, every replica it has now may lead, so each
+is listed in its topic's ``leader.replication.throttled.replicas``, and each
+replica being added is listed in ``follower.replication.throttled.replicas``
+(``partition:broker,...``; the topic's whole list is SET, and partitions of
+reassignments already in progress count too, so ``--additional`` keeps
+their throttles). Every broker those lists name gets
+``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate``
+N. All of it is validated, then set, before the reassignment starts: a
+refused change starts nothing. The throttles stay until ``--verify`` sees
+the file's reassignment done (or ``--cancel``) and deletes the rates on every
+broker and the lists on the file's topics.
 """
 
 from __future__ import annotations
@@ -30,8 +45,9 @@ import datetime
 import json
 import sys
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 from kio.schema.alter_partition_reassignments.v1 import request as apr_req
 from kio.schema.alter_partition_reassignments.v1 import response as apr_resp
@@ -40,11 +56,23 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
+from metadata_quorum.controller.configuration_control import (
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
 from metadata_quorum.controller.placement import PlacementBroker, PlacementError, place_replicas
 from raftlog.net.errors import ErrorCode
 
 from .admin_cli import (
+    _BROKER_RESOURCE,
+    _DELETE,
+    _SET,
+    _TOPIC_RESOURCE,
     CliError,
+    ConfigOp,
+    ConfigResource,
     _Admin,
     _admin_options,
     _check,
@@ -52,11 +80,25 @@ from .admin_cli import (
     _metadata,
     _not_controller,
     _run_admin,
+    incremental_alter_configs,
 )
 
-__all__ = ("ongoing_reassignments", "parse_reassignment", "parse_topics_to_move", "register")
+__all__ = (
+    "NO_THROTTLE",
+    "PartitionMove",
+    "ThrottlePlan",
+    "ongoing_reassignments",
+    "parse_reassignment",
+    "parse_topics_to_move",
+    "partition_moves",
+    "register",
+    "throttle_plan",
+)
 
 Assignment = dict[tuple[str, int], tuple[int, ...]]
+
+#: ``--throttle``'s default: set no throttle.
+NO_THROTTLE: Final = -1
 
 
 def _load_json(path: str) -> Any:
@@ -122,6 +164,108 @@ def _to_json(assignment: Assignment) -> str:
     return json.dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
         for (t, p), r in assignment.items()]}, separators=(",", ":"))
+
+
+# --- throttles (pure) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMove:
+    """The replicas of a partition that send its log (``sources``: those it
+    had before the reassignment; any of them may lead) and those that copy
+    it (``destinations``: the replicas being added, none of them a source)."""
+
+    sources: frozenset[int]
+    destinations: frozenset[int]
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ValueError("a partition move needs a replica to copy from")
+        if self.sources & self.destinations:
+            raise ValueError(f"brokers {sorted(self.sources & self.destinations)} are both a "
+                             "source and a destination")
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottlePlan:
+    """The throttle configs of a reassignment: per topic, the values of
+    ``leader.replication.throttled.replicas`` and
+    ``follower.replication.throttled.replicas`` (``partition:broker,...``,
+    sorted by partition then broker), and the brokers that get the rates."""
+
+    leader: Mapping[str, str]
+    follower: Mapping[str, str]
+    brokers: tuple[int, ...]
+
+
+def partition_moves(
+    current: Mapping[tuple[str, int], Sequence[int]],
+    target: Mapping[tuple[str, int], Sequence[int]],
+    ongoing: Mapping[tuple[str, int], tuple[Sequence[int], Sequence[int]]],
+) -> dict[tuple[str, int], PartitionMove]:
+    """The partitions that will copy their log to a new replica once
+    ``target`` is started, and how. ``current``: the replicas of each
+    partition of ``target`` now; ``ongoing``: (replicas, adding replicas) of
+    each reassignment in progress. A partition being reassigned already
+    keeps its original replicas (its replicas but the adding ones) as the
+    sources; a retargeted one copies to what its new target adds to them.
+    Partitions that only drop or reorder replicas copy nothing and are left
+    out. Raises `ValueError` for a partition of ``target`` in neither
+    ``current`` nor ``ongoing``."""
+    moves: dict[tuple[str, int], PartitionMove] = {}
+    for tp, (replicas, adding) in ongoing.items():
+        sources = frozenset(replicas) - frozenset(adding)
+        moves[tp] = PartitionMove(sources, frozenset(adding))
+    for tp, replicas in target.items():
+        if tp in moves:
+            sources = moves[tp].sources
+        elif tp in current:
+            sources = frozenset(current[tp])
+        else:
+            raise ValueError(f"no current replicas for {tp[0]}-{tp[1]}")
+        moves[tp] = PartitionMove(sources, frozenset(replicas) - sources)
+    return {tp: move for tp, move in moves.items() if move.destinations}
+
+
+def throttle_plan(moves: Mapping[tuple[str, int], PartitionMove]) -> ThrottlePlan:
+    """The throttled replica lists and throttled brokers of ``moves``: each
+    source a leader replica, each destination a follower replica, every
+    broker of either a throttled broker."""
+    leader: dict[str, list[str]] = {}
+    follower: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for (topic, partition), move in sorted(moves.items()):
+        leader.setdefault(topic, []).extend(f"{partition}:{b}" for b in sorted(move.sources))
+        follower.setdefault(topic, []).extend(
+            f"{partition}:{b}" for b in sorted(move.destinations))
+        brokers |= move.sources | move.destinations
+    return ThrottlePlan(
+        leader={t: ",".join(items) for t, items in leader.items()},
+        follower={t: ",".join(items) for t, items in follower.items()},
+        brokers=tuple(sorted(brokers)))
+
+
+def throttle_configs(plan: ThrottlePlan, rate: int) -> list[ConfigResource]:
+    """The IncrementalAlterConfigs resources that set ``plan`` with the
+    rate ``rate`` bytes/s: each topic's lists, then each broker's rates."""
+    topics = [(_TOPIC_RESOURCE, t, [(LEADER_THROTTLED_REPLICAS, _SET, plan.leader[t]),
+                                    (FOLLOWER_THROTTLED_REPLICAS, _SET, plan.follower[t])])
+              for t in sorted(plan.leader)]
+    brokers = [(_BROKER_RESOURCE, str(b), [(LEADER_THROTTLED_RATE, _SET, str(rate)),
+                                           (FOLLOWER_THROTTLED_RATE, _SET, str(rate))])
+               for b in plan.brokers]
+    return [*topics, *brokers]
+
+
+def clear_throttle_configs(topics: Sequence[str], brokers: Sequence[int]) -> list[ConfigResource]:
+    """The IncrementalAlterConfigs resources that delete the rates of
+    ``brokers`` and the throttled replica lists of ``topics``."""
+    rates: Sequence[ConfigOp] = [(LEADER_THROTTLED_RATE, _DELETE, None),
+                                 (FOLLOWER_THROTTLED_RATE, _DELETE, None)]
+    lists: Sequence[ConfigOp] = [(LEADER_THROTTLED_REPLICAS, _DELETE, None),
+                                 (FOLLOWER_THROTTLED_REPLICAS, _DELETE, None)]
+    return ([(_BROKER_RESOURCE, str(b), rates) for b in brokers]
+            + [(_TOPIC_RESOURCE, t, lists) for t in topics])
 
 
 def _names(partitions: Sequence[tuple[str, int]]) -> str:
@@ -200,6 +344,7 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
     if len(modes) != 1:
         raise CliError("give exactly one of --generate, --execute, --verify, --cancel, --list")
     mode = modes[0]
+    _check_throttle_options(mode, args.throttle, args.preserve_throttles)
     reassignment: Assignment = {}
     if mode in ("execute", "verify", "cancel"):
         if not args.reassignment_json_file:
@@ -235,36 +380,136 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
                   f"{_to_json(_propose(current, broker_list))}")
             return 0
         if mode == "verify":
-            return await _verify(admin, reassignment)
+            return await _verify(admin, reassignment, args.preserve_throttles)
         if mode == "cancel":
-            results = await _alter(admin, dict.fromkeys(reassignment), args.timeout_ms, True)
-            return _report(results, "cancelled", "cancelling the reassignment of")
-        # execute
-        if not args.additional:
-            ongoing = await ongoing_reassignments(admin, None)
-            if ongoing:
-                raise CliError(
-                    "cannot execute because there is an existing partition reassignment "
-                    f"({_names(sorted(ongoing))}); use --additional to start this one as well")
-        current = await _current(admin, sorted({t for t, _ in reassignment}))
-        missing = [tp for tp in reassignment if tp not in current]
-        if missing:
-            raise CliError(f"no such partition: {_names(missing)}")
-        print("Current partition replica assignment\n\n"
-              f"{_to_json({tp: current[tp] for tp in reassignment})}\n\n"
-              "Save this to use as the --reassignment-json-file option during rollback")
-        results = await _alter(admin, dict(reassignment), args.timeout_ms,
-                               not args.disallow_replication_factor_change)
-        return _report(results, "started", "starting the reassignment of")
+            return await _cancel(admin, reassignment, args)
+        return await _execute(admin, reassignment, args)
 
     return _run_admin(args, body)
+
+
+def _check_throttle_options(mode: str, throttle: int, preserve_throttles: bool) -> None:
+    """Raise `CliError` for a throttle option its mode does not take, or a
+    rate that is neither -1 (no throttle) nor a number of bytes/s."""
+    if throttle != NO_THROTTLE:
+        if mode != "execute":
+            raise CliError("--throttle goes with --execute")
+        if throttle < 0:
+            raise CliError(f"--throttle {throttle}: give a rate in bytes/s (>= 0), or "
+                           f"{NO_THROTTLE} for no throttle")
+    if preserve_throttles and mode not in ("verify", "cancel"):
+        raise CliError("--preserve-throttles goes with --verify or --cancel")
+
+
+async def _execute(admin: _Admin, reassignment: Assignment, args: argparse.Namespace) -> int:
+    ongoing = await ongoing_reassignments(admin, None)
+    if ongoing and not args.additional:
+        raise CliError(
+            "cannot execute because there is an existing partition reassignment "
+            f"({_names(sorted(ongoing))}); use --additional to start this one as well")
+    current = await _current(admin, sorted({t for t, _ in reassignment}))
+    missing = [tp for tp in reassignment if tp not in current]
+    if missing:
+        raise CliError(f"no such partition: {_names(missing)}")
+    print("Current partition replica assignment\n\n"
+          f"{_to_json({tp: current[tp] for tp in reassignment})}\n\n"
+          "Save this to use as the --reassignment-json-file option during rollback")
+    if args.throttle != NO_THROTTLE:
+        # Before the reassignment starts: no byte of the catch-up goes unthrottled.
+        in_progress = {tp: ([int(b) for b in r.replicas], [int(b) for b in r.adding_replicas])
+                       for tp, r in ongoing.items()}
+        try:
+            plan = throttle_plan(partition_moves(current, reassignment, in_progress))
+        except ValueError as e:  # a reassignment in progress that adds every replica
+            raise CliError(f"cannot compute the throttles: {e}") from None
+        try:
+            await _set_throttles(admin, plan, args.throttle)
+        except CliError as e:
+            raise CliError(f"{e}; the reassignment was not started") from None
+    results = await _alter(admin, dict(reassignment), args.timeout_ms,
+                           not args.disallow_replication_factor_change)
+    return _report(results, "started", "starting the reassignment of")
+
+
+async def _cancel(admin: _Admin, reassignment: Assignment, args: argparse.Namespace) -> int:
+    results = await _alter(admin, dict.fromkeys(reassignment), args.timeout_ms, True)
+    try:
+        _report(results, "cancelled", "cancelling the reassignment of")
+    except CliError as e:
+        if args.preserve_throttles:
+            raise
+        raise CliError(f"{e}; the throttles, if any, were left in place (--verify removes "
+                       "them once none of the file's partitions is being reassigned)") from None
+    if not args.preserve_throttles:
+        await _clear_throttles(admin, reassignment)
+    return 0
+
+
+async def _set_throttles(admin: _Admin, plan: ThrottlePlan, rate: int) -> None:
+    """Set ``plan`` with ``rate`` bytes/s; raises `CliError` if refused."""
+    if not plan.brokers:
+        print("No partition gains a replica: there is nothing to throttle.")
+        return
+    print("Warning: the throttle stays until --verify reports this reassignment complete "
+          "and removes it; run --verify until it does, or replication stays bounded.")
+    if rate == 0:
+        print("Warning: a throttle of 0 B/s stops the new replicas from catching up.",
+              file=sys.stderr)
+    await _alter_configs_or_raise(admin, throttle_configs(plan, rate),
+                                  "set the replication throttles")
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+async def _clear_throttles(admin: _Admin, reassignment: Assignment) -> None:
+    """Delete both rates on every broker and both throttled replica lists on
+    each topic of ``reassignment`` that still exists. The brokers: those
+    Metadata lists (the live ones), the replicas of the file's topics and
+    the file's targets, so a fenced broker that was throttled is cleared too
+    (deleting a rate a broker does not have changes nothing)."""
+    metadata = await _metadata(admin, sorted({t for t, _ in reassignment}))
+    topics = [str(t.name) for t in metadata.topics if t.error_code == ErrorCode.none]
+    brokers = {int(b.node_id) for b in metadata.brokers}
+    brokers.update(int(r) for t in metadata.topics for p in t.partitions
+                   for r in p.replica_nodes)
+    brokers.update(b for replicas in reassignment.values() for b in replicas)
+    print(f"Clearing broker-level throttles on brokers {_ids(sorted(brokers))}")
+    for topic in sorted(topics):
+        print(f"Clearing topic-level throttles on topic {topic}")
+    await _alter_configs_or_raise(admin, clear_throttle_configs(sorted(topics), sorted(brokers)),
+                                  "clear the replication throttles")
+
+
+async def _alter_configs_or_raise(
+    admin: _Admin, resources: Sequence[ConfigResource], what: str
+) -> None:
+    """Validate every change of ``resources`` (IncrementalAlterConfigs,
+    validate_only), then make them. Raises `CliError` naming each refused
+    resource: after a refused validation nothing was changed; should the
+    real change still be refused for some (a concurrent change), the error
+    says how many resources were changed."""
+    for validate_only in (True, False):
+        answers = await incremental_alter_configs(admin, resources, validate_only=validate_only)
+        refused = [a for a in answers if a.error_code != ErrorCode.none]
+        if not refused:
+            continue
+        reasons = "; ".join(
+            f"{_resource_label(int(a.resource_type), str(a.resource_name))}: "
+            f"{_error_name(a.error_code)}" + (f": {a.error_message}" if a.error_message else "")
+            for a in refused)
+        outcome = ("nothing was changed" if validate_only else
+                   f"{len(answers) - len(refused)} of {len(answers)} resources were changed")
+        raise CliError(f"cannot {what}: {reasons} ({outcome})")
+
+
+def _resource_label(resource_type: int, name: str) -> str:
+    return f"topic {name}" if resource_type == _TOPIC_RESOURCE else f"broker {name}"
 
 
 def _ids(ids: Sequence[Any]) -> str:
     return ",".join(str(int(b)) for b in ids)
 
 
-async def _verify(admin: _Admin, reassignment: Assignment) -> int:
+async def _verify(admin: _Admin, reassignment: Assignment, preserve_throttles: bool) -> int:
     ongoing = await ongoing_reassignments(admin, list(reassignment))
     current = await _current(admin, sorted({t for t, _ in reassignment}))
     print("Status of partition reassignment:")
@@ -277,6 +522,12 @@ async def _verify(admin: _Admin, reassignment: Assignment) -> int:
             now = current.get((t, p))
             print(f"There is no active reassignment of partition {t}-{p}, but replica set is "
                   f"{list(now) if now is not None else 'unknown'} rather than {list(target)}.")
+    in_progress = [tp for tp in reassignment if tp in ongoing]
+    if in_progress and not preserve_throttles:
+        print(f"The throttles, if any, stay while {len(in_progress)} partition(s) are being "
+              "reassigned: run --verify again later.")
+    elif not preserve_throttles:
+        await _clear_throttles(admin, reassignment)
     return 0
 
 
@@ -322,5 +573,12 @@ def register(sub: Any) -> None:
                         help="execute even though other reassignments are in progress")
     parser.add_argument("--disallow-replication-factor-change", action="store_true",
                         help="refuse targets that change a partition's replica count (KIP-860)")
+    parser.add_argument("--throttle", type=int, default=NO_THROTTLE, metavar="BYTES_PER_S",
+                        help="execute: bound the replication of the moving partitions to this "
+                        "many bytes/s per broker (KIP-73), set before the reassignment starts; "
+                        "with --additional, updates the rate of those in progress. Run --verify "
+                        "until done to remove it. Default -1: no throttle")
+    parser.add_argument("--preserve-throttles", action="store_true",
+                        help="verify, cancel: leave the replication throttles in place")
     _admin_options(parser, broker=True)
     parser.set_defaults(func=cmd_reassign_partitions)

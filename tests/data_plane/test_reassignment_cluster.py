@@ -336,3 +336,63 @@ def test_the_chaos_reassign_nemesis_moves_and_heals(cluster: LocalCluster) -> No
 
 def assert_all(checks: Any) -> None:
     assert all(checks)
+
+
+def test_cli_throttle_is_set_before_the_move_and_removed_by_verify(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``--execute --throttle`` (KIP-73) lists the partition's current
+    replica as a throttled leader and the added one as a throttled follower
+    on the topic, and gives both brokers the rate; the copy still finishes,
+    and ``--verify`` then deletes the rates on every broker and the lists."""
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("throttled", replica_assignment=[[1]], num_partitions=1)])[
+        "throttled"].result(15)
+    cluster.wait_topic("throttled", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5})
+    for _ in range(300):
+        producer.produce("throttled", b"x" * 1000, partition=0)
+    assert producer.flush(30) == 0
+    target = write_json(tmp_path / "throttled.json", {"version": 1, "partitions": [
+        {"topic": "throttled", "partition": 0, "replicas": [1, 2]}]})
+    base = ("reassign-partitions", "--bootstrap-server", bootstrap,
+            "--reassignment-json-file", target)
+
+    started = cli(*base, "--execute", "--throttle", "10000000")
+    assert started.returncode == 0, started.stderr
+    assert "The inter-broker throttle limit was set to 10000000 B/s" in started.stdout
+    assert "Successfully started partition reassignment(s) for throttled-0" in started.stdout
+
+    def configs(*entity: str) -> str:
+        described = cli("configs", "describe", *entity, "--bootstrap-server", bootstrap)
+        assert described.returncode == 0, described.stderr
+        return described.stdout
+
+    def throttled() -> None:
+        for broker in ("1", "2"):
+            rates = configs("--broker", broker)
+            assert "  leader.replication.throttled.rate=10000000\n" in rates, rates
+            assert "  follower.replication.throttled.rate=10000000\n" in rates, rates
+        assert "throttled.rate" not in configs("--broker", "3")
+        lists = configs("--topic", "throttled")
+        assert "  leader.replication.throttled.replicas=0:1\n" in lists, lists
+        assert "  follower.replication.throttled.replicas=0:2\n" in lists, lists
+    eventually(throttled, 10)
+
+    def done() -> str:
+        verified = cli(*base, "--verify")
+        assert verified.returncode == 0, verified.stderr
+        assert "Reassignment of partition throttled-0 is completed." in verified.stdout, \
+            verified.stdout
+        return verified.stdout
+    verified = eventually(done, 20)
+    assert "Clearing broker-level throttles on brokers 1,2,3" in verified
+    assert "Clearing topic-level throttles on topic throttled" in verified
+    assert replicas_and_isr(admin, "throttled") == ([1, 2], [1, 2])
+
+    def cleared() -> None:
+        for broker in ("1", "2", "3"):
+            assert "throttled.rate" not in configs("--broker", broker)
+        assert "throttled.replicas" not in configs("--topic", "throttled")
+    eventually(cleared, 10)
