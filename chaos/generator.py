@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from chaos.history import JSON, NEMESIS, Process
 
 FAULT_KINDS: tuple[str, ...] = (
-    "kill", "restart", "pause", "partition", "clock", "lost-writes", "disk-full", "reassign")
+    "kill", "restart", "pause", "partition", "clock", "lost-writes", "disk-full", "reassign",
+    "throttled-reassign")
 
 # Purpose-built schedules: deterministic in what matters, for proofs that the
 # suite can fail. ``isolate-then-kill-leader``: cut the leader of partition 0
@@ -192,6 +193,10 @@ def fault_value(kind: str, rng: random.Random) -> JSON:
         # Down to one replica (acks=all cannot succeed then), two, or a new
         # order of three (the preferred leader moves).
         return {"rf": rng.choice((1, 2, 3))}
+    if kind == "throttled-reassign":
+        # The same moves with the added replicas' catch-up bounded (KIP-73):
+        # 64 KiB/s, slower than the workload writes, or 1 MiB/s.
+        return {"rf": rng.choice((1, 2, 3)), "throttle": rng.choice((65536, 1048576))}
     return {"target": rng.choice(NODE_TARGETS)}
 
 

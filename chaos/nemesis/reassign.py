@@ -11,6 +11,16 @@ whole, so the next fault starts from the workload's replication factor. The
 completion value records the targets sent, the controller's per-partition
 answers and whether the heal finished.
 
+``start-throttled-reassign {"rf": n, "throttle": b}`` is the same move
+under replication throttles (KIP-73): first every partition of the topic is
+named in ``leader.replication.throttled.replicas`` and
+``follower.replication.throttled.replicas`` (``*``) and the cluster-default
+``leader/follower.replication.throttled.rate`` are set to ``b`` bytes per
+second, so the replicas being added catch up no faster. Its heal
+(``stop-throttled-reassign``) moves back under the same throttles, then
+removes them. In-sync replicas are never throttled, so acks=all writes go on
+as before; what an added replica has not copied yet it copies slowly.
+
 The requests go to any broker that answers (a broker forwards them to the
 active controller), so a fault running elsewhere in the cluster cannot stop
 the nemesis, only delay it; a request nobody answers in time is recorded as
@@ -27,9 +37,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kio.schema.alter_partition_reassignments.v1 import request as apr_req
+from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from chaos.db import DB, node_id
 from chaos.history import JSON
@@ -38,10 +49,17 @@ from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
 
 _RETRIABLE = (ErrorCode.not_controller, ErrorCode.request_timed_out)
+# IncrementalAlterConfigs: resource types and operations (Kafka's ids).
+_TOPIC, _BROKER = 2, 4
+_SET, _DELETE = 0, 1
+_THROTTLED_REPLICAS = ("leader.replication.throttled.replicas",
+                       "follower.replication.throttled.replicas")
+_THROTTLED_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
 class ReassignNemesis:
-    fs = frozenset({"start-reassign", "stop-reassign"})
+    fs = frozenset({"start-reassign", "stop-reassign",
+                    "start-throttled-reassign", "stop-throttled-reassign"})
 
     def __init__(
         self, db: DB, rng: random.Random, *, topic: str, partitions: int,
@@ -59,16 +77,19 @@ class ReassignNemesis:
 
     async def invoke(self, f: str, value: JSON, state: ClusterState) -> JSON:
         brokers = sorted(node_id(n) for n in state.nodes)
-        if f == "start-reassign":
-            rf = max(1, min(int(value["rf"]), len(brokers)))
-        else:
-            rf = min(3, len(brokers))
+        starting = f.startswith("start-")
+        out: dict[str, JSON] = {}
+        if f == "start-throttled-reassign":
+            out["throttle"] = int(value["throttle"])
+            out["throttle_set"] = await self._throttle(int(value["throttle"]))
+        rf = max(1, min(int(value["rf"]), len(brokers))) if starting else min(3, len(brokers))
         targets = {p: self.rng.sample(brokers, rf) for p in range(self.partitions)}
-        answers = await self._alter(targets)
-        out: dict[str, JSON] = {"targets": {str(p): t for p, t in targets.items()},
-                                "answers": answers}
-        if f == "stop-reassign":
+        out["targets"] = {str(p): t for p, t in targets.items()}
+        out["answers"] = await self._alter(targets)
+        if not starting:
             out["finished"] = await self._settle()
+        if f == "stop-throttled-reassign":
+            out["throttle_removed"] = await self._throttle(None)
         return out
 
     async def teardown(self) -> None:
@@ -95,6 +116,31 @@ class ReassignNemesis:
             return {"error": ErrorCode(response.error_code).name.upper()}
         return {str(int(p.partition_index)): ErrorCode(p.error_code).name.upper()
                 for t in response.responses for p in t.partitions}
+
+    async def _throttle(self, rate: int | None) -> JSON:
+        """Set (``rate`` bytes/s) or remove (None) the throttles on every
+        partition of the topic and the cluster-default rates: per resource
+        the error name ("NONE" when done), or {"unanswered": why}."""
+        def ops(keys: Sequence[str], value: str) -> tuple[iac_req.AlterableConfig, ...]:
+            return tuple(iac_req.AlterableConfig(
+                name=key, config_operation=i8(_DELETE if rate is None else _SET),
+                value=None if rate is None else value) for key in keys)
+
+        request = iac_req.IncrementalAlterConfigsRequest(
+            resources=(
+                iac_req.AlterConfigsResource(resource_type=i8(_TOPIC), resource_name=self.topic,
+                                             configs=ops(_THROTTLED_REPLICAS, "*")),
+                iac_req.AlterConfigsResource(resource_type=i8(_BROKER), resource_name="",
+                                             configs=ops(_THROTTLED_RATES, str(rate))),
+            ),
+            validate_only=False,
+        )
+        response, why = await self._first(
+            request, 1, lambda r: any(x.error_code in _RETRIABLE for x in r.responses))
+        if response is None:
+            return {"unanswered": why}
+        return {("topic" if int(x.resource_type) == _TOPIC else "brokers"):
+                ErrorCode(x.error_code).name.upper() for x in response.responses}
 
     async def _in_progress(self) -> bool | None:
         request = lpr_req.ListPartitionReassignmentsRequest(

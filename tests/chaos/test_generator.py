@@ -94,6 +94,19 @@ def test_reassign_faults_vary_the_replication_factor() -> None:
     assert len(heals) == len(values) + 1  # one per fault, and the final heal
 
 
+def test_throttled_reassign_faults_carry_a_throttle() -> None:
+    long = RunConfig(
+        seed=3,
+        time_limit_s=300,
+        nemesis=NemesisConfig(faults=("throttled-reassign",), interval_s=5, duration_s=2),
+    )
+    values = [op.value for op in generate(long) if op.f == "start-throttled-reassign"]
+    assert {v["rf"] for v in values} == {1, 2, 3}  # type: ignore[index]
+    assert {v["throttle"] for v in values} == {65536, 1048576}  # type: ignore[index]
+    heals = [op for op in generate(long) if op.f == "stop-throttled-reassign"]
+    assert len(heals) == len(values) + 1
+
+
 def test_bad_configs_are_refused() -> None:
     with pytest.raises(ValueError):
         NemesisConfig(faults=("meteor",))

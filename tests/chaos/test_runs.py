@@ -271,6 +271,37 @@ def test_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
     assert heals and all(v["finished"] for v in heals)
 
 
+@pytest.mark.long
+def test_throttled_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
+    """The same moves under replication throttles (KIP-73, as low as
+    64 KiB/s): added replicas catch up slowly, in-sync ones are never held
+    back, and no acknowledged write is lost; every fault sets its throttles
+    and its heal removes them."""
+    opts = RunOptions(
+        seed=5,
+        faults=("throttled-reassign", "kill"),
+        time_limit_s=40,
+        rate_hz=40,
+        quiet_s=8,
+        interval_s=6,
+        duration_s=3,
+        mode="auto",
+        out=str(tmp_path / "run"),
+    )
+    outcome = asyncio.run(run(opts))
+    print(outcome.ops, outcome.counts, outcome.valid)
+    assert outcome.valid is True, outcome.result.to_json()
+    history = (tmp_path / "run" / "history.jsonl").read_text().splitlines()
+    completed = [o for o in map(json.loads, history) if o["type"] != "invoke"]
+    started = [o["value"] for o in completed if o["f"] == "start-throttled-reassign"]
+    heals = [o["value"] for o in completed if o["f"] == "stop-throttled-reassign"]
+    assert started and all(v["throttle_set"] == {"topic": "NONE", "brokers": "NONE"}
+                           for v in started)
+    assert all(set(v["answers"].values()) == {"NONE"} for v in started)
+    assert heals and all(v["throttle_removed"] == {"topic": "NONE", "brokers": "NONE"}
+                         for v in heals)
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", range(100, 130))
 def test_soak(seed: int, tmp_path: Path) -> None:
