@@ -19,6 +19,7 @@ from data_plane.broker.client_quotas import (
     ClientQuotas,
     QuotaWindow,
 )
+from data_plane.broker.replication_quotas import ReplicationQuotas
 from data_plane.http.metrics import (
     LoopCounter,
     LoopHistogram,
@@ -191,3 +192,19 @@ def test_client_quota_gauges_are_read_from_the_quota_sensors_at_scrape_time() ->
     quotas.update({})
     assert metrics.registry.get_sample_value(
         "kafka_server_produce_byte_rate", {"user": "", "client_id": "app"}) is None
+
+
+def test_replication_throttle_gauges_show_the_measured_rate_and_the_bound() -> None:
+    """Kafka's ``kafka.server:type=LeaderReplication|FollowerReplication``
+    byte-rate (KIP-73), and the rates in effect (-1: unbounded)."""
+    quotas = ReplicationQuotas(QuotaWindow(2, 1000))
+    quotas.update({"leader.replication.throttled.rate": "1000"},
+                  [("t", {"leader.replication.throttled.replicas": "*"})], broker_id=1)
+    quotas.leader.record_throttled([(("t", 0), 1500)], 0)
+    metrics = _metrics()
+    metrics.sources.replicas = SimpleNamespace(
+        partitions={}, replication_quotas=quotas, now_ms=lambda: 0)
+    assert _sample(metrics, "kafka_server_leader_replication_byte_rate") == 1500.0
+    assert _sample(metrics, "kafka_server_leader_replication_throttled_rate") == 1000.0
+    assert _sample(metrics, "kafka_server_follower_replication_byte_rate") == 0.0
+    assert _sample(metrics, "kafka_server_follower_replication_throttled_rate") == -1.0
