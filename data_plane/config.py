@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from raftlog.consensus.config import VoterAddress, parse_voters
+from raftlog.net.connection_quotas import parse_ip_overrides
 
 __all__ = (
     "ENV_PREFIX",
@@ -280,6 +281,11 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     # Replication throttles (`data_plane.broker.replication_quotas`): the rate window.
     "replication.quota.window.num": 1,
     "replication.quota.window.size.seconds": 1,
+    # Every listener of the node (`raftlog.net.connection_quotas`).
+    "socket.request.max.bytes": 1,
+    "connections.max.idle.ms": -1,
+    "max.connections.per.ip": 0,
+    "max.connections": 0,
 }
 
 
@@ -295,9 +301,18 @@ def _ratio(setting: str, value: str) -> object:
 
 # Broker settings passed through to the data plane that are not integers:
 # name -> parser (the value is passed on as the string it parsed to).
+def _ip_overrides(setting: str, value: str) -> object:
+    try:
+        overrides = parse_ip_overrides(value)
+    except ValueError as exc:
+        raise ConfigError(setting, str(exc)) from None
+    return ",".join(f"{ip}:{count}" for ip, count in overrides.items())
+
+
 BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
     "log.cleaner.enable": _bool,
     "log.cleaner.min.cleanable.ratio": _ratio,
+    "max.connections.per.ip.overrides": _ip_overrides,
 }
 
 _STRUCTURED: Final = frozenset(

@@ -52,6 +52,7 @@ from raftlog.consensus.config import QuorumConfig
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.ready import Listener
 from raftlog.net import KafkaProtocolServer
+from raftlog.net.connection_quotas import ConnectionLimits, ConnectionQuotas
 from raftlog.runtime import wire
 from raftlog.runtime.driver import RaftDriver
 from raftlog.runtime.log_adapter import SegmentReplicatedLog
@@ -61,6 +62,7 @@ from raftlog.runtime.transport import KafkaTransport, raft_handlers
 from .broker.controller_channel import QuorumControllerChannel
 from .broker.data_side import attach_data_side
 from .broker.lifecycle import BrokerLifecycle, LifecycleConfig, broker_endpoints
+from .broker.log_configs import BROKER_CONFIG_DEFAULTS
 from .broker.metadata_publisher import (
     BrokerMetadataListener,
     CombinedMetadataListener,
@@ -196,6 +198,11 @@ async def run_node(
         listener=listener,
     )
     servers: list[KafkaProtocolServer] = []
+    # Every listener of the node shares one count of connections (Kafka's
+    # ConnectionQuotas) and the same request size limit.
+    listener_settings = {**BROKER_CONFIG_DEFAULTS, **dict(config.broker_settings)}
+    connection_quotas = ConnectionQuotas(ConnectionLimits.from_config(listener_settings))
+    max_request_bytes = int(listener_settings["socket.request.max.bytes"])
     # Started once the broker has registered and caught up with the metadata
     # log (`_serve_when_caught_up`), as Kafka enables request processing only
     # then: before, Metadata and FindCoordinator would answer from a
@@ -218,6 +225,8 @@ async def run_node(
                 supported=supported,
                 listener_name=controller_listener.name,
                 max_in_flight_per_connection=1000,
+                max_request_bytes=max_request_bytes,
+                connection_quotas=connection_quotas,
             )
         )
 
@@ -254,6 +263,8 @@ async def run_node(
                     supported=services.supported,
                     listener_name=broker_address.name,
                     max_in_flight_per_connection=1000,
+                    max_request_bytes=max_request_bytes,
+                    connection_quotas=connection_quotas,
                 )
             )
 

@@ -109,6 +109,11 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "follower.replication.throttled.rate": _LONG_MAX,
     "replication.quota.window.num": "11",
     "replication.quota.window.size.seconds": "1",
+    # The node's listeners (`raftlog.net.connection_quotas`).
+    "connections.max.idle.ms": "600000",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    "max.connections": "2147483647",
     **{broker: TOPIC_CONFIG_DEFAULTS[topic] for broker, topic in _BROKER_SYNONYMS.items()},
 }
 

@@ -49,6 +49,7 @@ from raftlog.net.connection import (
     ServerConnection,
     validate_supported,
 )
+from raftlog.net.connection_quotas import ConnectionQuotas
 from raftlog.net.errors import ErrorCode, KafkaApiError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
 from raftlog.values import value
@@ -148,6 +149,10 @@ class KafkaProtocolServer:
     ``max_request_bytes`` is Kafka's ``socket.request.max.bytes``.
     ``max_in_flight_per_connection`` bounds pipelining: beyond it the server
     stops reading from that connection until responses drain.
+    ``connection_quotas`` (shared by a node's listeners,
+    `raftlog.net.connection_quotas`): connections over the per-address or
+    total limit are closed as they are accepted, and idle ones after
+    ``connections.max.idle.ms``; None: no limit, no idle expiry.
 
     Raises ValueError for an inconsistent handler/supported table.
     """
@@ -162,6 +167,7 @@ class KafkaProtocolServer:
         supported: SupportedVersions | None = None,
         listener_name: str = "PLAINTEXT",
         max_in_flight_per_connection: int = 100,
+        connection_quotas: ConnectionQuotas | None = None,
     ) -> None:
         if API_VERSIONS_KEY in handlers:
             raise ValueError("ApiVersions is built in; do not register a handler for it")
@@ -178,6 +184,10 @@ class KafkaProtocolServer:
         self._max_in_flight = max_in_flight_per_connection
         self._server: asyncio.Server | None = None
         self._connections: set[_ConnectionProtocol] = set()
+        # Shared by a node's listeners: per-address and total limits, idle expiry.
+        self._quotas = connection_quotas
+        self._idle_sweep: asyncio.TimerHandle | None = None
+        self._last_refusal_log = 0.0
 
     @property
     def port(self) -> int:
@@ -194,6 +204,38 @@ class KafkaProtocolServer:
         self._server = await loop.create_server(
             lambda: _ConnectionProtocol(self), self.host, self._port
         )
+        if self._quotas is not None and self._quotas.limits.idle_ms >= 0:
+            self._idle_sweep = loop.call_later(self._sweep_interval_s(), self._sweep_idle)
+
+    def _sweep_interval_s(self) -> float:
+        assert self._quotas is not None
+        # A connection idle for idle_ms is closed within one more interval.
+        return min(1.0, max(0.01, self._quotas.limits.idle_ms / 2000))
+
+    def _sweep_idle(self) -> None:
+        """Close connections with nothing in flight and no bytes read or
+        written since two sweeps covering ``connections.max.idle.ms``."""
+        assert self._quotas is not None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        idle_s = self._quotas.limits.idle_ms / 1000
+        for connection in list(self._connections):
+            if connection.active:
+                connection.active = False
+                connection.idle_since = now
+            elif not connection.in_flight and now - connection.idle_since >= idle_s:
+                log.debug("closing connection from %s: idle for %d ms (connections.max.idle.ms)",
+                          connection.peer, int((now - connection.idle_since) * 1000))
+                connection.abort()
+        self._idle_sweep = loop.call_later(self._sweep_interval_s(), self._sweep_idle)
+
+    def _refused(self, peer: tuple[str, int] | None, why: str) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self._last_refusal_log >= 1.0:  # a connection flood logs once a second
+            self._last_refusal_log = now
+            assert self._quotas is not None
+            log.info("%s: refused a connection from %s: %s (%d refused so far)",
+                     self.listener_name, peer, why, self._quotas.refused)
 
     async def __aenter__(self) -> KafkaProtocolServer:
         await self.start()
@@ -207,6 +249,9 @@ class KafkaProtocolServer:
         """Stop accepting and drop every connection (in-flight requests are abandoned)."""
         if self._server is not None:
             self._server.close()
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
+            self._idle_sweep = None
         for connection in list(self._connections):
             connection.abort()
 
@@ -313,6 +358,12 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._closing = False
         self._loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[None] = self._loop.create_future()
+        # Idle expiry (`KafkaProtocolServer._sweep_idle`): bytes moved since
+        # the last sweep, and since when none did.
+        self.active = False
+        self.idle_since = self._loop.time()
+        # Counted in the server's connection quotas: release on close.
+        self._admitted = False
 
     # --- asyncio.Protocol ----------------------------------------------------
 
@@ -321,6 +372,15 @@ class _ConnectionProtocol(asyncio.Protocol):
         # uvloop's is not).
         self._transport = typing.cast(asyncio.Transport, transport)
         self._peer = _peer(transport)
+        quotas = self._server._quotas
+        if quotas is not None:
+            refused = quotas.admit(self._peer[0] if self._peer is not None else None)
+            if refused is not None:
+                self._server._refused(self._peer, refused)
+                self._closing = True
+                transport.close()  # connection_lost follows
+                return
+            self._admitted = True
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -330,6 +390,7 @@ class _ConnectionProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        self.active = True
         try:
             self._receive(data)
         except Exception:
@@ -352,6 +413,10 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._closing = True
         self._cancel_unmute()
         self._server._connections.discard(self)
+        if self._admitted:
+            self._admitted = False
+            assert self._server._quotas is not None
+            self._server._quotas.release(self._peer[0] if self._peer is not None else None)
         for slot in self._slots:
             if slot.task is not None:
                 slot.task.cancel()
@@ -360,6 +425,15 @@ class _ConnectionProtocol(asyncio.Protocol):
             self.closed.set_result(None)
 
     # --- internals -----------------------------------------------------------
+
+    @property
+    def peer(self) -> tuple[str, int] | None:
+        return self._peer
+
+    @property
+    def in_flight(self) -> bool:
+        """A request read and not answered yet (a long poll is not idle)."""
+        return bool(self._slots)
 
     def abort(self) -> None:
         """Drop the connection: abandon in-flight requests, close the transport
@@ -466,6 +540,7 @@ class _ConnectionProtocol(asyncio.Protocol):
             return
         if out:
             transport.write(out[0] if len(out) == 1 else b"".join(out))
+            self.active = True
         if failed:
             log.warning("closing connection from %s after a failed request", self._peer)
             self.abort()

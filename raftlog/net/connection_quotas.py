@@ -1,0 +1,138 @@
+"""Connection limits of a node's listeners (Kafka's ``ConnectionQuotas`` and
+the Selector's idle expiry).
+
+- ``max.connections.per.ip`` (default 2147483647): a new connection from an
+  address that already has that many open, over all the node's listeners,
+  is closed at once. ``max.connections.per.ip.overrides``
+  (``"ip:count,ip:count"``) sets the limit of particular addresses; a
+  limit of 0 refuses the address entirely.
+- ``max.connections`` (default 2147483647): the same bound over every
+  address. Kafka stops accepting while at it (the connection waits in the
+  listen backlog); here the new connection is accepted and closed, as for
+  the per-address limit, so a client sees a disconnect either way.
+- ``connections.max.idle.ms`` (default 600000, -1 never): a connection with
+  no request in flight and no bytes read or written for that long is
+  closed; clients reconnect on their next request, as with Kafka's.
+
+Loopback clusters count their own replication and controller connections
+against the per-address limit too, as Kafka does (they come from the same
+address as local clients).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ("INT32_MAX", "ConnectionLimits", "ConnectionQuotas", "parse_ip_overrides")
+
+INT32_MAX: Final = 2**31 - 1
+
+
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``"ip:count,..."`` (an IPv6
+    address may be written bare, its last ``:`` separates the count).
+    Raises ValueError naming the bad entry."""
+    overrides: dict[str, int] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"{item!r} is not ip:count")
+        try:
+            address = str(ipaddress.ip_address(host.strip("[]")))
+        except ValueError:
+            raise ValueError(f"{host!r} in {item!r} is not an IP address") from None
+        if not count.strip().isdigit():
+            raise ValueError(f"the count in {item!r} is not a non-negative integer")
+        overrides[address] = int(count)
+    return overrides
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """A node's connection settings (Kafka's names in the module docstring)."""
+
+    max_connections_per_ip: int = INT32_MAX
+    per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    max_connections: int = INT32_MAX
+    #: -1: idle connections are never closed.
+    idle_ms: int = 600_000
+
+    def __post_init__(self) -> None:
+        if self.max_connections_per_ip < 0 or self.max_connections < 0:
+            raise ValueError("connection limits must not be negative")
+        if self.idle_ms < -1:
+            raise ValueError("connections.max.idle.ms must be -1 or more")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> ConnectionLimits:
+        """From node settings; an absent key takes Kafka's default."""
+        return cls(
+            max_connections_per_ip=int(config.get("max.connections.per.ip", INT32_MAX)),
+            per_ip_overrides=parse_ip_overrides(
+                config.get("max.connections.per.ip.overrides", "")),
+            max_connections=int(config.get("max.connections", INT32_MAX)),
+            idle_ms=int(config.get("connections.max.idle.ms", 600_000)),
+        )
+
+    def limit_for(self, ip: str) -> int:
+        return self.per_ip_overrides.get(ip, self.max_connections_per_ip)
+
+
+class ConnectionQuotas:
+    """Open connections of one node, over all its listeners: admitted ones
+    are counted per address until released."""
+
+    def __init__(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self.open = 0
+        self._per_ip: dict[str, int] = {}
+        #: Connections refused since start (a metric).
+        self.refused = 0
+
+    def admit(self, ip: str | None) -> str | None:
+        """Count a new connection from ``ip``, or say why it is refused
+        (None: admitted; release it when it closes)."""
+        limits = self.limits
+        if self.open >= limits.max_connections:
+            self.refused += 1
+            return f"the node already has the maximum of {limits.max_connections} connections"
+        if ip is not None:
+            ip = _normal(ip)
+            limit = limits.limit_for(ip)
+            if self._per_ip.get(ip, 0) >= limit:
+                self.refused += 1
+                return f"{ip} already has the configured maximum of {limit} connections"
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        self.open += 1
+        return None
+
+    def release(self, ip: str | None) -> None:
+        self.open -= 1
+        if ip is not None:
+            ip = _normal(ip)
+            left = self._per_ip.get(ip, 0) - 1
+            if left > 0:
+                self._per_ip[ip] = left
+            else:
+                self._per_ip.pop(ip, None)
+
+    def count(self, ip: str) -> int:
+        """Open connections from ``ip``."""
+        return self._per_ip.get(_normal(ip), 0)
+
+
+def _normal(ip: str) -> str:
+    """One spelling per address (IPv4-mapped IPv6 as IPv4)."""
+    try:
+        address = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return ip
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)

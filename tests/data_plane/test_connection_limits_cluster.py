@@ -1,0 +1,109 @@
+"""Connection limits on a real 3-node cluster (`raftlog.net.connection_quotas`):
+``connections.max.idle.ms`` closes idle client connections, and clients
+reconnect; the nodes' own connections (replication fetches, Raft, broker
+heartbeats) are never idle long enough to be closed, so the ISR stays whole;
+``max.connections.per.ip.overrides`` with a count of 0 refuses an address
+while others connect."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+from cluster_helpers import cli, eventually
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CTP
+
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+pytestmark = pytest.mark.timeout(180)
+
+IDLE_MS = 1500
+REFUSED = "127.0.0.2"  # loopback, but another address than the nodes' own
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(), properties={
+        "min.insync.replicas": "2",
+        "connections.max.idle.ms": str(IDLE_MS),
+        "max.connections.per.ip.overrides": f"{REFUSED}:0",
+    })
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
+    c.up(timeout_s=40)
+    try:
+        yield c
+    finally:
+        c.stop(timeout_s=10)
+
+
+def _produce(producer: Producer, topic: str, values: range) -> list[KafkaError]:
+    errors: list[KafkaError] = []
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        del msg
+        if err is not None:
+            errors.append(err)
+
+    for v in values:
+        producer.produce(topic, str(v).encode(), partition=0, on_delivery=report)
+    assert producer.flush(30) == 0
+    return errors
+
+
+def _isr(cluster: LocalCluster, topic: str) -> str:
+    out = cli("topics", "describe", "--topic", topic,
+              "--bootstrap-server", cluster.bootstrap_servers)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split("Isr:")[1].split()[0]
+
+
+def test_idle_clients_are_disconnected_and_reconnect_while_the_isr_stays_whole(
+    cluster: LocalCluster,
+) -> None:
+    out = cli("topics", "create", "--topic", "idle", "--partitions", "1",
+              "--replication-factor", "3", "--bootstrap-server", cluster.bootstrap_servers)
+    assert out.returncode == 0, out.stderr
+    eventually(lambda: _isr(cluster, "idle").count(",") == 2 or None, timeout_s=20)
+    disconnects: list[str] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True,
+                         "error_cb": lambda e: disconnects.append(str(e))})
+    assert _produce(producer, "idle", range(10)) == []
+    time.sleep(3 * IDLE_MS / 1000)  # the brokers close the idle producer's connections
+    assert _produce(producer, "idle", range(10, 20)) == []
+    # The nodes' own connections were busy: replication went on.
+    assert _isr(cluster, "idle").count(",") == 2
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "idle",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP("idle", 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + 20
+    while len(values) < 20 and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            values.append(int(msg.value()))
+    consumer.close()
+    assert values == list(range(20))
+    print("client-side connection errors while idle:", disconnects)
+
+
+def _api_versions_from(source: str, port: int) -> bytes:
+    """Send ApiVersions v0 from ``source``; the answer's bytes (b"": closed)."""
+    request = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+    with socket.create_connection(("127.0.0.1", port), timeout=5,
+                                  source_address=(source, 0)) as sock:
+        try:
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            return sock.recv(4)
+        except ConnectionError:
+            return b""
+
+
+def test_an_address_with_an_override_of_zero_is_refused(cluster: LocalCluster) -> None:
+    port = int(cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+    assert _api_versions_from("127.0.0.1", port) != b""
+    assert _api_versions_from(REFUSED, port) == b""
