@@ -276,7 +276,7 @@ async def run_node(
     for server in servers:
         await server.start()
     if http is not None:
-        http.attach(driver=driver, controller=service)
+        http.attach(driver=driver, controller=service, connections=connection_quotas)
         await http.start()
     log.info(
         "node %d (%s) of cluster %s: serving %s; metadata log %s (%s)",

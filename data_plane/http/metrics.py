@@ -85,6 +85,8 @@ class NodeSources:
     # The broker's own lifecycle state as (name, Kafka's BrokerState code),
     # e.g. ("running", 3); None on a controller-only node.
     broker_state: Callable[[], tuple[str, int]] | None = None
+    # The node's listeners' connection count (raftlog.net.connection_quotas.ConnectionQuotas).
+    connections: Any = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -394,6 +396,19 @@ class NodeCollector(Collector):
         yield from self._broker()
         yield from self._controller()
         yield from self._raft()
+        yield from self._connections()
+
+    def _connections(self) -> Iterable[Any]:
+        quotas = self.sources.connections
+        if quotas is None:
+            return
+        yield GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "Open connections over all of the node's listeners.", value=quotas.open)
+        yield CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connections_refused",
+            "Connections closed as they were accepted: over max.connections.per.ip "
+            "(or its override) or max.connections.", value=quotas.refused)
 
     # ---- broker -----------------------------------------------------------------
 

@@ -54,8 +54,11 @@ class NodeHttp:
 
     def attach(self, *, driver: Any = None, controller: Any = None, replicas: Any = None,
                subscribe: Callable[[Any], None] | None = None,
-               broker_state: Callable[[], tuple[str, int]] | None = None) -> None:
+               broker_state: Callable[[], tuple[str, int]] | None = None,
+               connections: Any = None) -> None:
         """Give the collectors the node's live objects (None: not this role)."""
+        if connections is not None:
+            self.sources.connections = connections
         if broker_state is not None:
             self.sources.broker_state = broker_state
         if driver is not None:

@@ -102,7 +102,7 @@ def test_throttled_reassign_faults_carry_a_throttle() -> None:
     )
     values = [op.value for op in generate(long) if op.f == "start-throttled-reassign"]
     assert {v["rf"] for v in values} == {1, 2, 3}  # type: ignore[index]
-    assert {v["throttle"] for v in values} == {65536, 1048576}  # type: ignore[index]
+    assert {v["throttle"] for v in values} == {1024, 65536}  # type: ignore[index]
     heals = [op for op in generate(long) if op.f == "stop-throttled-reassign"]
     assert len(heals) == len(values) + 1
 

@@ -274,7 +274,7 @@ def test_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
 @pytest.mark.long
 def test_throttled_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
     """The same moves under replication throttles (KIP-73, as low as
-    64 KiB/s): added replicas catch up slowly, in-sync ones are never held
+    1 KiB/s): added replicas catch up slowly, in-sync ones are never held
     back, and no acknowledged write is lost; every fault sets its throttles
     and its heal removes them."""
     opts = RunOptions(

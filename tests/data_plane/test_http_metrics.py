@@ -29,6 +29,7 @@ from data_plane.http.metrics import (
 )
 from data_plane.http.testing import FakeBackend
 from raftlog.net import EncodedBody, RequestContext
+from raftlog.net.connection_quotas import ConnectionLimits, ConnectionQuotas
 from raftlog.records import BatchBuilder
 
 PRODUCE, FETCH = 0, 1
@@ -208,3 +209,13 @@ def test_replication_throttle_gauges_show_the_measured_rate_and_the_bound() -> N
     assert _sample(metrics, "kafka_server_leader_replication_throttled_rate") == 1000.0
     assert _sample(metrics, "kafka_server_follower_replication_byte_rate") == 0.0
     assert _sample(metrics, "kafka_server_follower_replication_throttled_rate") == -1.0
+
+
+def test_connection_gauges_count_the_nodes_listeners() -> None:
+    quotas = ConnectionQuotas(ConnectionLimits(max_connections_per_ip=1))
+    assert quotas.admit("127.0.0.1") is None
+    assert quotas.admit("127.0.0.1") is not None
+    metrics = _metrics()
+    metrics.sources.connections = quotas
+    assert _sample(metrics, "kafka_server_socket_server_metrics_connection_count") == 1.0
+    assert _sample(metrics, "kafka_server_socket_server_metrics_connections_refused_total") == 1.0
