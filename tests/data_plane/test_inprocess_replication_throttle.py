@@ -134,6 +134,7 @@ def test_leader_throttle_bounds_a_catching_up_follower(cluster: ClusterThread) -
     ct.run(ct.cluster.wait_until(lambda: quota.active))
 
     elapsed = _catch_up(ct, "lt")
+    print(f"leader throttle {RATE} B/s: {backlog} bytes caught up in {elapsed:.2f} s")
 
     assert elapsed >= _least_catch_up_s(backlog), (elapsed, backlog)
     rate = ct.call(quota.rate, ct.cluster.brokers[1].replicas.now_ms())
@@ -153,6 +154,7 @@ def test_follower_throttle_bounds_its_own_catch_up(cluster: ClusterThread) -> No
             "follower.replication.throttled.rate", str(RATE))
 
     elapsed = _catch_up(ct, "ft")
+    print(f"follower throttle {RATE} B/s: {backlog} bytes caught up in {elapsed:.2f} s")
 
     assert elapsed >= _least_catch_up_s(backlog), (elapsed, backlog)
     replicas = ct.cluster.brokers[2].replicas
@@ -168,7 +170,8 @@ def test_without_a_throttle_nothing_is_measured(cluster: ClusterThread) -> None:
     # Throttled replicas named, but no rate: the managers stay idle.
     ct.call(ct.cluster.controller.set_topic_config, "free",
             "leader.replication.throttled.replicas", "*")
-    _catch_up(ct, "free")
+    elapsed = _catch_up(ct, "free")
+    print(f"no throttle: caught up in {elapsed:.2f} s")
     for broker in (1, 2):
         quotas = ct.cluster.brokers[broker].replicas.replication_quotas
         assert not quotas.leader.active and not quotas.follower.active
