@@ -82,29 +82,19 @@ def test_fault_mix_uses_every_configured_kind_over_a_long_run() -> None:
     assert only_kill == {"start-kill", "stop-kill"}
 
 
-def test_reassign_faults_vary_the_replication_factor() -> None:
+@pytest.mark.parametrize("fault", ["reassign", "throttled-reassign"])
+def test_reassign_faults_vary_the_replication_factor(fault: str) -> None:
     long = RunConfig(
         seed=3,
         time_limit_s=300,
-        nemesis=NemesisConfig(faults=("reassign",), interval_s=5, duration_s=2),
+        nemesis=NemesisConfig(faults=(fault,), interval_s=5, duration_s=2),
     )
-    values = [op.value for op in generate(long) if op.f == "start-reassign"]
+    values = [op.value for op in generate(long) if op.f == f"start-{fault}"]
     assert {v["rf"] for v in values} == {1, 2, 3}  # type: ignore[index]
-    heals = [op for op in generate(long) if op.f == "stop-reassign"]
+    if fault == "throttled-reassign":
+        assert {v["throttle"] for v in values} == {1024, 65536}  # type: ignore[index]
+    heals = [op for op in generate(long) if op.f == f"stop-{fault}"]
     assert len(heals) == len(values) + 1  # one per fault, and the final heal
-
-
-def test_throttled_reassign_faults_carry_a_throttle() -> None:
-    long = RunConfig(
-        seed=3,
-        time_limit_s=300,
-        nemesis=NemesisConfig(faults=("throttled-reassign",), interval_s=5, duration_s=2),
-    )
-    values = [op.value for op in generate(long) if op.f == "start-throttled-reassign"]
-    assert {v["rf"] for v in values} == {1, 2, 3}  # type: ignore[index]
-    assert {v["throttle"] for v in values} == {1024, 65536}  # type: ignore[index]
-    heals = [op for op in generate(long) if op.f == "stop-throttled-reassign"]
-    assert len(heals) == len(values) + 1
 
 
 def test_bad_configs_are_refused() -> None:

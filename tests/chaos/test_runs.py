@@ -244,42 +244,12 @@ def test_compact_workload_with_faults_is_valid(tmp_path: Path) -> None:
     assert stats["superseded"] > stats["ok_sends"] // 2  # the cleaners did run
 
 
-@pytest.mark.long
-def test_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
-    """Partition reassignment (KIP-455) as a fault, between kills: replicas
-    are removed (down to one) and added back while the workload writes with
-    acks=all, and no acknowledged write is lost."""
+def _reassign_run(tmp_path: Path, fault: str) -> tuple[list[Any], list[Any]]:
+    """A valid 40 s run of ``fault`` between kills; the completed values of
+    its start ops and of its heals."""
     opts = RunOptions(
         seed=5,
-        faults=("reassign", "kill"),
-        time_limit_s=40,
-        rate_hz=40,
-        quiet_s=8,
-        interval_s=6,
-        duration_s=3,
-        mode="auto",
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.ops, outcome.counts, outcome.valid)
-    assert outcome.valid is True, outcome.result.to_json()
-    history = (tmp_path / "run" / "history.jsonl").read_text().splitlines()
-    ops = [json.loads(line) for line in history]
-    started = [o["value"] for o in ops if o["f"] == "start-reassign" and o["type"] != "invoke"]
-    heals = [o["value"] for o in ops if o["f"] == "stop-reassign" and o["type"] != "invoke"]
-    assert started and all(set(v["answers"].values()) == {"NONE"} for v in started)
-    assert heals and all(v["finished"] for v in heals)
-
-
-@pytest.mark.long
-def test_throttled_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
-    """The same moves under replication throttles (KIP-73, as low as
-    1 KiB/s): added replicas catch up slowly, in-sync ones are never held
-    back, and no acknowledged write is lost; every fault sets its throttles
-    and its heal removes them."""
-    opts = RunOptions(
-        seed=5,
-        faults=("throttled-reassign", "kill"),
+        faults=(fault, "kill"),
         time_limit_s=40,
         rate_hz=40,
         quiet_s=8,
@@ -293,13 +263,31 @@ def test_throttled_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
     assert outcome.valid is True, outcome.result.to_json()
     history = (tmp_path / "run" / "history.jsonl").read_text().splitlines()
     completed = [o for o in map(json.loads, history) if o["type"] != "invoke"]
-    started = [o["value"] for o in completed if o["f"] == "start-throttled-reassign"]
-    heals = [o["value"] for o in completed if o["f"] == "stop-throttled-reassign"]
-    assert started and all(v["throttle_set"] == {"topic": "NONE", "brokers": "NONE"}
-                           for v in started)
-    assert all(set(v["answers"].values()) == {"NONE"} for v in started)
-    assert heals and all(v["throttle_removed"] == {"topic": "NONE", "brokers": "NONE"}
-                         for v in heals)
+    started = [o["value"] for o in completed if o["f"] == f"start-{fault}"]
+    heals = [o["value"] for o in completed if o["f"] == f"stop-{fault}"]
+    assert started and all(set(v["answers"].values()) == {"NONE"} for v in started)
+    assert heals
+    return started, heals
+
+
+@pytest.mark.long
+def test_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
+    """Partition reassignment (KIP-455) as a fault, between kills: replicas
+    are removed (down to one) and added back while the workload writes with
+    acks=all, and no acknowledged write is lost."""
+    _started, heals = _reassign_run(tmp_path, "reassign")
+    assert all(v["finished"] for v in heals)
+
+
+@pytest.mark.long
+def test_throttled_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
+    """The same moves under replication throttles (KIP-73, as low as
+    1 KiB/s): added replicas catch up slowly, in-sync ones are never held
+    back, and no acknowledged write is lost; every fault sets its throttles
+    and its heal removes them."""
+    started, heals = _reassign_run(tmp_path, "throttled-reassign")
+    assert all(v["throttle_set"] == {"topic": "NONE", "brokers": "NONE"} for v in started)
+    assert all(v["throttle_removed"] == {"topic": "NONE", "brokers": "NONE"} for v in heals)
 
 
 @pytest.mark.soak

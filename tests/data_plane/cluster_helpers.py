@@ -13,15 +13,18 @@ import pytest
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 
 
-def module_cluster() -> Any:
+def module_cluster(**properties: str) -> Any:
     """A module-scoped fixture: a 3-node combined cluster with fast timeouts
-    and min.insync.replicas=2, stopped (by PID) after the module's tests.
+    and min.insync.replicas=2 (and ``properties``, server.properties names
+    with ``_`` for ``.``), stopped (by PID) after the module's tests.
     Use as ``cluster = module_cluster()`` at module level."""
+    settings = {"min.insync.replicas": "2",
+                **{key.replace("_", "."): value for key, value in properties.items()}}
 
     @pytest.fixture(scope="module")
     def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
-                                     properties={"min.insync.replicas": "2"})
+                                     properties=settings)
         c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
         c.up(timeout_s=40)
         try:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import cli, eventually
+from cluster_helpers import cli, eventually, module_cluster
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 
-from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from data_plane.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,19 +24,8 @@ IDLE_MS = 1500
 REFUSED = "127.0.0.2"  # loopback, but another address than the nodes' own
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(), properties={
-        "min.insync.replicas": "2",
-        "connections.max.idle.ms": str(IDLE_MS),
-        "max.connections.per.ip.overrides": f"{REFUSED}:0",
-    })
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    c.up(timeout_s=40)
-    try:
-        yield c
-    finally:
-        c.stop(timeout_s=10)
+cluster = module_cluster(connections_max_idle_ms=str(IDLE_MS),
+                         max_connections_per_ip_overrides=f"{REFUSED}:0")
 
 
 def _produce(producer: Producer, topic: str, values: range) -> list[KafkaError]:

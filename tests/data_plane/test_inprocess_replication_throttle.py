@@ -123,45 +123,41 @@ def _in_sync_follower_is_not_throttled(ct: ClusterThread, topic: str) -> None:
     assert _isr(ct, topic) == (1, 2)
 
 
-def test_leader_throttle_bounds_a_catching_up_follower(cluster: ClusterThread) -> None:
-    ct = cluster
-    backlog = _behind_follower(ct, "lt")
-    ct.call(ct.cluster.controller.set_topic_config, "lt",
-            "leader.replication.throttled.replicas", "0:1")
-    ct.call(ct.cluster.controller.set_broker_config, 1,
-            "leader.replication.throttled.rate", str(RATE))
-    quota = ct.cluster.brokers[1].replicas.replication_quotas.leader
-    ct.run(ct.cluster.wait_until(lambda: quota.active))
+def _throttled_catch_up(ct: ClusterThread, topic: str, side: str, broker: int) -> None:
+    """A follower comes back behind with ``side``'s throttle set on
+    ``broker`` (1: the leader, 2: the follower) for partition 0 there; it
+    catches up no faster than the throttle allows, the rate measured stays
+    near the bound, the other side measures nothing, and once in sync the
+    follower is no longer throttled."""
+    backlog = _behind_follower(ct, topic)
+    ct.call(ct.cluster.controller.set_topic_config, topic,
+            f"{side}.replication.throttled.replicas", f"0:{broker}")
+    ct.call(ct.cluster.controller.set_broker_config, broker,
+            f"{side}.replication.throttled.rate", str(RATE))
+    replicas = ct.cluster.brokers[broker].replicas
+    if broker == 1:  # broker 2 applies its configs when it starts again
+        ct.run(ct.cluster.wait_until(lambda: replicas.replication_quotas.leader.active))
 
-    elapsed = _catch_up(ct, "lt")
-    print(f"leader throttle {RATE} B/s: {backlog} bytes caught up in {elapsed:.2f} s")
+    elapsed = _catch_up(ct, topic)
+    print(f"{side} throttle {RATE} B/s: {backlog} bytes caught up in {elapsed:.2f} s")
 
     assert elapsed >= _least_catch_up_s(backlog), (elapsed, backlog)
-    rate = ct.call(quota.rate, ct.cluster.brokers[1].replicas.now_ms())
-    assert rate <= 1.5 * RATE, rate
-    # The follower side was never throttled.
-    assert ct.cluster.brokers[2].replicas.replication_quotas.follower.stat.total(
-        ct.cluster.brokers[2].replicas.now_ms()) == 0
-    _in_sync_follower_is_not_throttled(ct, "lt")
+    replicas = ct.cluster.brokers[broker].replicas  # broker 2 is a new one
+    quota = getattr(replicas.replication_quotas, side)
+    assert quota.active
+    assert 0 < ct.call(quota.rate, replicas.now_ms()) <= 1.5 * RATE
+    other = ct.cluster.brokers[3 - broker].replicas
+    other_side = getattr(other.replication_quotas, "follower" if side == "leader" else "leader")
+    assert other_side.stat.total(other.now_ms()) == 0
+    _in_sync_follower_is_not_throttled(ct, topic)
+
+
+def test_leader_throttle_bounds_a_catching_up_follower(cluster: ClusterThread) -> None:
+    _throttled_catch_up(cluster, "lt", "leader", 1)
 
 
 def test_follower_throttle_bounds_its_own_catch_up(cluster: ClusterThread) -> None:
-    ct = cluster
-    backlog = _behind_follower(ct, "ft")
-    ct.call(ct.cluster.controller.set_topic_config, "ft",
-            "follower.replication.throttled.replicas", "0:2")
-    ct.call(ct.cluster.controller.set_broker_config, 2,
-            "follower.replication.throttled.rate", str(RATE))
-
-    elapsed = _catch_up(ct, "ft")
-    print(f"follower throttle {RATE} B/s: {backlog} bytes caught up in {elapsed:.2f} s")
-
-    assert elapsed >= _least_catch_up_s(backlog), (elapsed, backlog)
-    replicas = ct.cluster.brokers[2].replicas
-    quota = replicas.replication_quotas.follower
-    assert quota.active
-    assert 0 < ct.call(quota.rate, replicas.now_ms()) <= 1.5 * RATE
-    _in_sync_follower_is_not_throttled(ct, "ft")
+    _throttled_catch_up(cluster, "ft", "follower", 2)
 
 
 def test_without_a_throttle_nothing_is_measured(cluster: ClusterThread) -> None:
