@@ -195,9 +195,9 @@ def fault_value(kind: str, rng: random.Random) -> JSON:
         return {"rf": rng.choice((1, 2, 3))}
     if kind == "throttled-reassign":
         # The same moves with the added replicas' catch-up bounded (KIP-73):
-        # 1 KiB/s, slower than the workload writes once the first 10 s of
-        # allowance are spent (the heal may not finish in its settle time),
-        # or 64 KiB/s.
+        # 1 KiB/s, below the workload's write rate (a fetch that starts
+        # under the bound still carries up to replica.fetch.max.bytes per
+        # partition, so the catch-up comes in bursts), or 64 KiB/s.
         return {"rf": rng.choice((1, 2, 3)), "throttle": rng.choice((1024, 65536))}
     return {"target": rng.choice(NODE_TARGETS)}
 
