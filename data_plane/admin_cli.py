@@ -3,8 +3,9 @@
 - ``server start FILE``: run a node in the foreground (`data_plane.node`);
 - ``storage format --cluster-id ID --config FILE [--ignore-formatted]`` and
   ``storage random-uuid``, like kafka-storage.sh;
-- ``quorum describe --status|--replication --bootstrap-controller HOST:PORT``,
-  printing what kafka-metadata-quorum.sh prints;
+- ``quorum describe --status|--replication --bootstrap-controller HOST:PORT``
+  or ``--bootstrap-server HOST:PORT`` (a broker forwards DescribeQuorum to
+  the active controller), printing what kafka-metadata-quorum.sh prints;
 - ``topics create|list|describe|alter|delete --bootstrap-controller HOST:PORT`` or
   ``--bootstrap-server HOST:PORT`` (a broker: Metadata, with live leaders
   and ISRs; CreateTopics/CreatePartitions/DeleteTopics forwarded), printing
@@ -849,7 +850,7 @@ def register(sub: Any) -> None:
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true")
     what.add_argument("--replication", action="store_true")
-    _admin_options(describe)
+    _admin_options(describe, broker=True)
     describe.set_defaults(func=cmd_quorum_describe)
 
     topics = sub.add_parser("topics", help="manage topics (kafka-topics.sh)")

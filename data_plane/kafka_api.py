@@ -41,6 +41,7 @@ from data_plane.api.admin import (
     handle_delete_topics,
     handle_describe_configs,
     handle_describe_log_dirs,
+    handle_describe_quorum,
     handle_elect_leaders,
     handle_incremental_alter_configs,
     handle_list_partition_reassignments,
@@ -90,6 +91,7 @@ ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_QUORUM = 55
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -117,6 +119,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ALTER_CLIENT_QUOTAS: (0, 1),
+    DESCRIBE_QUORUM: (0, 2),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
@@ -158,6 +161,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    DESCRIBE_QUORUM: handle_describe_quorum,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,

@@ -489,3 +489,22 @@ def test_a_producer_byte_rate_set_through_the_cli_throttles_that_client_only(
     free, free_throttle = produce_for("qfree", 2.0)
     assert free_throttle == 0
     assert free > limited
+
+
+def test_quorum_describe_through_a_broker(cluster: LocalCluster) -> None:
+    """kafka-metadata-quorum.sh --bootstrap-server: a broker forwards
+    DescribeQuorum to the active controller; the answer is the controllers'."""
+    def status(*where: str) -> dict[str, str]:
+        out = cli("quorum", "describe", "--status", *where)
+        assert out.returncode == 0, out.stderr
+        return dict((k.strip(), v.strip()) for k, v in
+                    (line.split(":", 1) for line in out.stdout.splitlines()))
+
+    via_broker = status("--bootstrap-server", cluster.bootstrap_servers)
+    via_controller = status("--bootstrap-controller", cluster.bootstrap_controllers)
+    assert via_broker["ClusterId"] == via_controller["ClusterId"]
+    assert via_broker["CurrentVoters"] == via_controller["CurrentVoters"] == "[1,2,3]"
+    assert via_broker["LeaderId"] == via_controller["LeaderId"]
+    rows = cli("quorum", "describe", "--replication",
+               "--bootstrap-server", cluster.bootstrap_servers.split(",")[0]).stdout.splitlines()
+    assert sorted(row.split()[-1] for row in rows[1:]) == ["Follower", "Follower", "Leader"]
