@@ -23,6 +23,8 @@
   kafka-transactions.sh (`data_plane.transactions_cli`);
 - ``cluster up|status|down`` (`data_plane.cluster_cli`), ``produce`` and
   ``consume`` (`data_plane.console_cli`);
+- ``cluster unregister --id N --bootstrap-server|--bootstrap-controller
+  HOST:PORT``, like kafka-cluster.sh unregister (UnregisterBroker);
 - ``cluster describe --bootstrap-controller HOST:PORT``: the cluster id, the
   active controller and every registered broker with its address, rack and
   fenced state (DescribeCluster v2 with fenced brokers, KIP-1073);
@@ -71,7 +73,8 @@ from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.unregister_broker.v0 import request as ub_req
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from raftlog import kafka_uuid
@@ -387,6 +390,23 @@ def cmd_cluster_describe(args: argparse.Namespace) -> int:
         )
         assert isinstance(response, dc_resp_v2.DescribeClusterResponse)
         print("\n".join(format_cluster(response)))
+        return 0
+
+    return _run_admin(args, body)
+
+
+def cmd_cluster_unregister(args: argparse.Namespace) -> int:
+    """kafka-cluster.sh unregister: remove a broker's registration for good
+    (a decommissioned broker; a running one registers again)."""
+    async def body(admin: _Admin) -> int:
+        response = await admin.first(
+            ub_req.UnregisterBrokerRequest(broker_id=BrokerId(args.id)), 0,
+            lambda r: _not_controller([r.error_code]))
+        if response.error_code != ErrorCode.none:
+            message = f": {response.error_message}" if response.error_message else ""
+            raise CliError(f"cannot unregister broker {args.id}: "
+                           f"{_error_name(response.error_code)}{message}")
+        print(f"Broker {args.id} is no longer registered.")
         return 0
 
     return _run_admin(args, body)
@@ -932,6 +952,11 @@ def register(sub: Any) -> None:
     )
     _admin_options(cluster_describe)
     cluster_describe.set_defaults(func=cmd_cluster_describe)
+    unregister = cluster_actions.add_parser(
+        "unregister", help="remove a decommissioned broker's registration (kafka-cluster.sh)")
+    unregister.add_argument("--id", type=int, required=True, help="the broker id")
+    _admin_options(unregister, broker=True)
+    unregister.set_defaults(func=cmd_cluster_unregister)
 
     from .console_cli import register_console
 

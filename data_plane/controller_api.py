@@ -65,6 +65,8 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import BrokerId, ProducerId, TopicName
+from kio.schema.unregister_broker.v0 import request as ub_req
+from kio.schema.unregister_broker.v0 import response as ub_resp
 from kio.static.primitive import f64, i8, i16, i32, i32Timedelta, i64
 
 from metadata_quorum.client_quotas import FilterComponent
@@ -80,6 +82,7 @@ from metadata_quorum.controller.cluster_control import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    UnregisterBrokerRequest,
 )
 from metadata_quorum.controller.configuration_control import (
     AlterConfigOp,
@@ -149,6 +152,7 @@ ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
 LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
 DESCRIBE_CLIENT_QUOTAS_KEY: Final = 48
 ALTER_CLIENT_QUOTAS_KEY: Final = 49
+UNREGISTER_BROKER_KEY: Final = 64
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -168,6 +172,7 @@ CONTROLLER_API_VERSIONS: Final = {
     LIST_PARTITION_REASSIGNMENTS_KEY: (0, 0),
     DESCRIBE_CLIENT_QUOTAS_KEY: (1, 1),
     ALTER_CLIENT_QUOTAS_KEY: (1, 1),
+    UNREGISTER_BROKER_KEY: (0, 0),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -612,6 +617,18 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                                  for k, v in sorted(values.items())))
                 for entity, values in result.entries))
 
+    async def unregister_broker(_: RequestContext, body: ub_req.UnregisterBrokerRequest) -> Any:
+        """kafka-cluster.sh unregister: the broker's registration goes, its
+        leaderships move and it leaves every ISR (one metadata change).
+        BROKER_ID_NOT_REGISTERED for an unknown id."""
+        result, error = await _write(service, UnregisterBrokerRequest(int(body.broker_id)))
+        if error is ErrorCode.none:
+            error = result.error
+        message = (f"Broker ID {int(body.broker_id)} is not currently registered"
+                   if error is ErrorCode.broker_id_not_registered else None)
+        return ub_resp.UnregisterBrokerResponse(
+            throttle_time=_NO_THROTTLE, error_code=error, error_message=message)
+
     table: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
         CREATE_TOPICS_KEY: create_topics,
         DELETE_TOPICS_KEY: delete_topics,
@@ -630,6 +647,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         LIST_PARTITION_REASSIGNMENTS_KEY: list_partition_reassignments,
         DESCRIBE_CLIENT_QUOTAS_KEY: describe_client_quotas,
         ALTER_CLIENT_QUOTAS_KEY: alter_client_quotas,
+        UNREGISTER_BROKER_KEY: unregister_broker,
     }
     return dict(table)
 

@@ -45,6 +45,7 @@ from data_plane.api.admin import (
     handle_elect_leaders,
     handle_incremental_alter_configs,
     handle_list_partition_reassignments,
+    handle_unregister_broker,
 )
 from data_plane.api.client_quotas import handle_describe_client_quotas
 from data_plane.api.common import BrokerApiContext
@@ -91,7 +92,7 @@ ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
-DESCRIBE_QUORUM = 55
+DESCRIBE_QUORUM, UNREGISTER_BROKER = 55, 64
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -120,6 +121,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ALTER_CLIENT_QUOTAS: (0, 1),
     DESCRIBE_QUORUM: (0, 2),
+    UNREGISTER_BROKER: (0, 0),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
@@ -162,6 +164,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     DESCRIBE_QUORUM: handle_describe_quorum,
+    UNREGISTER_BROKER: handle_unregister_broker,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,

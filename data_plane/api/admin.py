@@ -1,7 +1,7 @@
 """CreateTopics (v2-7), CreatePartitions (v0-3), DeleteTopics (v1-6),
 IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2), ElectLeaders (v0-2),
 AlterPartitionReassignments (v0-1), ListPartitionReassignments (v0) and
-AlterClientQuotas (v0-1) and DescribeQuorum (v0-2), forwarded to the active controller (KIP-590) at the controller's versions and
+AlterClientQuotas (v0-1), DescribeQuorum (v0-2) and UnregisterBroker (v0), forwarded to the active controller (KIP-590) at the controller's versions and
 answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
 (`ReplicaManager.delete_records`); DescribeLogDirs (v1-4), this broker's
@@ -65,13 +65,15 @@ ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
 LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
 ALTER_CLIENT_QUOTAS_KEY: Final = 49
 DESCRIBE_QUORUM_KEY: Final = 55
+UNREGISTER_BROKER_KEY: Final = 64
 # The versions the controller listener serves (data_plane.controller_api).
 _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                INCREMENTAL_ALTER_CONFIGS_KEY: 1,
                                ALTER_PARTITION_REASSIGNMENTS_KEY: 1,
                                LIST_PARTITION_REASSIGNMENTS_KEY: 0,
                                ALTER_CLIENT_QUOTAS_KEY: 1,
-                               DESCRIBE_QUORUM_KEY: 2}
+                               DESCRIBE_QUORUM_KEY: 2,
+                               UNREGISTER_BROKER_KEY: 0}
 _ZERO_UUID: Final = uuid.UUID(int=0)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -219,6 +221,17 @@ async def handle_describe_quorum(api: BrokerApiContext, ctx: RequestContext, req
     return await _forward(api, request, DESCRIBE_QUORUM_KEY, {
         "error_code": ErrorCode.request_timed_out,
         "error_message": "forwarding to the controller failed", "topics": [], "nodes": []})
+
+
+async def handle_unregister_broker(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """UnregisterBroker (v0; ``kafka-cluster.sh unregister --id N``):
+    forwarded to the active controller, which removes the registration."""
+    del ctx
+    return await _forward(api, request, UNREGISTER_BROKER_KEY, {
+        "error_code": ErrorCode.request_timed_out,
+        "error_message": "forwarding to the controller failed; the outcome is unknown"})
 
 
 def _config_failures(request: Any) -> Mapping[str, object]:

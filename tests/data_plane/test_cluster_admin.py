@@ -9,6 +9,7 @@ refuses a record). Client quotas (KIP-546) set with `raftlog configs
 from __future__ import annotations
 
 import json
+import signal
 import time
 from typing import Any
 
@@ -508,3 +509,36 @@ def test_quorum_describe_through_a_broker(cluster: LocalCluster) -> None:
     rows = cli("quorum", "describe", "--replication",
                "--bootstrap-server", cluster.bootstrap_servers.split(",")[0]).stdout.splitlines()
     assert sorted(row.split()[-1] for row in rows[1:]) == ["Follower", "Follower", "Leader"]
+
+
+def test_cluster_unregister_removes_a_stopped_broker_until_it_registers_again(
+    cluster: LocalCluster,
+) -> None:
+    """kafka-cluster.sh unregister: an unknown id is refused; a stopped
+    broker's registration goes; started again, it registers anew. (Last in
+    the module: it stops node 3, and leaves the cluster whole again.)"""
+    unknown = cli("cluster", "unregister", "--id", "99",
+                  "--bootstrap-server", cluster.bootstrap_servers)
+    assert unknown.returncode == 2
+    assert "BROKER_ID_NOT_REGISTERED" in unknown.stderr
+
+    def brokers() -> set[int]:
+        out = cli("cluster", "describe", "--bootstrap-controller", cluster.bootstrap_controllers)
+        assert out.returncode == 0, out.stderr
+        return {int(line.split("BrokerId:")[1].split()[0])
+                for line in out.stdout.splitlines() if "BrokerId:" in line}
+
+    assert brokers() == {1, 2, 3}
+    cluster.kill(3, signal.SIGTERM)
+    done = cli("cluster", "unregister", "--id", "3", "--bootstrap-server",
+               ",".join(cluster.bootstrap_servers.split(",")[:2]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Broker 3 is no longer registered."
+    assert brokers() == {1, 2}
+    cluster.start(3)
+    cluster.wait_ready(timeout_s=60)
+
+    def all_registered() -> None:
+        assert brokers() == {1, 2, 3}
+
+    eventually(all_registered, timeout_s=30)

@@ -55,7 +55,11 @@ def test_idle_clients_are_disconnected_and_reconnect_while_the_isr_stays_whole(
     out = cli("topics", "create", "--topic", "idle", "--partitions", "1",
               "--replication-factor", "3", "--bootstrap-server", cluster.bootstrap_servers)
     assert out.returncode == 0, out.stderr
-    eventually(lambda: _isr(cluster, "idle").count(",") == 2 or None, timeout_s=20)
+
+    def isr_whole() -> None:
+        assert _isr(cluster, "idle").count(",") == 2
+
+    eventually(isr_whole, timeout_s=20)
     disconnects: list[str] = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True,
