@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -534,11 +535,13 @@ def test_cluster_unregister_removes_a_stopped_broker_until_it_registers_again(
                ",".join(cluster.bootstrap_servers.split(",")[:2]))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Broker 3 is no longer registered."
-    assert brokers() == {1, 2}
+
+    def registered(expected: set[int]) -> Callable[[], None]:
+        def check() -> None:  # a follower controller replays the change a moment later
+            assert brokers() == expected
+        return check
+
+    eventually(registered({1, 2}), timeout_s=15)
     cluster.start(3)
     cluster.wait_ready(timeout_s=60)
-
-    def all_registered() -> None:
-        assert brokers() == {1, 2, 3}
-
-    eventually(all_registered, timeout_s=30)
+    eventually(registered({1, 2, 3}), timeout_s=30)
