@@ -4,8 +4,9 @@ the Selector's idle expiry).
 - ``max.connections.per.ip`` (default 2147483647): a new connection from an
   address that already has that many open, over all the node's listeners,
   is closed at once. ``max.connections.per.ip.overrides``
-  (``"ip:count,ip:count"``) sets the limit of particular addresses; a
-  limit of 0 refuses the address entirely.
+  (``"host:count,host:count"``, an IP address or a hostname resolved when
+  the setting is read) sets the limit of particular addresses; a limit of 0
+  refuses the address entirely.
 - ``max.connections`` (default 2147483647): the same bound over every
   address. Kafka stops accepting while at it (the connection waits in the
   listen backlog); here the new connection is accepted and closed, as for
@@ -22,6 +23,8 @@ address as local clients).
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -32,9 +35,11 @@ INT32_MAX: Final = 2**31 - 1
 
 
 def parse_ip_overrides(value: str) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: ``"ip:count,..."`` (an IPv6
-    address may be written bare, its last ``:`` separates the count).
-    Raises ValueError naming the bad entry."""
+    """``max.connections.per.ip.overrides``: ``"host:count,..."``, each host
+    an IP address (IPv6 may be written bare: the last ``:`` separates the
+    count) or a hostname, resolved now to every address it has, as Kafka
+    resolves it when the setting is read. Raises ValueError naming the bad
+    entry, or a hostname that does not resolve."""
     overrides: dict[str, int] = {}
     for item in value.split(","):
         item = item.strip()
@@ -42,15 +47,29 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
             continue
         host, sep, count = item.rpartition(":")
         if not sep or not host:
-            raise ValueError(f"{item!r} is not ip:count")
-        try:
-            address = str(ipaddress.ip_address(host.strip("[]")))
-        except ValueError:
-            raise ValueError(f"{host!r} in {item!r} is not an IP address") from None
+            raise ValueError(f"{item!r} is not host:count")
         if not count.strip().isdigit():
             raise ValueError(f"the count in {item!r} is not a non-negative integer")
-        overrides[address] = int(count)
+        for address in _addresses(host.strip("[]"), item):
+            overrides[address] = int(count)
     return overrides
+
+
+def _addresses(host: str, item: str) -> list[str]:
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
+    if not _HOSTNAME.fullmatch(host):
+        raise ValueError(f"{host!r} in {item!r} is not an IP address or a hostname")
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError as exc:
+        raise ValueError(f"{host!r} in {item!r} does not resolve: {exc}") from None
+    return sorted({_normal(str(info[4][0])) for info in infos})
+
+
+_HOSTNAME: Final = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*")
 
 
 @dataclass(frozen=True, slots=True)

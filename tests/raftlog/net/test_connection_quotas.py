@@ -31,8 +31,14 @@ def test_overrides_parse_ipv4_and_ipv6() -> None:
     assert parse_ip_overrides("::1:7,[fe80::1]:2") == {"::1": 7, "fe80::1": 2}
 
 
-@pytest.mark.parametrize("bad", ["127.0.0.1", "host.example:3", "127.0.0.1:-1", ":4",
-                                 "127.0.0.1:x"])
+def test_a_hostname_override_covers_every_address_it_resolves_to() -> None:
+    overrides = parse_ip_overrides("localhost:9")
+    assert overrides and set(overrides.values()) == {9}
+    assert "127.0.0.1" in overrides or "::1" in overrides
+
+
+@pytest.mark.parametrize("bad", ["127.0.0.1", "no-such-host.invalid:3", "127.0.0.1:-1", ":4",
+                                 "127.0.0.1:x", "bad_host!:2"])
 def test_bad_overrides_are_named(bad: str) -> None:
     with pytest.raises(ValueError, match="not"):
         parse_ip_overrides(bad)
@@ -83,7 +89,7 @@ def test_node_config_accepts_and_checks_the_settings(tmp_path: Any) -> None:
     assert settings["max.connections.per.ip.overrides"] == "127.0.0.1:200"
     assert settings["connections.max.idle.ms"] == "-1"
     with pytest.raises(ConfigError, match=r"max\.connections\.per\.ip\.overrides"):
-        parse_node_config(base + "max.connections.per.ip.overrides=localhost:3\n")
+        parse_node_config(base + "max.connections.per.ip.overrides=localhost:x\n")
     with pytest.raises(ConfigError, match=r"max\.connections"):
         parse_node_config(base + "max.connections=-1\n")
 
