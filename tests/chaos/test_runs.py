@@ -290,6 +290,29 @@ def test_throttled_reassignments_with_kills_are_valid(tmp_path: Path) -> None:
     assert all(v["throttle_removed"] == {"topic": "NONE", "brokers": "NONE"} for v in heals)
 
 
+@pytest.mark.long
+def test_idle_connection_expiry_under_faults_is_valid(tmp_path: Path) -> None:
+    """Every node closes connections idle for 1 s (``connections.max.idle.ms``),
+    so pauses and partitions of several seconds have the live nodes drop the
+    affected node's connections, and every client (replication, Raft,
+    heartbeats, the workload) must reconnect; no acknowledged write is lost."""
+    opts = RunOptions(
+        seed=3401,
+        faults=("kill", "pause", "partition"),
+        time_limit_s=40,
+        rate_hz=40,
+        quiet_s=8,
+        interval_s=6,
+        duration_s=3,
+        mode="auto",
+        out=str(tmp_path / "run"),
+        properties={"connections.max.idle.ms": "1000"},
+    )
+    outcome = asyncio.run(run(opts))
+    print(outcome.ops, outcome.counts, outcome.valid)
+    assert outcome.valid is True, outcome.result.to_json()
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", range(100, 130))
 def test_soak(seed: int, tmp_path: Path) -> None:
