@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from chaos.nemesis import netns
-from chaos.runner import RunOptions, run
+from chaos.runner import RunOptions, RunOutcome, run
 
 UNSAFE = {"RAFTLOG_UNSAFE_ACK_BEFORE_HW": "1", "RAFTLOG_I_KNOW_THIS_IS_UNSAFE": "1"}
 
@@ -191,6 +191,18 @@ def test_unsafe_mode_is_refused_without_confirmation(tmp_path: Path) -> None:
     assert r.returncode != 0 and "refusing to start" in r.stderr
 
 
+def _short_run(tmp_path: Path, seed: int, faults: tuple[str, ...], **options: Any) -> RunOutcome:
+    """A short scenario run (the long tests' shape: 40 s at 40 ops/s, a
+    3 s fault every 6 s, 8 s quiet; ``options`` override any of it), its
+    figures printed."""
+    settings: dict[str, Any] = {"time_limit_s": 40, "rate_hz": 40, "quiet_s": 8,
+                                "interval_s": 6, "duration_s": 3, "mode": "auto", **options}
+    outcome = asyncio.run(run(RunOptions(seed=seed, faults=faults,
+                                         out=str(tmp_path / "run"), **settings)))
+    print(outcome.ops, outcome.counts, outcome.valid)
+    return outcome
+
+
 @pytest.mark.long
 def test_netns_txn_workload_with_faults_is_valid(tmp_path: Path) -> None:
     """Transactions (a quarter aborted on purpose) under kill + partition in
@@ -199,20 +211,8 @@ def test_netns_txn_workload_with_faults_is_valid(tmp_path: Path) -> None:
     if reason is not None:
         print(f"SKIP netns txn: {reason}")
         pytest.skip(f"netns mode unavailable: {reason}")
-    opts = RunOptions(
-        seed=2,
-        faults=("kill", "partition"),
-        time_limit_s=30,
-        rate_hz=40,
-        quiet_s=10,
-        interval_s=6,
-        duration_s=3,
-        mode="netns",
-        workload="txn",
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.ops, outcome.counts, outcome.valid)
+    outcome = _short_run(tmp_path, 2, ("kill", "partition"), time_limit_s=30, quiet_s=10,
+                         mode="netns", workload="txn")
     history = (tmp_path / "run" / "history.jsonl").read_text()
     assert '"f":"txn"' in history and '"abort":true' in history
     assert outcome.counts["fail"] > 0  # deliberately aborted transactions
@@ -225,21 +225,10 @@ def test_compact_workload_with_faults_is_valid(tmp_path: Path) -> None:
     kill + pause + partition: the cleaners remove most acknowledged writes
     during the run, and every one of them is superseded by a newer record of
     its key in the final log (no key goes back in time, no offset changes)."""
-    opts = RunOptions(
-        seed=3,
-        faults=("kill", "pause", "partition"),
-        time_limit_s=30,
-        rate_hz=40,
-        quiet_s=8,
-        interval_s=6,
-        duration_s=3,
-        mode="auto",
-        workload="compact",
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
+    outcome = _short_run(tmp_path, 3, ("kill", "pause", "partition"), time_limit_s=30,
+                         workload="compact")
     stats = outcome.result.children["lost-writes"].stats
-    print(outcome.ops, outcome.counts, outcome.valid, stats)
+    print(stats)
     assert outcome.valid is True, outcome.result.to_json()
     assert stats["superseded"] > stats["ok_sends"] // 2  # the cleaners did run
 
@@ -247,19 +236,7 @@ def test_compact_workload_with_faults_is_valid(tmp_path: Path) -> None:
 def _reassign_run(tmp_path: Path, fault: str) -> tuple[list[Any], list[Any]]:
     """A valid 40 s run of ``fault`` between kills; the completed values of
     its start ops and of its heals."""
-    opts = RunOptions(
-        seed=5,
-        faults=(fault, "kill"),
-        time_limit_s=40,
-        rate_hz=40,
-        quiet_s=8,
-        interval_s=6,
-        duration_s=3,
-        mode="auto",
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.ops, outcome.counts, outcome.valid)
+    outcome = _short_run(tmp_path, 5, (fault, "kill"))
     assert outcome.valid is True, outcome.result.to_json()
     history = (tmp_path / "run" / "history.jsonl").read_text().splitlines()
     completed = [o for o in map(json.loads, history) if o["type"] != "invoke"]
@@ -296,20 +273,8 @@ def test_idle_connection_expiry_under_faults_is_valid(tmp_path: Path) -> None:
     so pauses and partitions of several seconds have the live nodes drop the
     affected node's connections, and every client (replication, Raft,
     heartbeats, the workload) must reconnect; no acknowledged write is lost."""
-    opts = RunOptions(
-        seed=3401,
-        faults=("kill", "pause", "partition"),
-        time_limit_s=40,
-        rate_hz=40,
-        quiet_s=8,
-        interval_s=6,
-        duration_s=3,
-        mode="auto",
-        out=str(tmp_path / "run"),
-        properties={"connections.max.idle.ms": "1000"},
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.ops, outcome.counts, outcome.valid)
+    outcome = _short_run(tmp_path, 3401, ("kill", "pause", "partition"),
+                         properties={"connections.max.idle.ms": "1000"})
     assert outcome.valid is True, outcome.result.to_json()
 
 
