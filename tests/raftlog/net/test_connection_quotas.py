@@ -152,8 +152,10 @@ def test_idle_connections_are_closed_but_not_a_long_request() -> None:
         idle_ms = 200
         async with server_with(ConnectionLimits(idle_ms=idle_ms), slow) as server:
             loop = asyncio.get_running_loop()
-            idle, busy = await Peer.connect(server.port), await Peer.connect(server.port)
+            # Before connecting: the server starts the idle clock when it
+            # accepts, which is before connect() returns here.
             opened = loop.time()
+            idle, busy = await Peer.connect(server.port), await Peer.connect(server.port)
             await busy.send(9)  # in flight until released
             assert await closed_by_server(idle)
             assert loop.time() - opened >= idle_ms / 1000
