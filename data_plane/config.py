@@ -263,6 +263,10 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "offsets.topic.replication.factor": 1,
     "transaction.state.log.replication.factor": 1,
     "group.initial.rebalance.delay.ms": 0,
+    # KIP-848 consumer groups (`data_plane.groups.consumer_commands`).
+    "group.consumer.session.timeout.ms": 1,
+    "group.consumer.heartbeat.interval.ms": 1,
+    "group.consumer.max.size": 1,
     "transaction.state.log.num.partitions": 1,
     "transaction.max.timeout.ms": 1,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
@@ -309,7 +313,31 @@ def _ip_overrides(setting: str, value: str) -> object:
     return ",".join(f"{ip}:{count}" for ip, count in overrides.items())
 
 
+def _assignors(setting: str, value: str) -> object:
+    from data_plane.groups.assignors import ASSIGNORS  # the groups package names them
+
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(setting, "names no assignor")
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown:
+        raise ConfigError(setting, f"unknown assignor(s) {', '.join(unknown)}; "
+                                   f"known: {', '.join(sorted(ASSIGNORS))}")
+    return ",".join(names)
+
+
+def _rebalance_protocols(setting: str, value: str) -> object:
+    names = [n.strip().lower() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("classic", "consumer")]
+    if unknown or "classic" not in names:
+        raise ConfigError(setting, "must list classic, and optionally consumer "
+                                   f"(got {value!r})")
+    return ",".join(names)
+
+
 BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
+    "group.consumer.assignors": _assignors,
+    "group.coordinator.rebalance.protocols": _rebalance_protocols,
     "log.cleaner.enable": _bool,
     "log.cleaner.min.cleanable.ratio": _ratio,
     "max.connections.per.ip.overrides": _ip_overrides,

@@ -27,7 +27,12 @@ import struct
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+)
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -41,13 +46,42 @@ from .groups.partitioning import OFFSETS_TOPIC
 __all__ = ("register_groups",)
 
 
+_STATE_NAMES = {"Stable": ConsumerGroupState.STABLE, "Empty": ConsumerGroupState.EMPTY,
+                "PreparingRebalance": ConsumerGroupState.PREPARING_REBALANCING,
+                "CompletingRebalance": ConsumerGroupState.COMPLETING_REBALANCING,
+                "Dead": ConsumerGroupState.DEAD}
+_TYPE_NAMES = {"classic": ConsumerGroupType.CLASSIC, "consumer": ConsumerGroupType.CONSUMER}
+
+
+def _filter(text: str | None, names: dict[str, Any], what: str) -> set[Any]:
+    """``--state A,B`` / ``--type A,B`` (case-insensitive); empty: no filter."""
+    out = set()
+    lowered = {name.lower(): value for name, value in names.items()}
+    for item in (text or "").split(","):
+        if item.strip():
+            value = lowered.get(item.strip().lower())
+            if value is None:
+                raise CliError(f"unknown {what} {item.strip()!r}; one of: {', '.join(names)}")
+            out.add(value)
+    return out
+
+
 def cmd_groups_list(args: argparse.Namespace) -> int:
     admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
-    result = admin.list_consumer_groups(request_timeout=args.timeout_ms / 1000).result(
-        timeout=args.timeout_ms / 1000)
-    groups = [ListedGroup(g.group_id, "consumer", str(getattr(g.state, "name", "")))
+    states = _filter(args.state, _STATE_NAMES, "state")
+    types = _filter(args.type, _TYPE_NAMES, "type")
+    kwargs: dict[str, Any] = {"request_timeout": args.timeout_ms / 1000}
+    if states:
+        kwargs["states"] = states
+    if types:
+        kwargs["types"] = types
+    result = admin.list_consumer_groups(**kwargs).result(timeout=args.timeout_ms / 1000)
+    state_names = {v: k for k, v in _STATE_NAMES.items()}
+    groups = [ListedGroup(g.group_id, "consumer", state_names.get(g.state, "Unknown"),
+                          group_type=str(getattr(g.type, "name", "unknown")).lower())
               for g in result.valid]
-    for line in list_lines(groups):
+    for line in list_lines(groups, show_type=args.type is not None,
+                           show_state=args.state is not None):
         print(line)
     return 0
 
@@ -267,6 +301,10 @@ def register_groups(sub: Any) -> None:
     groups = sub.add_parser("groups", help="consumer groups (kafka-consumer-groups.sh)")
     actions = groups.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="every group id")
+    listing.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE...]",
+                         help="show each group's state; only these states if named")
+    listing.add_argument("--type", nargs="?", const="", metavar="classic|consumer",
+                         help="show each group's protocol type; only these types if named")
     describe = actions.add_parser("describe", help="offsets, log end offsets and lag per partition")
     describe.add_argument("group")
     reset = actions.add_parser(

@@ -52,6 +52,8 @@ from data_plane.api.common import BrokerApiContext
 from data_plane.api.coordinator import handle_find_coordinator
 from data_plane.api.fetch import handle_fetch
 from data_plane.api.groups import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
     handle_delete_groups,
     handle_describe_groups,
     handle_heartbeat,
@@ -100,6 +102,7 @@ DELETE_GROUPS, OFFSET_DELETE = 42, 47
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 26, 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -126,14 +129,14 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_COMMIT: (2, 9),
-    OFFSET_FETCH: (1, 8),
+    OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 4),
     JOIN_GROUP: (0, 9),
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 5),
-    LIST_GROUPS: (0, 4),
+    LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
     ADD_PARTITIONS_TO_TXN: (0, 4),
@@ -144,6 +147,8 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 _HandlerImpl = Callable[[BrokerApiContext, RequestContext, Any], Awaitable[Any]]
@@ -189,6 +194,8 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     DESCRIBE_PRODUCERS: handle_describe_producers,
     DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     LIST_TRANSACTIONS: handle_list_transactions,
+    CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
 }
 
 

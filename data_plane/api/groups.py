@@ -17,7 +17,11 @@ from typing import Any
 
 from data_plane.api.common import BrokerApiContext
 from data_plane.broker.group_runtime import GroupCoordinatorRuntime, NotCoordinatorError
-from data_plane.groups import wire
+from data_plane.groups import consumer_wire, wire
+from data_plane.groups.consumer_model import (
+    ConsumerGroupDescription,
+    ConsumerGroupHeartbeatResponse,
+)
 from data_plane.groups.model import (
     DeleteGroupsResponse,
     DeleteGroupsResult,
@@ -41,6 +45,8 @@ from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
 __all__ = (
+    "handle_consumer_group_describe",
+    "handle_consumer_group_heartbeat",
     "handle_delete_groups",
     "handle_describe_groups",
     "handle_heartbeat",
@@ -183,6 +189,45 @@ async def handle_delete_groups(api: BrokerApiContext, ctx: RequestContext, reque
     results = await asyncio.gather(*(delete_one(g) for g in group_ids))
     merged = tuple(r for rs in results for r in rs)
     return wire.delete_groups_to_kio(DeleteGroupsResponse(merged), ctx.api_version)
+
+
+async def handle_consumer_group_heartbeat(api: BrokerApiContext, ctx: RequestContext,
+                                          request: Any) -> Any:
+    """ConsumerGroupHeartbeat (KIP-848): join, heartbeat and leave in one API."""
+    host = ctx.peer[0] if ctx.peer else ""
+    core = consumer_wire.consumer_group_heartbeat_from_kio(
+        request, api_version=ctx.api_version, client_id=ctx.client_id or "",
+        client_host=f"/{host}")
+    if not api.coordinators.consumer_protocol_enabled:
+        response = ConsumerGroupHeartbeatResponse(
+            ErrorCode.unsupported_version,
+            "The consumer group protocol is disabled (group.coordinator.rebalance.protocols).")
+        return consumer_wire.consumer_group_heartbeat_to_kio(response, ctx.api_version)
+    runtime = _runtime(api)
+    try:
+        topics = runtime.topics_view()
+        answer = await runtime.write(
+            core.group_id,
+            lambda shard, h, now: shard.handle_consumer_group_heartbeat(h, core, topics, now))
+    except NotCoordinatorError as e:
+        answer = ConsumerGroupHeartbeatResponse(e.error)
+    assert isinstance(answer, ConsumerGroupHeartbeatResponse)
+    return consumer_wire.consumer_group_heartbeat_to_kio(answer, ctx.api_version)
+
+
+async def handle_consumer_group_describe(api: BrokerApiContext, ctx: RequestContext,
+                                         request: Any) -> Any:
+    runtime = _runtime(api)
+    topics = runtime.topics_view()
+    out: list[ConsumerGroupDescription] = []
+    for group_id in consumer_wire.consumer_group_describe_from_kio(request):
+        try:
+            shard = runtime.shard_for(group_id)
+        except NotCoordinatorError as e:
+            out.append(ConsumerGroupDescription(group_id, e.error))
+            continue
+        out.extend(shard.handle_consumer_group_describe((group_id,), topics))
+    return consumer_wire.consumer_group_describe_to_kio(tuple(out), ctx.api_version)
 
 
 def _undescribed(group_id: str, error: ErrorCode) -> GroupDescription:

@@ -70,8 +70,20 @@ class BrokerCoordinators:
             "offsets.topic.num.partitions", DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS))
         self.groups = GroupCoordinatorRuntime(
             metadata, replicas, num_partitions=self.offsets_topic_partitions,
-            config=GroupConfig(initial_rebalance_delay_ms=int(config.get(
-                "group.initial.rebalance.delay.ms", 3000))))
+            config=GroupConfig(
+                initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms", 3000)),
+                consumer_session_timeout_ms=int(config.get(
+                    "group.consumer.session.timeout.ms", 45_000)),
+                consumer_heartbeat_interval_ms=int(config.get(
+                    "group.consumer.heartbeat.interval.ms", 5_000)),
+                consumer_max_size=int(config.get("group.consumer.max.size", 2**31 - 1)),
+                consumer_assignors=tuple(str(config.get(
+                    "group.consumer.assignors", "uniform,range")).split(",")),
+            ))
+        #: ``group.coordinator.rebalance.protocols``: KIP-848's ConsumerGroupHeartbeat
+        #: is served only with "consumer" in it (Kafka 4's default has it).
+        self.consumer_protocol_enabled = "consumer" in str(config.get(
+            "group.coordinator.rebalance.protocols", "classic,consumer")).split(",")
         self.txn_topic_partitions = int(config.get(
             "transaction.state.log.num.partitions", DEFAULT_NUM_PARTITIONS))
         self.transactions = TxnCoordinatorRuntime(

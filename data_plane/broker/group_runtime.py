@@ -40,6 +40,8 @@ from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.waits import wait_event
 from data_plane.groups import append_error_reply
+from data_plane.groups.assignors import AssignmentTopic
+from data_plane.groups.consumer_model import MappingTopicsView
 from data_plane.groups.model import CoordinatorResult, GroupConfig, Reply, RequestHandle, Response
 from data_plane.groups.partitioning import (
     DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
@@ -93,6 +95,7 @@ class GroupCoordinatorRuntime:
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
+        self._topics_view: tuple[object, MappingTopicsView] | None = None
 
     # ==== lifecycle =================================================================
 
@@ -159,6 +162,17 @@ class GroupCoordinatorRuntime:
             raise NotCoordinatorError()
         return slot.shard
 
+    def topics_view(self) -> MappingTopicsView:
+        """The metadata image's topics as consumer groups assign them (rebuilt
+        only when the image changes)."""
+        image = self.metadata.image
+        cached = self._topics_view
+        if cached is None or cached[0] is not image:
+            view = MappingTopicsView(
+                AssignmentTopic(t.topic_id, t.name, len(t.partitions)) for t in image.topics.values())
+            self._topics_view = cached = (image, view)
+        return cached[1]
+
     def shards(self) -> Iterator[GroupCoordinatorShard]:
         return (slot.shard for slot in self._slots.values())
 
@@ -176,7 +190,18 @@ class GroupCoordinatorRuntime:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._futures[handle] = future
         try:
-            result = command(slot.shard, handle, self.now_ms())
+            try:
+                result = command(slot.shard, handle, self.now_ms())
+            except Exception:
+                # A coordinator bug: the shard may have changed its memory
+                # without the records that say so. Rebuild it from its
+                # partition (as a failed tick does) and let the request fail.
+                log.exception("offsets partition %d: a command failed; reloading its groups",
+                              partition)
+                if self._slots.get(partition) is slot:
+                    self._unload(partition)
+                    self.on_metadata()
+                raise
             self._dispatch(partition, slot, result)
             return await future
         finally:

@@ -1,4 +1,4 @@
-"""Consumer groups: the classic group coordinator and committed offsets (ARCHITECTURE.md "Groups").
+"""Consumer groups: the group coordinator (classic and KIP-848 protocols) and committed offsets (ARCHITECTURE.md "Groups").
 
 Modules, by role:
 
@@ -12,7 +12,14 @@ Modules, by role:
 - ``wire``: kio <-> model mapping for the broker.
 - ``describe``: kafka-consumer-groups.sh-style text.
 
-Only the classic protocol is implemented (KIP-848's consumer protocol is not).
+KIP-848 consumer groups (``group.protocol=consumer``):
+
+- ``consumer_records``: their ``__consumer_offsets`` records (types 3-8).
+- ``consumer_group``: one group's members, epochs, target assignment and
+  each member's reconciliation; replay of the records.
+- ``assignors``: the server-side ``uniform`` and ``range`` assignors.
+- ``consumer_model``, ``consumer_commands``, ``consumer_wire``: the
+  heartbeat and describe commands, and their kio mapping.
 """
 
 from .group import ClassicGroup, GroupState, Member

@@ -103,9 +103,19 @@ def state_line(description: GroupDescription) -> str:
     return f"Consumer group '{description.group_id}' is {description.state}."
 
 
-def list_lines(groups: Iterable[ListedGroup]) -> list[str]:
-    """``--list``: one group id per line, sorted."""
-    return sorted(g.group_id for g in groups)
+def list_lines(groups: Iterable[ListedGroup], *, show_type: bool = False,
+               show_state: bool = False) -> list[str]:
+    """``--list``: one group id per line, sorted; with ``--type`` and/or
+    ``--state``, a table with those columns (Kafka 4's tool)."""
+    ordered = sorted(groups, key=lambda g: g.group_id)
+    if not show_type and not show_state:
+        return [g.group_id for g in ordered]
+    header = ("GROUP", *(("TYPE",) if show_type else ()), *(("STATE",) if show_state else ()))
+    rows: list[tuple[str, ...]] = [header]
+    for g in ordered:
+        rows.append((g.group_id, *((g.group_type.title(),) if show_type else ()),
+                     *((g.state,) if show_state else ())))
+    return _align(rows)
 
 
 def _or_dash(value: int | None) -> str:

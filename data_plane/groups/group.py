@@ -1,7 +1,7 @@
 """A classic group: its members, generation, selected protocol and state.
 
 States and legal transitions (Kafka ``ClassicGroupState``; the classic
-protocol only -- the KIP-848 consumer protocol is not implemented)::
+protocol; KIP-848 consumer groups are `consumer_group.ConsumerGroup`)::
 
     Empty               -> PreparingRebalance, Dead
     PreparingRebalance  -> CompletingRebalance, Empty, Dead

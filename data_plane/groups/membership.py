@@ -56,6 +56,13 @@ class MembershipCommands(ShardState):
             return _E.invalid_group_id
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             return _E.invalid_session_timeout
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None:
+            if consumer.members:
+                # A KIP-848 group with members: classic members cannot join it.
+                return _E.inconsistent_group_protocol
+            # An empty consumer group becomes a classic one; its offsets stay.
+            self._drop_consumer_group_records(consumer, out)
         group = self._groups.get(req.group_id)
         if group is None:
             if req.member_id != UNKNOWN_MEMBER_ID:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from raftlog.net.errors import ErrorCode
 
+from .consumer_model import ConsumerGroupHeartbeatResponse
+
 #: An opaque token the broker attaches to a request whose answer may come
 #: later (JoinGroup, SyncGroup) or from another call (``tick``). Each handle
 #: given to the shard gets exactly one ``Reply``, or is returned by ``unload``.
@@ -45,6 +47,13 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     #: ``offset.metadata.max.bytes``.
     offset_metadata_max_bytes: int = 4096
+    #: KIP-848 consumer groups: ``group.consumer.session.timeout.ms``,
+    #: ``group.consumer.heartbeat.interval.ms``, ``group.consumer.max.size``
+    #: and ``group.consumer.assignors`` (the first is the default).
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     def __post_init__(self) -> None:
         if self.initial_rebalance_delay_ms < 0:
@@ -55,6 +64,14 @@ class GroupConfig:
             raise ValueError("max_size must be >= 1")
         if self.offsets_retention_ms < 1 or self.offsets_retention_check_interval_ms < 1:
             raise ValueError("offset retention settings must be positive")
+        if self.consumer_session_timeout_ms < 1 or self.consumer_heartbeat_interval_ms < 1:
+            raise ValueError("consumer group session and heartbeat times must be positive")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be below the session timeout")
+        if self.consumer_max_size < 1:
+            raise ValueError("consumer_max_size must be >= 1")
+        if not self.consumer_assignors:
+            raise ValueError("group.consumer.assignors must name at least one assignor")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -225,6 +242,10 @@ class OffsetFetchRequest:
     partitions: tuple[TopicPartition, ...] | None = None
     #: KIP-447: answer UNSTABLE_OFFSET_COMMIT while a transactional commit is pending.
     require_stable: bool = False
+    #: OffsetFetch v9 (KIP-848): the asking member and its member epoch, checked
+    #: against a consumer group's (None / -1: not asked by a member).
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +284,7 @@ class OffsetDeleteResponse:
 class ListGroupsRequest:
     #: ListGroups v4+ (KIP-518); empty = no filter. Kafka's state names, case-insensitive.
     states_filter: frozenset[str] = frozenset()
-    #: ListGroups v5+ (KIP-848); only "classic" groups exist here.
+    #: ListGroups v5+ (KIP-848): "classic", "consumer"; case-insensitive.
     types_filter: frozenset[str] = frozenset()
 
 
@@ -302,6 +323,8 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[DescribedMember, ...] = ()
+    #: DescribeGroups v6+ (why a group is not described).
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +346,7 @@ Response = (
     | OffsetCommitResponse
     | OffsetDeleteResponse
     | DeleteGroupsResponse
+    | ConsumerGroupHeartbeatResponse
 )
 
 

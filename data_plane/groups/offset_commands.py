@@ -3,8 +3,11 @@ OffsetDelete and offset expiry (KIP-211)."""
 
 from __future__ import annotations
 
+import re
+
 from raftlog.net.errors import ErrorCode
 
+from .consumer_group import ConsumerGroup
 from .group import ClassicGroup, GroupState
 from .model import (
     UNKNOWN_MEMBER_ID,
@@ -44,7 +47,12 @@ class OffsetCommands(ShardState):
         no offsets is deleted (group tombstone).
         """
         retention = self._config.offsets_retention_ms
-        for group_id in sorted(set(self._offsets.group_ids()) | set(self._groups)):
+        for group_id in sorted(set(self._offsets.group_ids()) | set(self._groups)
+                               | set(self._consumer_groups)):
+            consumer = self._consumer_groups.get(group_id)
+            if consumer is not None:
+                self._expire_consumer_offsets(consumer, now_ms, out)
+                continue
             group = self._groups.get(group_id)
             subscribed: frozenset[str] | None = None
             if group is not None and group.state is not GroupState.EMPTY:
@@ -73,6 +81,34 @@ class OffsetCommands(ShardState):
             ):
                 self._delete_group(group, now_ms, out)
 
+    def _expire_consumer_offsets(self, group: ConsumerGroup, now_ms: int, out: _Out) -> None:
+        """A consumer group's offset expires a retention period after its
+        commit unless a member subscribes to its topic (Kafka's rule for
+        consumer groups); an empty group left without offsets is deleted."""
+        retention = self._config.offsets_retention_ms
+        for tp, value in sorted(self._offsets.committed(group.group_id).items()):
+            if self._offsets.has_pending(group.group_id, tp):
+                continue
+            if not _subscribes(group, tp.topic) and value.commit_timestamp_ms + retention <= now_ms:
+                self._emit_offset(out, group.group_id, tp, None)
+        if (not group.members and not self._offsets.has_offsets(group.group_id)
+                and not self._offsets.has_pending(group.group_id)):
+            self._drop_consumer_group_records(group, out)
+
+    def _validate_consumer_commit(self, group: ConsumerGroup, member_id: str, epoch: int,
+                                  *, transactional: bool) -> ErrorCode:
+        """KIP-848: a commit names a member and its current member epoch, or
+        (no member id, epoch -1) comes from outside a group with no members."""
+        if epoch < 0 and member_id == UNKNOWN_MEMBER_ID and (transactional or not group.members):
+            return _E.none
+        member = group.members.get(member_id)
+        if member is None:
+            return _E.unknown_member_id
+        if epoch != member.member_epoch:
+            # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
+            return _E.illegal_generation if transactional else _E.stale_member_epoch
+        return _E.none
+
     # --- offsets ---------------------------------------------------------------------
 
     def handle_offset_commit(
@@ -88,6 +124,10 @@ class OffsetCommands(ShardState):
         return self._result(out)
 
     def _validate_commit(self, req: OffsetCommitRequest, now_ms: int) -> ErrorCode:
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None:
+            return self._validate_consumer_commit(consumer, req.member_id, req.generation_id,
+                                                  transactional=False)
         group = self._groups.get(req.group_id)
         if group is None:
             if req.generation_id >= 0:
@@ -131,6 +171,10 @@ class OffsetCommands(ShardState):
         return self._result(out, TxnProducer(request.producer_id, request.producer_epoch))
 
     def _validate_txn_commit(self, req: TxnOffsetCommitRequest, now_ms: int) -> ErrorCode:
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None:
+            return self._validate_consumer_commit(consumer, req.member_id, req.generation_id,
+                                                  transactional=True)
         group = self._groups.get(req.group_id)
         if group is None:
             group = self._groups[req.group_id] = ClassicGroup(
@@ -178,6 +222,14 @@ class OffsetCommands(ShardState):
     def handle_offset_fetch(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
         """OffsetFetch: committed offsets (-1 where none); with ``require_stable``,
         UNSTABLE_OFFSET_COMMIT for partitions with a pending transactional commit."""
+        consumer = self._consumer_groups.get(request.group_id)
+        if consumer is not None and (request.member_id or request.member_epoch >= 0):
+            # OffsetFetch v9 from a KIP-848 member: it must be one, at its epoch.
+            member = consumer.members.get(request.member_id or "")
+            if member is None:
+                return OffsetFetchResponse(request.group_id, _E.unknown_member_id, ())
+            if request.member_epoch != member.member_epoch:
+                return OffsetFetchResponse(request.group_id, _E.stale_member_epoch, ())
         # Only offsets whose records are committed: a commit still waiting for
         # the HW could be lost on failover and must not be seen meanwhile.
         committed = self._offsets.stable_committed(request.group_id)
@@ -210,6 +262,18 @@ class OffsetCommands(ShardState):
         return self._result(out)
 
     def _offset_delete(self, req: OffsetDeleteRequest, out: _Out) -> OffsetDeleteResponse:
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None:
+            results = []
+            for tp in req.partitions:
+                if _subscribes(consumer, tp.topic):
+                    results.append(
+                        PartitionResult(tp.topic, tp.partition, _E.group_subscribed_to_topic))
+                    continue
+                if self._offsets.get(req.group_id, tp) is not None:
+                    self._emit_offset(out, req.group_id, tp, None)
+                results.append(PartitionResult(tp.topic, tp.partition, _E.none))
+            return OffsetDeleteResponse(error=_E.none, partitions=tuple(results))
         group = self._groups.get(req.group_id)
         if group is None or group.state is GroupState.DEAD:
             return OffsetDeleteResponse(error=_E.group_id_not_found)
@@ -233,3 +297,16 @@ class OffsetCommands(ShardState):
 
     # --- administration ---------------------------------------------------------------
 
+
+def _subscribes(group: ConsumerGroup, topic: str) -> bool:
+    """Whether a member of the consumer group subscribes to ``topic`` (by name or regex)."""
+    for member in group.members.values():
+        if topic in member.subscribed_topic_names:
+            return True
+        if member.subscribed_topic_regex:
+            try:
+                if re.fullmatch(member.subscribed_topic_regex, topic):
+                    return True
+            except re.error:
+                continue
+    return False

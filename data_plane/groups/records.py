@@ -20,8 +20,8 @@ int32-length bytes; int32-count arrays). Formats, from Kafka's
 
 A null value is a tombstone: the topic is compacted by key, so a tombstone
 deletes the offset or the group (Kafka ``GroupMetadataManager``). Key
-versions 3+ belong to the KIP-848 consumer protocol, which we do not run;
-``decode_key`` returns None for them so a replay skips them.
+versions 3+ belong to KIP-848 consumer groups (``consumer_records``) and
+other group types; ``decode_key`` returns None for them.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from raftlog.net.errors import ErrorCode
 
+from .consumer_model import ConsumerGroupHeartbeatResponse
 from .model import (
     DeleteGroupsResponse,
     HeartbeatResponse,
@@ -63,3 +64,5 @@ def append_error_reply(reply: Reply, append_error: ErrorCode) -> Reply:
         case DeleteGroupsResponse():
             results = tuple(replace(g, error=error) for g in r.results)
             return Reply(reply.handle, DeleteGroupsResponse(results))
+        case ConsumerGroupHeartbeatResponse():
+            return Reply(reply.handle, ConsumerGroupHeartbeatResponse(error, member_id=r.member_id))

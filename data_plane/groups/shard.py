@@ -1,11 +1,13 @@
-"""``GroupCoordinatorShard``: the classic group coordinator for one offsets partition.
+"""``GroupCoordinatorShard``: the group coordinator for one offsets partition.
 
 One shard per owned ``__consumer_offsets`` partition (``partitioning.py``
 picks it). It is sans-I/O (STYLE.md section 1): every command carries
 ``now_ms``, nothing reads a clock, and member ids come from an injected
-``random.Random``. Only the classic protocol (JoinGroup/SyncGroup/Heartbeat,
-KIP-62 session vs rebalance timeouts, KIP-394 MEMBER_ID_REQUIRED, KIP-345
-static membership) is implemented; KIP-848's consumer protocol is not.
+``random.Random``. Both protocols: the classic one (JoinGroup/SyncGroup/
+Heartbeat, KIP-62 session vs rebalance timeouts, KIP-394 MEMBER_ID_REQUIRED,
+KIP-345 static membership; ``membership``) and KIP-848's consumer protocol
+(ConsumerGroupHeartbeat, server-side assignment; ``consumer_commands``). A
+group id names one group of one protocol at a time.
 
 Outputs (``CoordinatorResult``): records to append, replies keyed by
 ``RequestHandle`` -- including *delayed* replies to other members' parked
@@ -28,6 +30,8 @@ from raftlog.records import (
     parse_header,
 )
 
+from .consumer_commands import ConsumerGroupCommands
+from .consumer_records import decode_consumer_key, decode_consumer_value
 from .group import ClassicGroup, GroupState, Member
 from .membership import MembershipCommands
 from .model import (
@@ -61,7 +65,7 @@ from .shard_state import _E, ShardState, _Out
 __all__ = ("GroupCoordinatorShard", "ShardState")
 
 
-class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
+class GroupCoordinatorShard(MembershipCommands, OffsetCommands, ConsumerGroupCommands):
     """Groups and offsets of one ``__consumer_offsets`` partition.
 
     Write commands (``handle_join_group`` ... ``tick``) return a
@@ -98,6 +102,7 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
                 and group.join_deadline_ms <= now_ms
             ):
                 self._on_join_deadline(group, now_ms, out)
+        self._tick_consumer_groups(now_ms, out)
         if self._retention_deadline_ms is not None and self._retention_deadline_ms <= now_ms:
             self._expire_offsets(now_ms, out)
             self._retention_deadline_ms = now_ms + self._config.offsets_retention_check_interval_ms
@@ -107,14 +112,20 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
         """ListGroups with the KIP-518 state filter and KIP-848 type filter."""
         states = {s.lower() for s in request.states_filter}
         types = {t.lower() for t in request.types_filter}
-        if types and "classic" not in types:
-            return ListGroupsResponse(error=_E.none)
-        listed = tuple(
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for gid, g in sorted(self._groups.items())
-            if not states or g.state.value.lower() in states
-        )
-        return ListGroupsResponse(error=_E.none, groups=listed)
+        listed: list[ListedGroup] = []
+        if not types or "classic" in types:
+            listed.extend(
+                ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                for gid, g in self._groups.items()
+                if not states or g.state.value.lower() in states
+            )
+        if not types or "consumer" in types:
+            listed.extend(
+                ListedGroup(g.group_id, "consumer", g.state.value, group_type="consumer")
+                for g in self._consumer_groups.values()
+                if not states or g.state.value.lower() in states
+            )
+        return ListGroupsResponse(error=_E.none, groups=tuple(sorted(listed, key=lambda g: g.group_id)))
 
     def handle_describe_groups(self, group_ids: tuple[str, ...]) -> tuple[GroupDescription, ...]:
         """DescribeGroups: member metadata and assignments are shown only when Stable."""
@@ -122,6 +133,10 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
 
     def _describe(self, group_id: str) -> GroupDescription:
         group = self._groups.get(group_id)
+        if group_id in self._consumer_groups:
+            # Kafka: DescribeGroups is the classic API; ConsumerGroupDescribe shows these.
+            return GroupDescription(group_id, _E.group_id_not_found, GroupState.DEAD.value, "", "",
+                                    error_message=f"Group {group_id} is not a classic group.")
         if group is None:
             return GroupDescription(group_id, _E.none, GroupState.DEAD.value, "", "")
         stable = group.state is GroupState.STABLE
@@ -153,6 +168,15 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
         out = _Out()
         results = []
         for gid in group_ids:
+            consumer = self._consumer_groups.get(gid)
+            if consumer is not None:
+                if consumer.members:
+                    error = _E.non_empty_group
+                else:
+                    self._delete_consumer_group(consumer, now_ms, out)
+                    error = _E.none
+                results.append(DeleteGroupsResult(gid, error))
+                continue
             group = self._groups.get(gid)
             if group is None or group.state is GroupState.DEAD:
                 error = _E.group_id_not_found
@@ -214,6 +238,12 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
         """
         if key is None:
             return
+        consumer_key = decode_consumer_key(key)
+        if consumer_key is not None:
+            consumer_value = None if value is None else decode_consumer_value(consumer_key, value)
+            if value is None or consumer_value is not None:
+                self._apply_consumer(consumer_key, consumer_value)
+            return
         parsed = decode_key(key)
         if isinstance(parsed, OffsetCommitKey):
             offset_value = None if value is None else decode_offset_commit_value(value)
@@ -233,8 +263,8 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
         pending offsets, ABORT drops them.
         """
         for group_id in self._offsets.complete_txn(producer_id, committed):
-            if committed and group_id not in self._groups:
-                self._groups[group_id] = ClassicGroup(group_id)
+            if committed:
+                self._ensure_group_for_offsets(group_id)
 
     def load_batch(self, batch: bytes) -> list[str]:
         """Replay every record of one v2 batch read from the partition.
@@ -264,6 +294,7 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands):
         for group in self._groups.values():
             for m in group.members.values():
                 m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+        self._start_consumer_sessions(now_ms)
         self._arm_retention(now_ms)
         return self.next_deadline_ms()
 

@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 
 from raftlog.net.errors import ErrorCode
 
+from .consumer_group import ConsumerGroup, ConsumerValue, apply_consumer_record
+from .consumer_records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerKey,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 from .group import ClassicGroup, GroupState
 from .model import (
     CoordinatorResult,
@@ -47,7 +55,10 @@ class ShardState:
         self.partition = partition
         self._config = config or GroupConfig()
         self._rng = rng
+        # A group id is in at most one of these: classic groups (and groups
+        # with only committed offsets), and KIP-848 consumer groups.
         self._groups: dict[str, ClassicGroup] = {}
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
         self._offsets = OffsetStore()
         self._retention_deadline_ms: int | None = None
 
@@ -56,8 +67,11 @@ class ShardState:
     def group(self, group_id: str) -> ClassicGroup | None:
         return self._groups.get(group_id)
 
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._consumer_groups.get(group_id)
+
     def group_ids(self) -> list[str]:
-        return sorted(self._groups)
+        return sorted(set(self._groups) | set(self._consumer_groups))
 
     @property
     def offsets(self) -> OffsetStore:
@@ -68,6 +82,10 @@ class ShardState:
         for group in self._groups.values():
             group.check_invariants()
             assert group.state is not GroupState.DEAD, "dead groups are removed"
+        for consumer in self._consumer_groups.values():
+            consumer.check_invariants()
+        both = set(self._groups) & set(self._consumer_groups)
+        assert not both, f"groups both classic and consumer: {sorted(both)}"
 
     def next_deadline_ms(self) -> int | None:
         """The earliest time ``tick`` has work: a session, join or retention deadline."""
@@ -83,6 +101,9 @@ class ShardState:
                 for m in group.members.values()
                 if not (m.is_awaiting_join or m.is_awaiting_sync)
             )
+        for consumer in self._consumer_groups.values():
+            deadlines.extend(consumer.session_deadlines_ms.values())
+            deadlines.extend(consumer.rebalance_deadlines_ms.values())
         return min(deadlines, default=None)
 
     def _arm_retention(self, now_ms: int) -> None:
@@ -133,8 +154,37 @@ class ShardState:
             self._offsets.put_pending(producer_id, group_id, tp, committed)
             return
         self._offsets.put(group_id, tp, committed)
-        if committed is not None and group_id not in self._groups:
+        if committed is not None:
+            self._ensure_group_for_offsets(group_id)
+
+    def _ensure_group_for_offsets(self, group_id: str) -> None:
+        """A group with committed offsets exists: an empty classic one unless
+        it is a group already (Kafka creates a "simple" group for them)."""
+        if group_id not in self._groups and group_id not in self._consumer_groups:
             self._groups[group_id] = ClassicGroup(group_id)
+
+    # --- consumer group records ---------------------------------------------------
+
+    def _write_consumer(self, out: _Out, key: ConsumerKey, value: ConsumerValue | None) -> None:
+        """Append a consumer-group record and apply it, as replay will."""
+        out.records.append(OffsetsRecord(
+            encode_consumer_key(key), None if value is None else encode_consumer_value(value)))
+        self._apply_consumer(key, value)
+
+    def _apply_consumer(self, key: ConsumerKey, value: ConsumerValue | None) -> None:
+        if value is not None and key.group_id in self._groups:
+            # An empty classic group (committed offsets only) became a consumer group.
+            del self._groups[key.group_id]
+        apply_consumer_record(self._consumer_groups, key, value)
+        if (value is None and isinstance(key, ConsumerGroupMetadataKey)
+                and self._offsets.has_offsets(key.group_id)):
+            self._ensure_group_for_offsets(key.group_id)  # offsets outlive the group
+
+    def _drop_consumer_group_records(self, group: ConsumerGroup, out: _Out) -> None:
+        """Tombstones for an empty consumer group's own records (its offsets stay)."""
+        assert not group.members, "only an empty consumer group is dropped"
+        self._write_consumer(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id), None)
+        self._write_consumer(out, ConsumerGroupMetadataKey(group.group_id), None)
 
     def _persist_group(self, group: ClassicGroup, out: _Out) -> None:
         value = group.to_metadata_value()

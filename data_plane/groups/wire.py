@@ -276,7 +276,9 @@ def offset_fetch_from_kio(request: Any) -> tuple[OffsetFetchRequest, ...]:
     stable = bool(getattr(request, "require_stable", False))
     if hasattr(request, "groups"):
         return tuple(
-            OffsetFetchRequest(str(g.group_id), _fetch_partitions(g.topics), stable)
+            OffsetFetchRequest(str(g.group_id), _fetch_partitions(g.topics), stable,
+                               member_id=getattr(g, "member_id", None),
+                               member_epoch=int(getattr(g, "member_epoch", -1)))
             for g in request.groups
         )
     return (OffsetFetchRequest(str(request.group_id), _fetch_partitions(request.topics), stable),)
@@ -417,7 +419,7 @@ def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_versi
             _make(
                 mod.DescribedGroup,
                 error_code=error,
-                error_message=None,
+                error_message=d.error_message,
                 group_id=d.group_id,
                 group_state=d.state,
                 protocol_type=d.protocol_type,

@@ -49,6 +49,15 @@ def test_state_and_list_lines() -> None:
         "a",
         "b",
     ]
+    groups = [ListedGroup("b", "consumer", "Stable", group_type="consumer"),
+              ListedGroup("a-long-name", "", "Empty")]
+    assert list_lines(groups, show_type=True, show_state=True) == [
+        "GROUP       TYPE     STATE",
+        "a-long-name Classic  Empty",
+        "b           Consumer Stable",
+    ]
+    assert list_lines(groups, show_state=True) == [
+        "GROUP       STATE", "a-long-name Empty", "b           Stable"]
 
 
 def test_parse_assignment_rejects_garbage() -> None:

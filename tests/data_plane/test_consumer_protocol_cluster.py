@@ -1,0 +1,172 @@
+"""KIP-848 consumer groups on a real 3-node cluster with librdkafka
+(confluent-kafka, ``group.protocol=consumer``): partitions are shared and
+never held by two consumers at once, members come and go, committed offsets
+are kept, and the group survives its coordinator's SIGKILL."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cluster_helpers import cli, eventually, module_cluster
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from data_plane.local_cluster import LocalCluster
+
+# Heartbeats every 500 ms so that a rebalance takes about a second, not ten.
+cluster = module_cluster(group_consumer_heartbeat_interval_ms="500",
+                         group_consumer_session_timeout_ms="8000")
+
+
+def create_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(name, partitions, 3)])[name].result(timeout=20)
+
+
+def produce(cluster: LocalCluster, topic: str, count: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 30_000})
+    for i in range(start, start + count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def consumer(cluster: LocalCluster, group: str, name: str, **extra: str) -> Any:
+    return Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+        "group.protocol": "consumer", "client.id": name, "auto.offset.reset": "earliest",
+        "enable.auto.commit": True, "auto.commit.interval.ms": 200, **extra,
+    })
+
+
+def held(c: Any) -> frozenset[int]:
+    return frozenset(tp.partition for tp in c.assignment())
+
+
+class Group:
+    """Consumers polled in turn from this thread; what each read, and a check
+    after every round that no partition is held by two of them."""
+
+    def __init__(self, *consumers: Any) -> None:
+        self.consumers = list(consumers)
+        self.read: set[tuple[int, int]] = set()
+
+    def round(self) -> None:
+        for c in self.consumers:
+            for m in c.consume(200, 0.05):
+                if m.error() is None:
+                    self.read.add((m.partition(), m.offset()))
+        holdings = [held(c) for c in self.consumers]
+        for i, a in enumerate(holdings):
+            for b in holdings[i + 1:]:
+                assert not a & b, f"partitions {sorted(a & b)} held by two consumers"
+
+    def until(self, done: Any, timeout_s: float, what: str) -> float:
+        started = time.monotonic()
+        while not done():
+            assert time.monotonic() - started < timeout_s, f"not {what} within {timeout_s} s"
+            self.round()
+        return time.monotonic() - started
+
+
+def test_librdkafka_consumers_share_a_topic_with_the_consumer_protocol(
+        cluster: LocalCluster) -> None:
+    topic, group_id = "kip848", "kip848-group"
+    create_topic(cluster, topic, 6)
+    produce(cluster, topic, 600)
+    c1 = consumer(cluster, group_id, "c1")
+    c1.subscribe([topic])
+    group = Group(c1)
+    group.until(lambda: len(held(c1)) == 6, 30, "assigned everything to c1")
+
+    c2 = consumer(cluster, group_id, "c2")
+    c2.subscribe([topic])
+    group.consumers.append(c2)
+    took = group.until(lambda: len(held(c1)) == 3 and len(held(c2)) == 3, 30,
+                       "split between c1 and c2")
+    print(f"\nc2 joined: split 3/3 after {took:.2f} s: c1 {sorted(held(c1))}, c2 {sorted(held(c2))}")
+
+    produce(cluster, topic, 600, start=600)
+    group.until(lambda: len(group.read) == 1200, 30, "read every record")
+
+    described = cli("groups", "describe", group_id, "--bootstrap-server", cluster.bootstrap_servers)
+    assert described.returncode == 0, described.stderr
+    print(described.stdout)
+    rows = [line.split() for line in described.stdout.splitlines()[1:] if line.strip()]
+    assert {r[-1] for r in rows} == {"c1", "c2"}
+    assert len(rows) == 6
+
+    listed = cli("groups", "list", "--bootstrap-server", cluster.bootstrap_servers)
+    assert group_id in listed.stdout.split()
+    listed = cli("groups", "list", "--type", "consumer", "--state",
+                 "--bootstrap-server", cluster.bootstrap_servers)
+    assert listed.returncode == 0, listed.stderr
+    print(listed.stdout)
+    assert [group_id, "Consumer", "Stable"] in [line.split() for line in listed.stdout.splitlines()]
+    refused = cli("groups", "list", "--type", "streams", "--bootstrap-server",
+                  cluster.bootstrap_servers)
+    assert refused.returncode != 0 and "unknown type 'streams'" in refused.stderr
+
+    c2.close()
+    group.consumers.remove(c2)
+    took = group.until(lambda: len(held(c1)) == 6, 30, "everything back to c1")
+    print(f"c2 left: c1 held all 6 again after {took:.2f} s")
+    c1.close()
+
+    def committed_to_the_end() -> None:
+        out = cli("groups", "describe", group_id, "--bootstrap-server", cluster.bootstrap_servers)
+        assert "has no active members" in out.stdout, out.stdout
+        lags = [line.split()[5] for line in out.stdout.splitlines()
+                if line.startswith(group_id)]
+        assert lags == ["0"] * 6, out.stdout
+
+    eventually(committed_to_the_end, timeout_s=20)
+
+
+def test_the_group_survives_its_coordinators_sigkill(cluster: LocalCluster) -> None:
+    topic, group_id = "kip848-failover", "kip848-failover-group"
+    create_topic(cluster, topic, 6)
+    produce(cluster, topic, 300)
+    c1, c2 = (consumer(cluster, group_id, name, **{"group.remote.assignor": "range"})
+              for name in ("c1", "c2"))
+    c1.subscribe([topic])
+    c2.subscribe([topic])
+    group = Group(c1, c2)
+    group.until(lambda: len(held(c1)) + len(held(c2)) == 6 and held(c1) and held(c2), 30,
+                "split between c1 and c2")
+    group.until(lambda: len(group.read) == 300, 30, "read the first records")
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    before = admin.describe_consumer_groups([group_id])[group_id].result(timeout=10)
+    coordinator = before.coordinator.id
+    members_before = {m.member_id for m in before.members}
+    assert len(members_before) == 2
+    assert before.partition_assignor == "range"
+    # The range assignor: contiguous halves, one per member.
+    assert {held(c1), held(c2)} == {frozenset({0, 1, 2}), frozenset({3, 4, 5})}
+
+    cluster.kill(coordinator)  # SIGKILL
+    try:
+        killed_at = time.monotonic()
+        produce(cluster, topic, 300, start=300)
+        group.until(lambda: len(group.read) == 600, 60, "read the records written after the kill")
+        print(f"\ncoordinator {coordinator} killed: every new record read "
+              f"{time.monotonic() - killed_at:.2f} s later")
+
+        def moved() -> Any:
+            after = admin.describe_consumer_groups([group_id])[group_id].result(timeout=10)
+            assert after.coordinator.id != coordinator
+            assert len(after.members) == 2
+            return after
+
+        after = eventually(moved, timeout_s=30)
+        print(f"coordinator now {after.coordinator.id}; members before {sorted(members_before)}, "
+              f"after {sorted(m.member_id for m in after.members)}")
+        group.until(lambda: len(held(c1)) + len(held(c2)) == 6, 30, "every partition held")
+    finally:
+        c1.close()
+        c2.close()
+        cluster.start(coordinator)
+        cluster.wait_ready(timeout_s=40)
