@@ -250,7 +250,8 @@ async def run_node(
         if http is not None:
             services.handlers = http.instrument(services.handlers)
             states = lifecycle
-            http.attach(replicas=services.replicas, subscribe=lifecycle.subscribe,
+            http.attach(replicas=services.replicas, groups=services.groups,
+                        subscribe=lifecycle.subscribe,
                         broker_state=lambda: (states.state.value, states.state.kafka_code))
         for broker_address in config.listeners:
             if broker_address.name in config.controller_listener_names:

@@ -34,6 +34,7 @@ async def attach_data_side(services: BrokerServices) -> None:
     services.handlers.update(broker_handlers(api))
     services.supported.update(BROKER_API_VERSIONS)
     services.replicas = replicas
+    services.groups = api.coordinators.groups
     replicas.start()
     fetchers.start()
 

@@ -22,6 +22,7 @@ from ..config import NodeConfig
 from .metadata_api import BrokerMetadata
 
 if TYPE_CHECKING:
+    from .group_runtime import GroupCoordinatorRuntime
     from .replica_manager import ReplicaManager
 
 __all__ = ("BrokerServices", "DataSide")
@@ -42,6 +43,7 @@ class BrokerServices:
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # Set by the data side: read-only views for the HTTP metrics (`data_plane.http`).
     replicas: ReplicaManager | None = None
+    groups: GroupCoordinatorRuntime | None = None
 
 
 DataSide = Callable[[BrokerServices], Awaitable[None]]

@@ -127,6 +127,7 @@ class ConsumerGroupCommands(ShardState):
                         rebalance_timeout_ms=m.rebalance_timeout_ms))
 
     def _bump_epoch(self, out: _Out, group: ConsumerGroup, metadata_hash: int) -> None:
+        self.consumer_group_rebalances += 1
         self._write_consumer(out, ConsumerGroupMetadataKey(group.group_id),
                     ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash))
 
@@ -141,9 +142,8 @@ class ConsumerGroupCommands(ShardState):
         if bump:
             self._bump_epoch(out, group, group.metadata_hash)
 
-    def _delete_consumer_group(self, group: ConsumerGroup, now_ms: int, out: _Out) -> None:
+    def _delete_consumer_group(self, group: ConsumerGroup, out: _Out) -> None:
         """Tombstones for an empty group: its offsets, target assignment and metadata."""
-        del now_ms
         for tp in sorted(self._offsets.committed(group.group_id)):
             self._emit_offset(out, group.group_id, tp, None)
         self._drop_consumer_group_records(group, out)
@@ -159,7 +159,7 @@ class ConsumerGroupCommands(ShardState):
         self._arm_retention(now_ms)
         try:
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._consumer_leave(request, now_ms, out)
+                response = self._consumer_leave(request, out)
             else:
                 response = self._consumer_heartbeat(request, topics, now_ms, out)
         except _Refused as refused:
@@ -258,8 +258,7 @@ class ConsumerGroupCommands(ShardState):
             if classic is not None and classic.last_persisted is not None:
                 out.records.append(OffsetsRecord(
                     encode_key(GroupMetadataKey(r.group_id)), None))
-            group = self._consumer_groups[r.group_id] = ConsumerGroup(
-                r.group_id, state_timestamp_ms=now_ms)
+            group = self._consumer_groups[r.group_id] = ConsumerGroup(r.group_id)
         base = existing or replacing or ConsumerMember(member_id)
         updated = ConsumerMember(
             member_id=member_id,
@@ -305,8 +304,6 @@ class ConsumerGroupCommands(ShardState):
         if member.state is not MemberState.UNREVOKED_PARTITIONS:
             group.rebalance_deadlines_ms.pop(member_id, None)
         group.session_deadlines_ms[member_id] = now_ms + self._config.consumer_session_timeout_ms
-        if out.records:
-            group.state_timestamp_ms = now_ms
         full = epoch == 0 or (r.rebalance_timeout_ms != -1
                               and r.subscribed_topic_names is not None and r.owned is not None)
         send_assignment = full or not assignment_equal(before_assigned, member.assigned)
@@ -393,7 +390,7 @@ class ConsumerGroupCommands(ShardState):
         self._write_consumer(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
                     ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
 
-    def _consumer_leave(self, r: ConsumerGroupHeartbeatRequest, now_ms: int,
+    def _consumer_leave(self, r: ConsumerGroupHeartbeatRequest,
                         out: _Out) -> ConsumerGroupHeartbeatResponse:
         self._validate_heartbeat(r)
         group = self._consumer_group_for(r)
@@ -411,7 +408,6 @@ class ConsumerGroupCommands(ShardState):
                 dict(member.assigned), dict(member.pending_revocation)))
         else:
             self._remove_consumer_member(out, group, member.member_id, bump=True)
-        group.state_timestamp_ms = now_ms
         return ConsumerGroupHeartbeatResponse(_E.none, member_id=r.member_id,
                                               member_epoch=r.member_epoch)
 
@@ -426,7 +422,6 @@ class ConsumerGroupCommands(ShardState):
             for mid in expired:
                 if mid in group.members:
                     self._remove_consumer_member(out, group, mid, bump=True)
-                    group.state_timestamp_ms = now_ms
                 group.session_deadlines_ms.pop(mid, None)
                 group.rebalance_deadlines_ms.pop(mid, None)
 
@@ -438,7 +433,6 @@ class ConsumerGroupCommands(ShardState):
     def _start_consumer_sessions(self, now_ms: int) -> None:
         """After a load: every member gets a full session, as a new coordinator gives."""
         for group in self._consumer_groups.values():
-            group.state_timestamp_ms = now_ms
             for mid in group.members:
                 group.session_deadlines_ms[mid] = now_ms + self._config.consumer_session_timeout_ms
 

@@ -170,9 +170,6 @@ class ConsumerGroup:
     session_deadlines_ms: dict[str, int] = field(default_factory=dict)
     #: member id -> deadline to finish revoking (its rebalance timeout).
     rebalance_deadlines_ms: dict[str, int] = field(default_factory=dict)
-    #: Wall-clock ms of the last state change the group saw (retention of
-    #: an empty group's offsets).
-    state_timestamp_ms: int = 0
 
     # --- derived views -----------------------------------------------------------
 

@@ -173,7 +173,7 @@ class GroupCoordinatorShard(MembershipCommands, OffsetCommands, ConsumerGroupCom
                 if consumer.members:
                     error = _E.non_empty_group
                 else:
-                    self._delete_consumer_group(consumer, now_ms, out)
+                    self._delete_consumer_group(consumer, out)
                     error = _E.none
                 results.append(DeleteGroupsResult(gid, error))
                 continue

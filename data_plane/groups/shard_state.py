@@ -59,6 +59,8 @@ class ShardState:
         # with only committed offsets), and KIP-848 consumer groups.
         self._groups: dict[str, ClassicGroup] = {}
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        #: Group epoch bumps this shard wrote (metrics; not replayed).
+        self.consumer_group_rebalances = 0
         self._offsets = OffsetStore()
         self._retention_deadline_ms: int | None = None
 

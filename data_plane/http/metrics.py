@@ -87,6 +87,8 @@ class NodeSources:
     broker_state: Callable[[], tuple[str, int]] | None = None
     # The node's listeners' connection count (raftlog.net.connection_quotas.ConnectionQuotas).
     connections: Any = None
+    # The broker's group coordinator (data_plane.broker.group_runtime.GroupCoordinatorRuntime).
+    groups: Any = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -397,6 +399,52 @@ class NodeCollector(Collector):
         yield from self._controller()
         yield from self._raft()
         yield from self._connections()
+        yield from self._groups()
+
+    def _groups(self) -> Iterable[Any]:
+        """Kafka's ``group-coordinator-metrics``: the groups this broker
+        coordinates now (the offsets partitions it leads), by protocol and
+        state, and the KIP-848 group epoch bumps it wrote."""
+        runtime = self.sources.groups
+        if runtime is None:
+            return
+        count = GaugeMetricFamily(
+            "kafka_server_group_coordinator_metrics_group_count",
+            "Groups this broker coordinates, by protocol (classic, consumer).",
+            labels=["protocol"])
+        classic = GaugeMetricFamily(
+            "kafka_server_group_coordinator_metrics_classic_group_count",
+            "Classic groups this broker coordinates, by state.", labels=["state"])
+        consumer = GaugeMetricFamily(
+            "kafka_server_group_coordinator_metrics_consumer_group_count",
+            "KIP-848 consumer groups this broker coordinates, by state.", labels=["state"])
+        classic_states: dict[str, int] = {}
+        consumer_states: dict[str, int] = {}
+        rebalances = 0
+        for shard in runtime.shards():
+            rebalances += shard.consumer_group_rebalances
+            for group_id in shard.group_ids():
+                group = shard.consumer_group(group_id)
+                if group is not None:
+                    state = group.state.value
+                    consumer_states[state] = consumer_states.get(state, 0) + 1
+                elif (classic_group := shard.group(group_id)) is not None:
+                    state = classic_group.state.value
+                    classic_states[state] = classic_states.get(state, 0) + 1
+        count.add_metric(["classic"], sum(classic_states.values()))
+        count.add_metric(["consumer"], sum(consumer_states.values()))
+        for state, n in sorted(classic_states.items()):
+            classic.add_metric([state], n)
+        for state, n in sorted(consumer_states.items()):
+            consumer.add_metric([state], n)
+        yield count
+        yield classic
+        yield consumer
+        yield CounterMetricFamily(
+            "kafka_server_group_coordinator_metrics_consumer_group_rebalance",
+            "Group epoch bumps of KIP-848 consumer groups written by the shards loaded here "
+            "(members joining or leaving, subscription or topic changes); it restarts when "
+            "an offsets partition is loaded again.", value=rebalances)
 
     def _connections(self) -> Iterable[Any]:
         quotas = self.sources.connections

@@ -55,8 +55,10 @@ class NodeHttp:
     def attach(self, *, driver: Any = None, controller: Any = None, replicas: Any = None,
                subscribe: Callable[[Any], None] | None = None,
                broker_state: Callable[[], tuple[str, int]] | None = None,
-               connections: Any = None) -> None:
+               connections: Any = None, groups: Any = None) -> None:
         """Give the collectors the node's live objects (None: not this role)."""
+        if groups is not None:
+            self.sources.groups = groups
         if connections is not None:
             self.sources.connections = connections
         if broker_state is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,6 +22,10 @@ from data_plane.broker.client_quotas import (
     QuotaWindow,
 )
 from data_plane.broker.replication_quotas import ReplicationQuotas
+from data_plane.groups.assignors import AssignmentTopic
+from data_plane.groups.consumer_model import ConsumerGroupHeartbeatRequest, MappingTopicsView
+from data_plane.groups.model import OffsetCommitPartition, OffsetCommitRequest
+from data_plane.groups.shard import GroupCoordinatorShard
 from data_plane.http.metrics import (
     LoopCounter,
     LoopHistogram,
@@ -219,3 +225,24 @@ def test_connection_gauges_count_the_nodes_listeners() -> None:
     metrics.sources.connections = quotas
     assert _sample(metrics, "kafka_server_socket_server_metrics_connection_count") == 1.0
     assert _sample(metrics, "kafka_server_socket_server_metrics_connections_refused_total") == 1.0
+
+
+def test_group_coordinator_gauges_count_groups_by_protocol_and_state() -> None:
+    """Kafka's ``group-coordinator-metrics``: group-count per protocol,
+    classic/consumer group counts per state, and consumer group rebalances."""
+    shard = GroupCoordinatorShard(0, rng=random.Random(1))
+    view = MappingTopicsView([AssignmentTopic(uuid.UUID(int=1), "t", 2)])
+    for member in ("a", "b"):
+        shard.handle_consumer_group_heartbeat("h", ConsumerGroupHeartbeatRequest(
+            "new", member, 0, rebalance_timeout_ms=1000, subscribed_topic_names=("t",),
+            owned=()), view, 0)
+    shard.handle_offset_commit("c", OffsetCommitRequest(
+        "simple", -1, "", (OffsetCommitPartition("t", 0, 1),)), 0)
+    metrics = _metrics()
+    metrics.sources.groups = SimpleNamespace(shards=lambda: [shard])
+    name = "kafka_server_group_coordinator_metrics"
+    assert _sample(metrics, f"{name}_group_count", protocol="consumer") == 1.0
+    assert _sample(metrics, f"{name}_group_count", protocol="classic") == 1.0
+    assert _sample(metrics, f"{name}_consumer_group_count", state="Reconciling") == 1.0
+    assert _sample(metrics, f"{name}_classic_group_count", state="Empty") == 1.0
+    assert _sample(metrics, f"{name}_consumer_group_rebalance_total") == 2.0
