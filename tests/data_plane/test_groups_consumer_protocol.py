@@ -516,6 +516,21 @@ def assert_disjoint(clients: list[Client], now_ms: int) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_random_membership_never_gives_a_partition_to_two_clients(seed: int) -> None:
+    random_membership(seed)
+
+
+@pytest.mark.soak
+def test_random_membership_soak() -> None:
+    """``--soak``: 3,000 seeds of the scenario above."""
+    for seed in range(3_000):
+        random_membership(seed)
+
+
+def random_membership(seed: int) -> None:
+    """Clients join, heartbeat, leave and crash, sessions expire, topics grow
+    and the coordinator fails over, at random: no partition is ever held by
+    two live clients, replay rebuilds the state, and once quiet every
+    subscribed partition is held."""
     rng = random.Random(seed)
     counts = {"t1": 6, "t2": 3}
     ctx = Ctx(view=topics(**counts))
@@ -536,13 +551,19 @@ def test_random_membership_never_gives_a_partition_to_two_clients(seed: int) -> 
                 E.none, E.unknown_member_id)
         elif action < 0.88:
             live.pop(rng.randrange(len(live)))  # crashes: its session must expire
-        elif action < 0.95:
+        elif action < 0.93:
             ctx.tick(rng.choice((1_000, 20_000, SESSION_MS)))
             for c in live:  # the coordinator may have fenced a slow one
                 c.heartbeat(ctx)
-        else:
+        elif action < 0.97:
             counts[rng.choice(("t1", "t2"))] += 1
             ctx.view = topics(**counts)
+        else:
+            # Coordinator failover: a new shard replays the partition and
+            # carries on; the clients keep heartbeating as before.
+            replayed = ctx.replayed()
+            assert snapshot(replayed) == snapshot(ctx.shard)
+            ctx.shard = replayed
         assert_disjoint(live, ctx.now_ms)
     assert snapshot(ctx.replayed()) == snapshot(ctx.shard)
     # Quiet: crashed members expire, the live ones converge on everything.
