@@ -39,7 +39,15 @@ from confluent_kafka.admin import AdminClient
 from raftlog.net.errors import ErrorCode
 
 from .admin_cli import CliError
-from .groups.describe import describe_lines, list_lines, parse_assignment, state_line
+from .groups.describe import (
+    MemberRow,
+    describe_lines,
+    group_state_lines,
+    list_lines,
+    member_lines,
+    parse_assignment,
+    state_line,
+)
 from .groups.model import DescribedMember, GroupDescription, ListedGroup, TopicPartition
 from .groups.partitioning import OFFSETS_TOPIC
 
@@ -95,6 +103,8 @@ def cmd_groups_describe(args: argparse.Namespace) -> int:
     except Exception as e:
         raise CliError(f"describe {args.group}: {e}") from e
     description = _description(group)
+    if args.state or args.members:
+        return _describe_state_or_members(args, group, description)
     offsets_future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(args.group)], request_timeout=timeout_s)
     committed: dict[TopicPartition, int] = {}
@@ -115,6 +125,38 @@ def cmd_groups_describe(args: argparse.Namespace) -> int:
     for line in describe_lines(description, committed, ends):
         print(line)
     return 0
+
+
+def _describe_state_or_members(args: argparse.Namespace, group: Any,
+                               description: GroupDescription) -> int:
+    """``--state`` and/or ``--members [--verbose]`` (kafka-consumer-groups.sh)."""
+    if args.state:
+        node = group.coordinator
+        coordinator = f"{node.host}:{node.port} ({node.id})" if node is not None else "-"
+        for line in group_state_lines(args.group, coordinator, str(group.partition_assignor or ""),
+                                      description.state, len(group.members)):
+            print(line)
+    if args.members:
+        if args.state:
+            print()
+        if not group.members:
+            print(state_line(description))
+            return 0
+        kip848 = str(getattr(group.type, "name", "")).upper() == "CONSUMER"
+        rows = [
+            MemberRow(member_id=m.member_id, group_instance_id=m.group_instance_id, host=m.host,
+                      client_id=m.client_id, assignment=_topic_partitions(m.assignment),
+                      target=(_topic_partitions(m.target_assignment)
+                              if kip848 and m.target_assignment is not None else None))
+            for m in group.members]
+        for line in member_lines(args.group, rows, verbose=args.verbose):
+            print(line)
+    return 0
+
+
+def _topic_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    return tuple(TopicPartition(tp.topic, tp.partition)
+                 for tp in (assignment.topic_partitions if assignment is not None else ()))
 
 
 def _description(group: Any) -> GroupDescription:
@@ -307,6 +349,12 @@ def register_groups(sub: Any) -> None:
                          help="show each group's protocol type; only these types if named")
     describe = actions.add_parser("describe", help="offsets, log end offsets and lag per partition")
     describe.add_argument("group")
+    describe.add_argument("--state", action="store_true",
+                          help="the coordinator, assignor, state and member count instead")
+    describe.add_argument("--members", action="store_true",
+                          help="one line per member instead")
+    describe.add_argument("--verbose", action="store_true",
+                          help="with --members: each member's partitions (and KIP-848 target)")
     reset = actions.add_parser(
         "reset-offsets", help="move an inactive group's committed offsets (dry run unless --execute)")
     reset.add_argument("group")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from .model import GroupDescription, ListedGroup, TopicPartition
 
@@ -116,6 +117,53 @@ def list_lines(groups: Iterable[ListedGroup], *, show_type: bool = False,
         rows.append((g.group_id, *((g.group_type.title(),) if show_type else ()),
                      *((g.state,) if show_state else ())))
     return _align(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRow:
+    """One member for ``--describe --members``: its partitions now and, in a
+    KIP-848 group, the target the coordinator is moving it to (None: classic)."""
+
+    member_id: str
+    group_instance_id: str | None
+    host: str
+    client_id: str
+    assignment: tuple[TopicPartition, ...]
+    target: tuple[TopicPartition, ...] | None = None
+
+
+def member_lines(group_id: str, members: Iterable[MemberRow], *, verbose: bool = False) -> list[str]:
+    """``--describe --members [--verbose]``: one line per member, its
+    partition count, and with ``verbose`` the partitions themselves (and a
+    KIP-848 member's target assignment)."""
+    members = list(members)
+    targets = verbose and any(m.target is not None for m in members)
+    header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+              *(("ASSIGNMENT",) if verbose else ()), *(("TARGET-ASSIGNMENT",) if targets else ()))
+    rows: list[tuple[str, ...]] = [header]
+    for m in sorted(members, key=lambda m: m.member_id):
+        rows.append((group_id, m.member_id, m.group_instance_id or "-", m.host, m.client_id,
+                     str(len(m.assignment)),
+                     *((_partitions_text(m.assignment),) if verbose else ()),
+                     *((_partitions_text(m.target or ()),) if targets else ())))
+    return _align(rows)
+
+
+def group_state_lines(group_id: str, coordinator: str, assignor: str, state: str,
+                      members: int) -> list[str]:
+    """``--describe --state``: the coordinator, assignor, state and member count."""
+    return _align([("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                   (group_id, coordinator, assignor or "-", state, str(members))])
+
+
+def _partitions_text(partitions: Iterable[TopicPartition]) -> str:
+    """``topic(0,1),other(3)`` as Kafka's tool prints an assignment; "-" for none."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return "-"
+    return ",".join(f"{t}({','.join(str(p) for p in sorted(ps))})" for t, ps in sorted(by_topic.items()))
 
 
 def _or_dash(value: int | None) -> str:

@@ -98,6 +98,17 @@ def test_librdkafka_consumers_share_a_topic_with_the_consumer_protocol(
     assert {r[-1] for r in rows} == {"c1", "c2"}
     assert len(rows) == 6
 
+    members = cli("groups", "describe", group_id, "--members", "--verbose", "--state",
+                  "--bootstrap-server", cluster.bootstrap_servers)
+    assert members.returncode == 0, members.stderr
+    print(members.stdout)
+    lines = [line.split() for line in members.stdout.splitlines() if line.startswith(group_id)]
+    state_row, *member_rows = lines
+    assert state_row[-3:] == ["uniform", "Stable", "2"]
+    # Each member: 3 partitions held, and its target is what it holds.
+    assert sorted(r[4] for r in member_rows) == ["c1", "c2"]
+    assert all(r[5] == "3" and r[6] == r[7] for r in member_rows)
+
     listed = cli("groups", "list", "--bootstrap-server", cluster.bootstrap_servers)
     assert group_id in listed.stdout.split()
     listed = cli("groups", "list", "--type", "consumer", "--state",

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode as E
 
-from data_plane.groups.describe import describe_lines, list_lines, parse_assignment, state_line
+from data_plane.groups.describe import (
+    MemberRow,
+    describe_lines,
+    group_state_lines,
+    list_lines,
+    member_lines,
+    parse_assignment,
+    state_line,
+)
 from data_plane.groups.model import DescribedMember, GroupDescription, ListedGroup, TopicPartition
 from data_plane.groups.testing import assignment
 
@@ -65,4 +73,25 @@ def test_parse_assignment_rejects_garbage() -> None:
     assert parse_assignment(assignment({"x": [1, 2]})) == [
         TopicPartition("x", 1),
         TopicPartition("x", 2),
+    ]
+
+
+def test_member_and_state_lines() -> None:
+    rows = [MemberRow("m2", None, "/h", "c2", (TopicPartition("t", 1),), target=()),
+            MemberRow("m1", "i1", "/h", "c1", (TopicPartition("t", 0), TopicPartition("u", 2)),
+                      target=(TopicPartition("t", 0), TopicPartition("t", 1)))]
+    assert member_lines("g", rows) == [
+        "GROUP CONSUMER-ID GROUP-INSTANCE-ID HOST CLIENT-ID #PARTITIONS",
+        "g     m1          i1                /h   c1        2",
+        "g     m2          -                 /h   c2        1",
+    ]
+    assert member_lines("g", rows, verbose=True)[1:] == [
+        "g     m1          i1                /h   c1        2           t(0),u(2)  t(0,1)",
+        "g     m2          -                 /h   c2        1           t(1)       -",
+    ]
+    classic = [MemberRow("m", None, "/h", "c", ())]
+    assert member_lines("g", classic, verbose=True)[0].endswith("#PARTITIONS ASSIGNMENT")
+    assert group_state_lines("g", "127.0.0.1:9092 (1)", "uniform", "Stable", 2) == [
+        "GROUP COORDINATOR (ID)   ASSIGNMENT-STRATEGY STATE  #MEMBERS",
+        "g     127.0.0.1:9092 (1) uniform             Stable 2",
     ]
