@@ -54,6 +54,7 @@ def _options(a: argparse.Namespace, seed: int, out: str) -> RunOptions:
         idempotent=not a.no_idempotence,
         mode=a.mode,
         workload=a.workload,
+        group_protocol=a.group_protocol or "",
         out=out,
     )
 
@@ -78,6 +79,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         "compact: keyed sends to a compacted topic whose segments roll every "
         "2 s and are cleaned all through the run; compact-txn: the txn "
         "workload's transactions, keyed, to such a topic",
+    )
+    p.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default=None,
+        help="poll as members of one consumer group with this protocol (consumer: "
+        "KIP-848) instead of assign-based consumers; adds the committed-unread check "
+        "(send workload only)",
     )
     p.add_argument(
         "--mode",

@@ -14,6 +14,9 @@ returns ``(type, value)`` for the completion; the runner writes the
   checked), for variety.
 - `ConfluentPoller`: an assign-based consumer on every partition from offset
   0, polling in batches and recording ``[offset, value]`` per partition.
+- `ConfluentGroupPoller`: the same batches from a member of one consumer
+  group (``subscribe``, classic or KIP-848 protocol, auto-commit), and
+  `group_offsets`, the group's committed offsets after the run.
 - `final_read`: a fresh read_committed consumer reads one partition from 0
   to its end (ListOffsets latest: the high watermark, or the last stable
   offset under transactions, then reads up to it).
@@ -31,8 +34,16 @@ import threading
 import time
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient
 
 from chaos.generator import key_of
 from chaos.history import JSON, OpType, classify_error
@@ -217,19 +228,76 @@ class ConfluentPoller:
         self.c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
 
     def poll(self) -> Outcome:
-        records: dict[str, list[list[int | str | None]]] = {}
-        try:
-            msgs = self.c.consume(num_messages=200, timeout=0.5)
-        except KafkaException as exc:
-            return OpType.INFO, {"error": str(exc)}
-        for m in msgs:
-            if m.error() is not None:
-                continue
-            records.setdefault(str(m.partition()), []).append([m.offset(), _read(m, self.keys)])
-        return OpType.OK, {"records": records}
+        return _poll_batch(self.c, self.keys)
 
     def close(self) -> None:
         self.c.close()
+
+
+class ConfluentGroupPoller:
+    """A member of the run's consumer group (``subscribe``), with the classic
+    or the KIP-848 protocol; offsets of what each poll returned are committed
+    automatically (librdkafka stores them as consume() returns them)."""
+
+    def __init__(self, bootstrap: str, topic: str, group_id: str, protocol: str,
+                 keys: int = 0) -> None:
+        self.keys = keys
+        # The classic protocol's timeouts are the client's (KIP-848's are the
+        # broker's: `chaos.runner.GROUP_PROPERTIES`).
+        classic = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500} \
+            if protocol == "classic" else {}
+        self.c = Consumer(
+            {
+                **classic,
+                "bootstrap.servers": bootstrap,
+                "group.id": group_id,
+                "group.protocol": protocol,
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 200,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "log_level": 0,
+                "socket.timeout.ms": 3000,
+                "reconnect.backoff.max.ms": 500,
+                "fetch.wait.max.ms": 200,
+            }
+        )
+        self.c.subscribe([topic])
+
+    def poll(self) -> Outcome:
+        return _poll_batch(self.c, self.keys)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def _poll_batch(c: Any, keys: int) -> Outcome:
+    """One consume() of up to 200 records: ``{"records": {partition: [[offset, value]]}}``."""
+    records: dict[str, list[list[int | str | None]]] = {}
+    try:
+        msgs = c.consume(num_messages=200, timeout=0.5)
+    except KafkaException as exc:
+        return OpType.INFO, {"error": str(exc)}
+    for m in msgs:
+        if m.error() is not None:
+            continue
+        records.setdefault(str(m.partition()), []).append([m.offset(), _read(m, keys)])
+    return OpType.OK, {"records": records}
+
+
+def group_offsets(bootstrap: str, topic: str, partitions: int, group_id: str,
+                  timeout_s: float = 15.0) -> Outcome:
+    """The group's committed offsets of ``topic`` (-1: none), for `CommittedUnread`."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    wanted = ConsumerGroupTopicPartitions(group_id, [CTP(topic, p) for p in range(partitions)])
+    try:
+        listed = admin.list_consumer_group_offsets([wanted], request_timeout=timeout_s)[
+            group_id].result(timeout=timeout_s)
+    except Exception as exc:
+        return OpType.INFO, {"error": str(exc)}
+    offsets: dict[str, JSON] = {str(tp.partition): int(tp.offset)
+                                for tp in listed.topic_partitions or () if tp.error is None}
+    return OpType.OK, {"group": group_id, "offsets": offsets}
 
 
 def _send_value(partition: int, value: int, key: int | None) -> dict[str, JSON]:

@@ -24,6 +24,8 @@ JSON and come back as ints via the accessors below):
   a ``final-read`` also carries ``"end_offsets": {p: high_watermark}``: the
   reader read each partition from 0 to that offset after the final heal.
 - ``assign`` / ``subscribe`` / ``seek``: reset a consumer's position.
+- ``group-offsets`` ok (consumer-group runs, after the final reads):
+  ``{"group": id, "offsets": {p: committed offset}}`` (-1: none committed).
 - nemesis ops: ``f`` is the fault name (``start-kill``, ``stop-partition``...)
   and ``value`` describes the targets.
 

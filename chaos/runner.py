@@ -46,11 +46,13 @@ from chaos.checker.base import Checker, Result, make_result
 from chaos.checker.kafka import kafka_checkers
 from chaos.checker.replicas import ReplicaDivergence, read_log_below_hw
 from chaos.client import (
+    ConfluentGroupPoller,
     ConfluentPoller,
     ConfluentProducer,
     KafkaPythonProducer,
     SendClient,
     final_read,
+    group_offsets,
 )
 from chaos.db import ChaosDB, pick_mode
 from chaos.generator import NemesisConfig, PlannedOp, RunConfig, WorkloadConfig, generate
@@ -72,6 +74,14 @@ from data_plane.local_cluster import LocalClusterError, Timeouts
 
 TOPIC = "chaos"
 WORKLOADS = ("send", "txn", "compact", "compact-txn")
+GROUP_PROPERTIES = {
+    # A short run's group must rebalance in about a second, not Kafka's
+    # 5 s heartbeats (KIP-848) or 3 s first-join delay (classic); sessions
+    # end in 6 s, as the classic members' do (`chaos.client.ConfluentGroupPoller`).
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.initial.rebalance.delay.ms": "0",
+}
 COMPACT_KEYS = 24
 """Keys of the ``compact`` workload (8 per partition with 3 partitions): few
 enough that most writes are superseded within a run."""
@@ -111,6 +121,10 @@ class RunOptions:
     workload: str = "send"
     mode: str = "auto"
     out: str = "chaos-out"
+    # Polls as members of one consumer group ("classic" or "consumer", the
+    # KIP-848 protocol) instead of assign-based consumers: rebalances and
+    # coordinator failovers under the faults, and the committed-unread check.
+    group_protocol: str = ""
     # Extra server.properties and node env (the unsafe test-only mode uses these).
     properties: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
@@ -166,7 +180,7 @@ class _Worker:
         self.opts = opts
         self.busy = False
         self.producer: SendClient | None = None
-        self.poller: ConfluentPoller | None = None
+        self.poller: ConfluentPoller | ConfluentGroupPoller | None = None
 
     def crash(self) -> None:
         """After an info: fresh clients under a fresh process id (Jepsen)."""
@@ -215,8 +229,13 @@ class _Worker:
                                       None if key is None else int(key))
         if op.f == "poll":
             if self.poller is None:
-                self.poller = ConfluentPoller(self.bootstrap, TOPIC, self.opts.partitions,
-                                              keys=workload_keys(self.opts))
+                if self.opts.group_protocol:
+                    self.poller = ConfluentGroupPoller(
+                        self.bootstrap, TOPIC, group_id(self.opts), self.opts.group_protocol,
+                        keys=workload_keys(self.opts))
+                else:
+                    self.poller = ConfluentPoller(self.bootstrap, TOPIC, self.opts.partitions,
+                                                  keys=workload_keys(self.opts))
             return self.poller.poll()
         raise ValueError(op.f)
 
@@ -230,6 +249,10 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
     (out / "history.jsonl").unlink(missing_ok=True)
     if opts.workload not in WORKLOADS:
         raise ValueError(f"workload must be one of {WORKLOADS}")
+    if opts.group_protocol not in ("", "classic", "consumer"):
+        raise ValueError("group_protocol must be classic or consumer (or empty: assign)")
+    if opts.group_protocol and opts.workload != "send":
+        raise ValueError("a consumer-group run takes the send workload")
     mode, why = pick_mode(opts.mode)
     if progress is not None:
         progress(0.0, f"mode {mode}")
@@ -247,6 +270,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
     properties = dict(opts.properties)
     if is_compacted(opts):
         properties = {**COMPACT_PROPERTIES, **properties}
+    if opts.group_protocol:
+        properties = {**GROUP_PROPERTIES, **properties}
     db = ChaosDB(
         out / "cluster",
         opts.nodes,
@@ -375,6 +400,14 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
                                         keys=workload_keys(opts))
             )
             finals_done.append(rec.record(now(), typ, op.process, op.f, value))
+        if opts.group_protocol:
+            # What the group committed, now that its members have closed.
+            process_id = finals[0].process if finals else 0
+            rec.record(now(), OpType.INVOKE, process_id, "group-offsets", {"group": group_id(opts)})
+            typ, value = await loop.run_in_executor(
+                pool, functools.partial(group_offsets, db.bootstrap_servers(), TOPIC,
+                                        opts.partitions, group_id(opts)))
+            rec.record(now(), typ, process_id, "group-offsets", value)
         history = rec.history()
         await db.teardown()
         logs: dict[int | str, dict[int | str, bytes]] = {}
@@ -433,6 +466,11 @@ def workload_keys(opts: RunOptions) -> int:
     return COMPACT_KEYS if is_compacted(opts) else 0
 
 
+def group_id(opts: RunOptions) -> str:
+    """The consumer group of a ``group_protocol`` run."""
+    return f"chaos-group-{opts.seed}"
+
+
 def duplicates_strict(opts: RunOptions) -> bool:
     """Whether a duplicate is an anomaly: with idempotence on, and always in
     the txn workload (transactions imply idempotence, KIP-98)."""
@@ -444,6 +482,7 @@ def client_checkers(opts: RunOptions) -> dict[str, Checker]:
     nodes stop). The duplicates checker always runs; `duplicates_strict`
     says whether a duplicate fails the run."""
     return dict(kafka_checkers(idempotent=duplicates_strict(opts),
+                               subscribe=bool(opts.group_protocol),
                                compacted_keys=workload_keys(opts)))
 
 

@@ -18,6 +18,7 @@ from chaos.checker.base import (
 )
 from chaos.checker.kafka import (
     AbortedReads,
+    CommittedUnread,
     Duplicates,
     InconsistentOffsets,
     LostWrites,
@@ -34,6 +35,7 @@ __all__ = [
     "AbortedReads",
     "Anomaly",
     "Checker",
+    "CommittedUnread",
     "Compose",
     "Duplicates",
     "InconsistentOffsets",

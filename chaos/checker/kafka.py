@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
 from chaos.checker.base import Anomaly, Checker, Result, make_result
@@ -321,11 +321,14 @@ class PollOrder:
     exist in the version order). Positions reset on ``assign``, ``subscribe``,
     ``seek`` and after an ``info`` poll (the consumer may have been rebuilt).
     Under ``subscribe`` a rebalance may legitimately move a consumer: pass
-    ``allow_skip=True`` (Jepsen's allowed ``poll-skip`` under subscribe).
-    Final reads are separate consumers and are not checked here.
+    ``allow_skip=True`` (Jepsen's allowed ``poll-skip`` under subscribe), and
+    ``allow_rewind=True``: a member given a partition back resumes from the
+    group's committed offset, which may be behind what it read itself
+    (at-least-once). Final reads are separate consumers and are not checked here.
     """
 
     allow_skip: bool = False
+    allow_rewind: bool = False
 
     def check(self, history: History) -> Result:
         a = analyze(history)
@@ -373,7 +376,9 @@ class PollOrder:
                                 {**details, "skipped_offsets": skipped[:16]},
                             )
                         )
-        allowed = frozenset({"poll-skip"}) if self.allow_skip else frozenset()
+        allowed = frozenset(
+            ({"poll-skip"} if self.allow_skip else set())
+            | ({"nonmonotonic-poll"} if self.allow_rewind else set()))
         return make_result({"nonmonotonic-poll": nonmono, "poll-skip": skips}, allowed=allowed)
 
 
@@ -519,6 +524,59 @@ class Unseen:
         )
 
 
+def group_offsets_of(op: Op) -> dict[int, int]:
+    """``{partition: committed offset}`` a ``group-offsets`` op read (-1: none)."""
+    if op.f != "group-offsets" or not isinstance(op.value, Mapping):
+        return {}
+    return {int(p): int(o) for p, o in (op.value.get("offsets") or {}).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedUnread:
+    """A consumer group committed past an acknowledged record none of its
+    members read (``committed-unread``): the group would never deliver it.
+
+    The workload's polls run in one group (``subscribe``), committing what
+    they returned; after the final heal a ``group-offsets`` op reads the
+    group's committed offsets. Every ok send below a partition's committed
+    offset must have been returned by some poll. (A member that crashes
+    between receiving records and the history recording them could cause a
+    false alarm; the harness records every poll's records as it returns.)
+    ``commit-beyond-end``: a committed offset past the final read's end
+    offset (the group committed records the log does not hold).
+    """
+
+    def check(self, history: History) -> Result:
+        a = analyze(history)
+        committed: dict[int, int] = {}
+        for op in history.client_ops():
+            if op.f == "group-offsets" and op.type is OpType.OK:
+                committed = group_offsets_of(op)
+        if not committed:
+            return make_result({}, unknown_reason="no group-offsets read")
+        polled: dict[int, set[Key]] = defaultdict(set)
+        for r in a.reads:
+            if not r.final:
+                polled[r.partition].add(value_key(r.value))
+        unread: list[Anomaly] = []
+        for op, s in a.ok_sends:
+            c = committed.get(s.partition, -1)
+            if s.offset is not None and s.offset < c and value_key(s.value) not in polled[s.partition]:
+                unread.append(_send_anomaly(
+                    "committed-unread",
+                    f"the group committed offset {c} and no poll returned this record", op, s,
+                    committed=c))
+        beyond: list[Anomaly] = []
+        for p, c in sorted(committed.items()):
+            final = a.final.get(p)
+            if final is not None and c > final.end_offset:
+                beyond.append(Anomaly(
+                    "commit-beyond-end", f"committed {c}, log ends at {final.end_offset}",
+                    (final.op,), {"partition": p, "committed": c, "end_offset": final.end_offset}))
+        return make_result({"committed-unread": unread, "commit-beyond-end": beyond},
+                           stats={"committed": {str(p): c for p, c in sorted(committed.items())}})
+
+
 def kafka_checkers(
     *, idempotent: bool = True, subscribe: bool = False, compacted_keys: int = 0
 ) -> dict[str, Checker]:
@@ -529,8 +587,10 @@ def kafka_checkers(
         "lost-writes": LostWrites(keys=compacted_keys),
         "duplicates": Duplicates(idempotent=idempotent),
         "inconsistent-offsets": InconsistentOffsets(),
-        "poll-order": PollOrder(allow_skip=subscribe or bool(compacted_keys)),
+        "poll-order": PollOrder(allow_skip=subscribe or bool(compacted_keys),
+                                allow_rewind=subscribe),
         "vanished-reads": VanishedReads(keys=compacted_keys),
         "aborted-reads": AbortedReads(),
         "unseen": Unseen(keys=compacted_keys),
+        **({"committed-unread": CommittedUnread()} if subscribe else {}),
     }

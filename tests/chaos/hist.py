@@ -67,6 +67,11 @@ class H:
             },
         )
 
+    def group_offsets(self, proc: int, offsets: dict[int, int]) -> H:
+        self._add("invoke", proc, "group-offsets", {"group": "g"})
+        return self._add("ok", proc, "group-offsets",
+                         {"group": "g", "offsets": {str(p): o for p, o in offsets.items()}})
+
     def assign(self, proc: int, partitions: list[int]) -> H:
         self._add("invoke", proc, "assign", partitions)
         return self._add("ok", proc, "assign", partitions)

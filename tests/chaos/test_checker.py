@@ -8,6 +8,7 @@ from pathlib import Path
 from chaos.checker import (
     UNKNOWN,
     AbortedReads,
+    CommittedUnread,
     Duplicates,
     InconsistentOffsets,
     LostWrites,
@@ -145,6 +146,43 @@ def test_nonmonotonic_poll_and_skip_within_a_consumer() -> None:
     )
     r2 = PollOrder().check(back)
     assert r2.valid is False and list(r2.anomalies) == ["nonmonotonic-poll"]
+
+
+def test_poll_order_under_subscribe_allows_rewinds_and_skips() -> None:
+    """A group member given a partition back resumes from the group's
+    committed offset, behind what it read itself; both are allowed only
+    under subscribe."""
+    h = (H().send(0, 0, 1, 0).send(0, 0, 2, 1).send(0, 0, 3, 2)
+         .poll(5, {0: [(0, 1), (1, 2)]}).poll(5, {0: [(1, 2)]}).poll(5, {0: [(2, 3)]}).build())
+    assert PollOrder().check(h).valid is False
+    assert PollOrder(allow_skip=True, allow_rewind=True).check(h).valid is True
+    assert "committed-unread" in kafka_checkers(subscribe=True)
+    assert "committed-unread" not in kafka_checkers()
+
+
+def test_committed_unread_and_commit_beyond_end() -> None:
+    sends = H().send(0, 0, 1, 0).send(0, 0, 2, 1).send(0, 1, 3, 0)
+    # Every record below the committed offsets was polled by some member.
+    ok = (sends.poll(5, {0: [(0, 1)]}).poll(6, {0: [(1, 2)], 1: [(0, 3)]})
+          .final(9, {0: [(0, 1), (1, 2)], 1: [(0, 3)]}).group_offsets(9, {0: 2, 1: 1}).build())
+    r = CommittedUnread().check(ok)
+    assert r.valid is True and r.stats["committed"] == {"0": 2, "1": 1}
+    # The group committed past offset 1 of partition 0, which nobody polled.
+    unread = (H().send(0, 0, 1, 0).send(0, 0, 2, 1).poll(5, {0: [(0, 1)]})
+              .final(9, {0: [(0, 1), (1, 2)]}).group_offsets(9, {0: 2}).build())
+    r = CommittedUnread().check(unread)
+    assert r.valid is False and list(r.anomalies) == ["committed-unread"]
+    assert r.anomalies["committed-unread"][0].details["value"] == 2
+    # A record read only by the final read does not count as delivered.
+    assert CommittedUnread().check(
+        H().send(0, 0, 1, 0).final(9, {0: [(0, 1)]}).group_offsets(9, {0: 1}).build()
+    ).valid is False
+    beyond = (H().send(0, 0, 1, 0).poll(5, {0: [(0, 1)]})
+              .final(9, {0: [(0, 1)]}).group_offsets(9, {0: 5}).build())
+    r = CommittedUnread().check(beyond)
+    assert list(r.anomalies) == ["commit-beyond-end"]
+    # No group-offsets read: unknown, not valid.
+    assert CommittedUnread().check(H().send(0, 0, 1, 0).build()).valid == UNKNOWN
 
 
 def test_poll_order_resets_on_assign_and_ignores_other_consumers() -> None:

@@ -278,6 +278,37 @@ def test_idle_connection_expiry_under_faults_is_valid(tmp_path: Path) -> None:
     assert outcome.valid is True, outcome.result.to_json()
 
 
+def _group_progress(outcome: RunOutcome) -> tuple[int, int]:
+    """(records the group committed, ok sends): a group run must have consumed."""
+    committed = outcome.result.children["committed-unread"].stats["committed"]
+    ok_sends = sum(1 for line in (outcome.out / "history.jsonl").read_text().splitlines()
+                   if '"f":"send"' in line and '"type":"ok"' in line)
+    return sum(max(0, int(c)) for c in committed.values()), ok_sends
+
+
+def test_kip848_consumer_group_under_kill_and_partition_is_valid(tmp_path: Path) -> None:
+    """Polls by members of one KIP-848 consumer group while nodes (and so the
+    group coordinator and partition leaders) are killed and partitioned: no
+    acknowledged record lost, none committed unread, and the group consumed."""
+    outcome = _short_run(tmp_path, 4101, ("kill", "partition"), time_limit_s=24, rate_hz=60,
+                         quiet_s=8, group_protocol="consumer")
+    assert outcome.valid is True, outcome.result.to_json()
+    committed, ok_sends = _group_progress(outcome)
+    print(f"group committed {committed} of {ok_sends} acknowledged records")
+    assert ok_sends > 50 and committed >= ok_sends // 2
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consumer_groups_under_kill_pause_and_partition_are_valid(
+        tmp_path: Path, protocol: str) -> None:
+    outcome = _short_run(tmp_path, 4201, ("kill", "pause", "partition"), group_protocol=protocol)
+    assert outcome.valid is True, outcome.result.to_json()
+    committed, ok_sends = _group_progress(outcome)
+    print(f"{protocol}: group committed {committed} of {ok_sends} acknowledged records")
+    assert committed >= ok_sends // 2
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", range(100, 130))
 def test_soak(seed: int, tmp_path: Path) -> None:
