@@ -207,6 +207,18 @@ class KafkaPythonProducer:
         self.p.close(timeout=1)
 
 
+#: What every workload consumer shares: from the start, read_committed, quiet,
+#: quick to notice a dead broker and to come back.
+_POLLER_CONFIG: dict[str, Any] = {
+    "auto.offset.reset": "earliest",
+    "isolation.level": "read_committed",
+    "log_level": 0,
+    "socket.timeout.ms": 3000,
+    "reconnect.backoff.max.ms": 500,
+    "fetch.wait.max.ms": 200,
+}
+
+
 class ConfluentPoller:
     """Assign-based consumer over all partitions from 0; one poll = one batch."""
 
@@ -214,15 +226,10 @@ class ConfluentPoller:
         self.keys = keys
         self.c = Consumer(
             {
+                **_POLLER_CONFIG,
                 "bootstrap.servers": bootstrap,
                 "group.id": f"chaos-poll-{id(self)}",
                 "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed",
-                "log_level": 0,
-                "socket.timeout.ms": 3000,
-                "reconnect.backoff.max.ms": 500,
-                "fetch.wait.max.ms": 200,
             }
         )
         self.c.assign([CTP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -248,18 +255,13 @@ class ConfluentGroupPoller:
             if protocol == "classic" else {}
         self.c = Consumer(
             {
+                **_POLLER_CONFIG,
                 **classic,
                 "bootstrap.servers": bootstrap,
                 "group.id": group_id,
                 "group.protocol": protocol,
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 200,
-                "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed",
-                "log_level": 0,
-                "socket.timeout.ms": 3000,
-                "reconnect.backoff.max.ms": 500,
-                "fetch.wait.max.ms": 200,
             }
         )
         self.c.subscribe([topic])

@@ -13,7 +13,8 @@ coordinator up again with FindCoordinator.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from data_plane.api.common import BrokerApiContext
 from data_plane.broker.group_runtime import GroupCoordinatorRuntime, NotCoordinatorError
@@ -60,6 +61,7 @@ __all__ = (
 )
 
 _NOT_COORDINATOR = ErrorCode.not_coordinator
+_D = TypeVar("_D")
 
 
 def _runtime(api: BrokerApiContext) -> GroupCoordinatorRuntime:
@@ -160,16 +162,10 @@ async def handle_list_groups(api: BrokerApiContext, ctx: RequestContext, request
 
 async def handle_describe_groups(api: BrokerApiContext, ctx: RequestContext,
                                  request: Any) -> Any:
-    runtime = _runtime(api)
-    out: list[GroupDescription] = []
-    for group_id in wire.describe_groups_from_kio(request):
-        try:
-            shard = runtime.shard_for(group_id)
-        except NotCoordinatorError as e:
-            out.append(_undescribed(group_id, e.error))
-            continue
-        out.extend(shard.handle_describe_groups((group_id,)))
-    return wire.describe_groups_to_kio(tuple(out), ctx.api_version)
+    out = _per_group(_runtime(api), wire.describe_groups_from_kio(request),
+                     lambda shard, group_id: shard.handle_describe_groups((group_id,)),
+                     _undescribed)
+    return wire.describe_groups_to_kio(out, ctx.api_version)
 
 
 async def handle_delete_groups(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
@@ -219,15 +215,27 @@ async def handle_consumer_group_describe(api: BrokerApiContext, ctx: RequestCont
                                          request: Any) -> Any:
     runtime = _runtime(api)
     topics = runtime.topics_view()
-    out: list[ConsumerGroupDescription] = []
-    for group_id in consumer_wire.consumer_group_describe_from_kio(request):
+    out = _per_group(
+        runtime, consumer_wire.consumer_group_describe_from_kio(request),
+        lambda shard, group_id: shard.handle_consumer_group_describe((group_id,), topics),
+        ConsumerGroupDescription)
+    return consumer_wire.consumer_group_describe_to_kio(out, ctx.api_version)
+
+
+def _per_group(runtime: GroupCoordinatorRuntime, group_ids: Iterable[str],
+               describe: Callable[[GroupCoordinatorShard, str], Iterable[_D]],
+               elsewhere: Callable[[str, ErrorCode], _D]) -> tuple[_D, ...]:
+    """Each group's description from the shard coordinating it here, or
+    ``elsewhere(group_id, NOT_COORDINATOR)`` (the client looks it up again)."""
+    out: list[_D] = []
+    for group_id in group_ids:
         try:
             shard = runtime.shard_for(group_id)
         except NotCoordinatorError as e:
-            out.append(ConsumerGroupDescription(group_id, e.error))
+            out.append(elsewhere(group_id, e.error))
             continue
-        out.extend(shard.handle_consumer_group_describe((group_id,), topics))
-    return consumer_wire.consumer_group_describe_to_kio(tuple(out), ctx.api_version)
+        out.extend(describe(shard, group_id))
+    return tuple(out)
 
 
 def _undescribed(group_id: str, error: ErrorCode) -> GroupDescription:

@@ -45,6 +45,7 @@ from .consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerKey,
+    ConsumerValue,
 )
 
 __all__ = (
@@ -59,14 +60,6 @@ __all__ = (
     "assignment_equal",
     "freeze_assignment",
     "next_assignment",
-)
-
-ConsumerValue = (
-    ConsumerGroupMetadataValue
-    | ConsumerGroupMemberMetadataValue
-    | ConsumerGroupTargetAssignmentMetadataValue
-    | ConsumerGroupTargetAssignmentMemberValue
-    | ConsumerGroupCurrentMemberAssignmentValue
 )
 
 #: topic id -> partition indexes.

@@ -59,7 +59,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from .records import CorruptOffsetsRecordError
+from .records import CorruptOffsetsRecordError, RecordReader
 
 CONSUMER_GROUP_METADATA_TYPE = 3
 CONSUMER_GROUP_PARTITION_METADATA_TYPE = 4
@@ -471,35 +471,18 @@ def _member_metadata_value(r: _Reader) -> ConsumerGroupMemberMetadataValue:
     )
 
 
-class _Reader:
-    """A cursor over one record; every failure is a CorruptOffsetsRecordError."""
+class _Reader(RecordReader):
+    """`records.RecordReader` plus the flexible versions' encodings (compact
+    strings and arrays, uvarints, uuids, tagged fields); every failure is a
+    CorruptOffsetsRecordError."""
 
-    __slots__ = ("_data", "_pos")
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self._pos + n > len(self._data):
-            raise CorruptOffsetsRecordError(
-                f"need {n} bytes at {self._pos}, record has {len(self._data)}"
-            )
-        chunk = self._data[self._pos : self._pos + n]
-        self._pos += n
-        return chunk
+    __slots__ = ()
 
     def _remaining(self) -> int:
         return len(self._data) - self._pos
 
     def i8(self) -> int:
         return int(_I8.unpack(self._take(1))[0])
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
 
     def uuid_(self) -> uuid.UUID:
         return uuid.UUID(bytes=self._take(16))
@@ -576,11 +559,3 @@ class _Reader:
             tag = self.uvarint()
             fields.append((tag, self._take(self.uvarint())))
         return fields
-
-    def done(self) -> None:
-        # Kafka's reader stops after the top-level tagged fields; anything after
-        # them can only be corruption, since a newer layout would bump the version.
-        if self._pos != len(self._data):
-            raise CorruptOffsetsRecordError(
-                f"{len(self._data) - self._pos} trailing bytes after the record"
-            )

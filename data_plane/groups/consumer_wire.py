@@ -4,9 +4,7 @@ ConsumerGroupHeartbeat (68, v0-1) and ConsumerGroupDescribe (69, v0-1)."""
 from __future__ import annotations
 
 import datetime
-import importlib
 import uuid
-from dataclasses import fields
 from typing import Any
 
 from .consumer_model import (
@@ -17,6 +15,9 @@ from .consumer_model import (
     TopicPartitions,
 )
 
+# The kio helpers of the classic APIs' mapping (one package, one way to build kio entities).
+from .wire import _NO_THROTTLE, _make, _ms, _response_module
+
 __all__ = (
     "consumer_group_describe_from_kio",
     "consumer_group_describe_to_kio",
@@ -24,26 +25,10 @@ __all__ = (
     "consumer_group_heartbeat_to_kio",
 )
 
-_NO_THROTTLE = datetime.timedelta(0)
 #: ConsumerGroupDescribe v1 ``MemberType``: the member speaks the consumer protocol.
 _CONSUMER_MEMBER_TYPE = 1
 #: ``AuthorizedOperations`` when not asked for (Kafka's INT32_MIN).
 _NO_OPERATIONS = -(2**31)
-
-
-def _module(api: str, version: int, kind: str) -> Any:
-    return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
-
-
-def _make(cls: Any, **values: Any) -> Any:
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def _ms(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
-    return int(value)
 
 
 def consumer_group_heartbeat_from_kio(request: Any, *, api_version: int, client_id: str,
@@ -74,7 +59,7 @@ def consumer_group_heartbeat_from_kio(request: Any, *, api_version: int, client_
 
 def consumer_group_heartbeat_to_kio(response: ConsumerGroupHeartbeatResponse,
                                     api_version: int) -> Any:
-    mod = _module("consumer_group_heartbeat", api_version, "response")
+    mod = _response_module("consumer_group_heartbeat", api_version)
     assignment = None
     if response.assignment is not None:
         assignment = mod.Assignment(topic_partitions=tuple(
@@ -97,7 +82,7 @@ def consumer_group_describe_from_kio(request: Any) -> tuple[str, ...]:
 
 def consumer_group_describe_to_kio(descriptions: tuple[ConsumerGroupDescription, ...],
                                    api_version: int) -> Any:
-    mod = _module("consumer_group_describe", api_version, "response")
+    mod = _response_module("consumer_group_describe", api_version)
 
     def assignment(parts: DescribedTopicPartitions) -> Any:
         return mod.Assignment(topic_partitions=tuple(

@@ -179,7 +179,7 @@ def encode_value(value: RecordValue) -> bytes:
 # --- decoding ----------------------------------------------------------------
 
 
-class _Reader:
+class RecordReader:
     __slots__ = ("_data", "_pos")
 
     def __init__(self, data: bytes) -> None:
@@ -226,9 +226,9 @@ class _Reader:
         return self._take(n)
 
     def done(self) -> None:
-        # Kafka ignores trailing bytes in records of a known version only for
-        # newer-tagged versions; for the fixed versions we read, extra bytes
-        # mean corruption.
+        # Extra bytes after a known version's fields mean corruption (for a
+        # flexible version: after its top-level tagged fields; a newer layout
+        # would bump the version).
         if self._pos != len(self._data):
             raise CorruptOffsetsRecordError(
                 f"{len(self._data) - self._pos} trailing bytes after the record"
@@ -240,7 +240,7 @@ def decode_key(data: bytes) -> RecordKey | None:
 
     Raises CorruptOffsetsRecordError for malformed bytes or a negative version.
     """
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version in (0, 1):
         key: RecordKey = OffsetCommitKey(r.string(), r.string(), r.i32())
@@ -256,7 +256,7 @@ def decode_key(data: bytes) -> RecordKey | None:
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     """Parse OffsetCommitValue v0-v3. Raises CorruptOffsetsRecordError."""
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if not 0 <= version <= 3:
         raise CorruptOffsetsRecordError(f"unsupported OffsetCommitValue version {version}")
@@ -271,7 +271,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     """Parse GroupMetadataValue v0-v3. Raises CorruptOffsetsRecordError."""
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if not 0 <= version <= 3:
         raise CorruptOffsetsRecordError(f"unsupported GroupMetadataValue version {version}")
