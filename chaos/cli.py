@@ -175,5 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"soak: {a.runs} runs, verdicts {tally}; reproduce one: raftlog chaos run --seed N "
         f"--nemesis {a.nemesis} --time-limit {a.time_limit:g} --rate {a.rate:g} "
         f"--workload {a.workload} --mode {a.mode}"
+        + (f" --group-protocol {a.group_protocol}" if a.group_protocol else "")
     )
     return worst

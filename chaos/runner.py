@@ -521,6 +521,7 @@ def _repro(opts: RunOptions) -> str:
         f"--time-limit {opts.time_limit_s:g} --rate {opts.rate_hz:g} --seed {opts.seed} "
         f"--workload {opts.workload} --mode {opts.mode}"
         + (" --no-idempotence" if not opts.idempotent else "")
+        + (f" --group-protocol {opts.group_protocol}" if opts.group_protocol else "")
     )
 
 
