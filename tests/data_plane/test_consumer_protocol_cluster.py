@@ -5,14 +5,18 @@ are kept, and the group survives its coordinator's SIGKILL."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from cluster_helpers import cli, eventually, module_cluster
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.consumer_group_describe.v0 import request as cgd0
 
 from data_plane.local_cluster import LocalCluster
+from raftlog.net.client import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode
 
 # Heartbeats every 500 ms so that a rebalance takes about a second, not ten.
 cluster = module_cluster(group_consumer_heartbeat_interval_ms="500",
@@ -39,6 +43,30 @@ def consumer(cluster: LocalCluster, group: str, name: str, **extra: str) -> Any:
         "group.protocol": "consumer", "client.id": name, "auto.offset.reset": "earliest",
         "enable.auto.commit": True, "auto.commit.interval.ms": 200, **extra,
     })
+
+
+def group_epochs(cluster: LocalCluster, group_id: str) -> tuple[int, dict[str, int]]:
+    """(group epoch, member id -> member epoch) from ConsumerGroupDescribe,
+    asked of every live broker (only the coordinator describes the group)."""
+
+    async def ask() -> tuple[int, dict[str, int]]:
+        for node in cluster.layout.nodes:
+            if node.kafka_port is None or not cluster.is_alive(node.node_id):
+                continue
+            client = KafkaProtocolClient(cluster.layout.host, node.kafka_port,
+                                         request_timeout_ms=5000)
+            try:
+                response = await client.send(cgd0.ConsumerGroupDescribeRequest(
+                    group_ids=(group_id,), include_authorized_operations=False))
+            finally:
+                await client.close()
+            (group,) = response.groups  # type: ignore[attr-defined]
+            if group.error_code == ErrorCode.none:
+                return int(group.group_epoch), {m.member_id: int(m.member_epoch)
+                                                for m in group.members}
+        raise AssertionError(f"no broker describes {group_id}")
+
+    return asyncio.run(ask())
 
 
 def held(c: Any) -> frozenset[int]:
@@ -69,6 +97,12 @@ class Group:
             assert time.monotonic() - started < timeout_s, f"not {what} within {timeout_s} s"
             self.round()
         return time.monotonic() - started
+
+
+def _settled(epochs: tuple[int, dict[str, int]]) -> tuple[int, dict[str, int]]:
+    group_epoch, members = epochs
+    assert len(members) == 2 and set(members.values()) == {group_epoch}, epochs
+    return epochs
 
 
 def test_librdkafka_consumers_share_a_topic_with_the_consumer_protocol(
@@ -157,6 +191,7 @@ def test_the_group_survives_its_coordinators_sigkill(cluster: LocalCluster) -> N
     assert before.partition_assignor == "range"
     # The range assignor: contiguous halves, one per member.
     assert {held(c1), held(c2)} == {frozenset({0, 1, 2}), frozenset({3, 4, 5})}
+    epochs_before = eventually(lambda: _settled(group_epochs(cluster, group_id)), timeout_s=10)
 
     cluster.kill(coordinator)  # SIGKILL
     try:
@@ -176,6 +211,11 @@ def test_the_group_survives_its_coordinators_sigkill(cluster: LocalCluster) -> N
         print(f"coordinator now {after.coordinator.id}; members before {sorted(members_before)}, "
               f"after {sorted(m.member_id for m in after.members)}")
         group.until(lambda: len(held(c1)) + len(held(c2)) == 6, 30, "every partition held")
+        # The new coordinator replayed the group and carried on: the same
+        # group epoch and member epochs, so no member was fenced or rejoined.
+        epochs_after = group_epochs(cluster, group_id)
+        print(f"group and member epochs before {epochs_before}, after {epochs_after}")
+        assert epochs_after == epochs_before
     finally:
         c1.close()
         c2.close()
