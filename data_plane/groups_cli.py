@@ -22,9 +22,11 @@ member. Exit 1 with a message if the cluster cannot answer in time.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import struct
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
@@ -35,7 +37,9 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
+from kio.schema.consumer_group_describe.v0 import request as cgd0
 
+from raftlog.net.client import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode
 
 from .admin_cli import CliError
@@ -130,11 +134,19 @@ def cmd_groups_describe(args: argparse.Namespace) -> int:
 def _describe_state_or_members(args: argparse.Namespace, group: Any,
                                description: GroupDescription) -> int:
     """``--state`` and/or ``--members [--verbose]`` (kafka-consumer-groups.sh)."""
+    kip848 = str(getattr(group.type, "name", "")).upper() == "CONSUMER"
+    # librdkafka's description has no epochs and names only the classic
+    # states: a KIP-848 group's come from ConsumerGroupDescribe (API 69).
+    described = _consumer_group_described(group, args.timeout_ms) if kip848 else None
+    state = described.state if described is not None else description.state
+    member_epochs = described.member_epochs if described is not None else {}
     if args.state:
         node = group.coordinator
         coordinator = f"{node.host}:{node.port} ({node.id})" if node is not None else "-"
+        epochs = ((described.group_epoch, described.assignment_epoch)
+                  if described is not None and args.verbose else None)
         for line in group_state_lines(args.group, coordinator, str(group.partition_assignor or ""),
-                                      description.state, len(group.members)):
+                                      state, len(group.members), epochs):
             print(line)
     if args.members:
         if args.state:
@@ -142,16 +154,51 @@ def _describe_state_or_members(args: argparse.Namespace, group: Any,
         if not group.members:
             print(state_line(description))
             return 0
-        kip848 = str(getattr(group.type, "name", "")).upper() == "CONSUMER"
         rows = [
             MemberRow(member_id=m.member_id, group_instance_id=m.group_instance_id, host=m.host,
                       client_id=m.client_id, assignment=_topic_partitions(m.assignment),
                       target=(_topic_partitions(m.target_assignment)
-                              if kip848 and m.target_assignment is not None else None))
+                              if kip848 and m.target_assignment is not None else None),
+                      member_epoch=member_epochs.get(m.member_id))
             for m in group.members]
         for line in member_lines(args.group, rows, verbose=args.verbose):
             print(line)
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Described:
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    member_epochs: dict[str, int]
+
+
+def _consumer_group_described(group: Any, timeout_ms: int) -> _Described | None:
+    """ConsumerGroupDescribe of ``group`` from its coordinator; None if it
+    cannot answer (the table then shows what librdkafka said)."""
+    node = group.coordinator
+    if node is None:
+        return None
+
+    async def ask() -> _Described | None:
+        client = KafkaProtocolClient(node.host, int(node.port), client_id="raftlog-groups",
+                                     request_timeout_ms=timeout_ms)
+        try:
+            response = await client.send(cgd0.ConsumerGroupDescribeRequest(
+                group_ids=(group.group_id,), include_authorized_operations=False))
+        finally:
+            await client.close()
+        for g in response.groups:  # type: ignore[union-attr]
+            if g.error_code == ErrorCode.none:
+                return _Described(str(g.group_state), int(g.group_epoch), int(g.assignment_epoch),
+                                  {m.member_id: int(m.member_epoch) for m in g.members})
+        return None
+
+    try:
+        return asyncio.run(ask())
+    except Exception:
+        return None
 
 
 def _topic_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
@@ -354,7 +401,9 @@ def register_groups(sub: Any) -> None:
     describe.add_argument("--members", action="store_true",
                           help="one line per member instead")
     describe.add_argument("--verbose", action="store_true",
-                          help="with --members: each member's partitions (and KIP-848 target)")
+                          help="with --members: each member's partitions (and a KIP-848 "
+                               "member's epoch and target); with --state: a KIP-848 group's "
+                               "group and assignment epochs")
     reset = actions.add_parser(
         "reset-offsets", help="move an inactive group's committed offsets (dry run unless --execute)")
     reset.add_argument("group")

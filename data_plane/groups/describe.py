@@ -130,6 +130,7 @@ class MemberRow:
     client_id: str
     assignment: tuple[TopicPartition, ...]
     target: tuple[TopicPartition, ...] | None = None
+    member_epoch: int | None = None
 
 
 def member_lines(group_id: str, members: Iterable[MemberRow], *, verbose: bool = False) -> list[str]:
@@ -138,22 +139,30 @@ def member_lines(group_id: str, members: Iterable[MemberRow], *, verbose: bool =
     KIP-848 member's target assignment)."""
     members = list(members)
     targets = verbose and any(m.target is not None for m in members)
+    epochs = verbose and any(m.member_epoch is not None for m in members)
     header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+              *(("MEMBER-EPOCH",) if epochs else ()),
               *(("ASSIGNMENT",) if verbose else ()), *(("TARGET-ASSIGNMENT",) if targets else ()))
     rows: list[tuple[str, ...]] = [header]
     for m in sorted(members, key=lambda m: m.member_id):
         rows.append((group_id, m.member_id, m.group_instance_id or "-", m.host, m.client_id,
                      str(len(m.assignment)),
+                     *((_or_dash(m.member_epoch),) if epochs else ()),
                      *((_partitions_text(m.assignment),) if verbose else ()),
                      *((_partitions_text(m.target or ()),) if targets else ())))
     return _align(rows)
 
 
 def group_state_lines(group_id: str, coordinator: str, assignor: str, state: str,
-                      members: int) -> list[str]:
-    """``--describe --state``: the coordinator, assignor, state and member count."""
-    return _align([("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                   (group_id, coordinator, assignor or "-", state, str(members))])
+                      members: int, epochs: tuple[int, int] | None = None) -> list[str]:
+    """``--describe --state``: the coordinator, assignor, state and member
+    count; ``epochs`` (a KIP-848 group's group and assignment epochs, shown
+    with ``--verbose``) adds two columns."""
+    header = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
+              *(("GROUP-EPOCH", "ASSIGNMENT-EPOCH") if epochs else ()), "#MEMBERS")
+    row = (group_id, coordinator, assignor or "-", state,
+           *((str(epochs[0]), str(epochs[1])) if epochs else ()), str(members))
+    return _align([header, row])
 
 
 def _partitions_text(partitions: Iterable[TopicPartition]) -> str:

@@ -138,10 +138,13 @@ def test_librdkafka_consumers_share_a_topic_with_the_consumer_protocol(
     print(members.stdout)
     lines = [line.split() for line in members.stdout.splitlines() if line.startswith(group_id)]
     state_row, *member_rows = lines
-    assert state_row[-3:] == ["uniform", "Stable", "2"]
-    # Each member: 3 partitions held, and its target is what it holds.
+    # GROUP, COORDINATOR, (ID), ASSIGNMENT-STRATEGY, STATE, GROUP-EPOCH, ASSIGNMENT-EPOCH, #MEMBERS
+    assert state_row[3:5] == ["uniform", "Stable"] and state_row[-1] == "2"
+    epoch = state_row[5]
+    assert state_row[6] == epoch and int(epoch) >= 2
+    # Each member: 3 partitions held at the group's epoch, and its target is what it holds.
     assert sorted(r[4] for r in member_rows) == ["c1", "c2"]
-    assert all(r[5] == "3" and r[6] == r[7] for r in member_rows)
+    assert all(r[5] == "3" and r[6] == epoch and r[7] == r[8] for r in member_rows)
 
     listed = cli("groups", "list", "--bootstrap-server", cluster.bootstrap_servers)
     assert group_id in listed.stdout.split()

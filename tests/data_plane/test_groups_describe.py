@@ -95,3 +95,17 @@ def test_member_and_state_lines() -> None:
         "GROUP COORDINATOR (ID)   ASSIGNMENT-STRATEGY STATE  #MEMBERS",
         "g     127.0.0.1:9092 (1) uniform             Stable 2",
     ]
+
+
+def test_kip848_epochs_in_the_state_and_member_lines() -> None:
+    assert group_state_lines("g", "h:1 (1)", "range", "Reconciling", 2, (5, 4)) == [
+        "GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE       GROUP-EPOCH ASSIGNMENT-EPOCH #MEMBERS",
+        "g     h:1 (1)          range               Reconciling 5           4                2",
+    ]
+    rows = [MemberRow("m", None, "/h", "c", (TopicPartition("t", 0),),
+                      target=(TopicPartition("t", 0),), member_epoch=4)]
+    assert member_lines("g", rows, verbose=True) == [
+        "GROUP CONSUMER-ID GROUP-INSTANCE-ID HOST CLIENT-ID #PARTITIONS MEMBER-EPOCH ASSIGNMENT "
+        "TARGET-ASSIGNMENT",
+        "g     m           -                 /h   c         1           4            t(0)       t(0)",
+    ]
