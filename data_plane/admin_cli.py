@@ -699,12 +699,13 @@ def cmd_configs(args: argparse.Namespace) -> int:
 
     if wants_quotas(args):
         if bool(args.topic) or args.broker is not None or args.broker_defaults:
-            raise CliError("quotas (--client, --user) cannot be combined with --topic or "
+            raise CliError("quotas (--client, --user, --ip) cannot be combined with --topic or "
                            "--broker")
         return cmd_quota_configs(args)
     if sum((bool(args.topic), args.broker is not None, bool(args.broker_defaults))) != 1:
         raise CliError("configs needs one of --topic T, --broker ID, --broker-defaults, "
-                       "--client [ID], --client-defaults, --user [NAME] or --user-defaults")
+                       "--client [ID], --client-defaults, --user [NAME], --user-defaults, --ip [ADDRESS] "
+                       "or --ip-defaults")
     if args.action == "alter" and not (args.add_config or args.delete_config):
         raise CliError("configs alter needs --add-config and/or --delete-config")
     rtype, name, label = _config_resource(args)
@@ -907,6 +908,11 @@ def register(sub: Any) -> None:
                          "ANONYMOUS here: no authentication); with --client, that pair")
     configs.add_argument("--user-defaults", action="store_true",
                          help="the default user quotas (--entity-type users --entity-default)")
+    configs.add_argument("--ip", nargs="?", const=ANY_NAME, metavar="ADDRESS",
+                         help="an address's connection_creation_rate (KIP-612, --entity-type "
+                         "ips); describe without ADDRESS: every address")
+    configs.add_argument("--ip-defaults", action="store_true",
+                         help="the default address quota (--entity-type ips --entity-default)")
     configs.add_argument("--all", action="store_true",
                          help="describe: every setting of the broker, with its source")
     configs.add_argument("--add-config", action="append", metavar="K=V[,K2=[A,B]]")

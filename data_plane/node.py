@@ -59,6 +59,8 @@ from raftlog.runtime.log_adapter import SegmentReplicatedLog
 from raftlog.runtime.quorum_state_store import QuorumStateStore
 from raftlog.runtime.transport import KafkaTransport, raft_handlers
 
+from .broker.client_quotas import QuotaWindow
+from .broker.connection_rate_quotas import IpConnectionRates
 from .broker.controller_channel import QuorumControllerChannel
 from .broker.data_side import attach_data_side
 from .broker.lifecycle import BrokerLifecycle, LifecycleConfig, broker_endpoints
@@ -244,6 +246,16 @@ async def run_node(
             ),
             publisher,
         )
+        # KIP-612: ip entities' connection_creation_rate, from the metadata,
+        # bound new connections on every listener of the node.
+        ip_rates = IpConnectionRates(QuotaWindow.from_config(listener_settings))
+        connection_quotas.rate_check = ip_rates.check
+
+        def follow_ip_quotas(image: MetadataImage, previous: MetadataImage | None) -> None:
+            if previous is None or image.client_quotas is not previous.client_quotas:
+                ip_rates.update(image.client_quotas)
+
+        lifecycle.subscribe(follow_ip_quotas)
         services = BrokerServices(config=config, cluster_id=cluster_id, metadata=lifecycle)
         if data_side is not None:
             await data_side(services)

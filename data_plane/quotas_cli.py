@@ -7,6 +7,8 @@
     raftlog configs describe --client app       # that entity
     raftlog configs describe --client           # every entity with a client id
     raftlog configs describe --user alice --client
+    raftlog configs alter --ip 10.0.0.7 --add-config connection_creation_rate=10   # KIP-612
+    raftlog configs alter --ip-defaults --add-config connection_creation_rate=100
 
 ``--client ID`` / ``--user NAME`` name an entity (kafka-configs.sh
 ``--entity-name``), ``--client-defaults`` / ``--user-defaults`` the default
@@ -44,7 +46,8 @@ _EXACT, _DEFAULT, _ANY = 0, 1, 2
 
 def wants_quotas(args: argparse.Namespace) -> bool:
     return any((args.client is not None, args.client_defaults,
-                args.user is not None, args.user_defaults))
+                args.user is not None, args.user_defaults,
+                getattr(args, "ip", None) is not None, getattr(args, "ip_defaults", False)))
 
 
 def _parts(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -54,6 +57,16 @@ def _parts(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     if args.client is not None and args.client_defaults:
         raise CliError("give --client ID or --client-defaults, not both")
     parts: list[tuple[str, str | None]] = []
+    ip, ip_defaults = getattr(args, "ip", None), getattr(args, "ip_defaults", False)
+    if ip is not None or ip_defaults:
+        if ip is not None and ip_defaults:
+            raise CliError("give --ip ADDRESS or --ip-defaults, not both")
+        if args.user is not None or args.user_defaults or args.client is not None \
+                or args.client_defaults:
+            raise CliError("an ip entity cannot be combined with --user or --client")
+        if ip == "":
+            raise CliError("an empty ip address: use --ip-defaults")
+        return [("ip", None if ip_defaults else ip)]
     if args.user is not None or args.user_defaults:
         parts.append(("user", None if args.user_defaults else args.user))
     if args.client is not None or args.client_defaults:
@@ -68,7 +81,7 @@ def _parts(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 def entity_label(entity: list[tuple[str, str | None]]) -> str:
     """kafka-configs.sh's wording: ``user-principal 'alice', client-id 'app'``,
     ``the default client-id``."""
-    words = {"user": "user-principal", "client-id": "client-id"}
+    words = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
     ordered = sorted(entity, key=lambda p: 0 if p[0] == "user" else 1)
     return ", ".join(f"the default {words.get(t, t)}" if n is None else f"{words.get(t, t)} '{n}'"
                      for t, n in ordered)

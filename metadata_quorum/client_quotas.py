@@ -20,8 +20,10 @@ from raftlog.net.errors import ErrorCode
 
 __all__ = [
     "CLIENT_ID",
+    "CONNECTION_CREATION_RATE",
     "ENFORCED_QUOTA_KEYS",
     "IP",
+    "IP_QUOTA_KEYS",
     "NOT_ENFORCED_QUOTA_KEYS",
     "USER",
     "DescribeResult",
@@ -34,16 +36,21 @@ USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
 
-#: The quota keys brokers enforce: bytes per second per client (Kafka's
-#: ``QuotaConfigs``), throttled as Kafka's ClientQuotaManager throttles.
+#: The quota keys brokers enforce on user and client-id entities: bytes per
+#: second per client (Kafka's ``QuotaConfigs``), throttled as Kafka's
+#: ClientQuotaManager throttles.
 ENFORCED_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+
+#: KIP-612: new connections per second from one address, the only key of an
+#: ``ip`` entity (an address, or the default for every address).
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+IP_QUOTA_KEYS = frozenset({CONNECTION_CREATION_RATE})
 
 #: Kafka's other quota keys, which raftlog refuses rather than store and
 #: silently not enforce: key -> why.
 NOT_ENFORCED_QUOTA_KEYS: Mapping[str, str] = {
     "request_percentage": "request-handler time quotas are not enforced by raftlog",
     "controller_mutation_rate": "controller mutation quotas (KIP-599) are not enforced by raftlog",
-    "connection_creation_rate": "connection-rate quotas (KIP-612) are not enforced by raftlog",
 }
 
 

@@ -7,20 +7,25 @@ others still apply. Only changes become records (setting a key to its
 current value, or removing a key that is not set, writes nothing).
 
 Valid entities are a user, a client id, or both (each part a name or the
-default). ``ip`` entities and the keys raftlog does not enforce
-(`metadata_quorum.client_quotas.NOT_ENFORCED_QUOTA_KEYS`) are refused with
-INVALID_REQUEST and say why, rather than stored and silently ignored.
+default), taking the byte-rate keys; or an ``ip`` alone (an IP address or
+the default), taking only ``connection_creation_rate`` (KIP-612). The keys
+raftlog does not enforce (`metadata_quorum.client_quotas.NOT_ENFORCED_QUOTA_KEYS`)
+are refused with INVALID_REQUEST and say why, rather than stored and
+silently ignored.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
 
 from metadata_quorum.client_quotas import (
     CLIENT_ID,
+    CONNECTION_CREATION_RATE,
     ENFORCED_QUOTA_KEYS,
     IP,
+    IP_QUOTA_KEYS,
     NOT_ENFORCED_QUOTA_KEYS,
     USER,
 )
@@ -39,6 +44,7 @@ __all__ = [
 ]
 
 _INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +99,9 @@ def _alter_one(
     keys = [op.key for op in entry.ops]
     if len(set(keys)) != len(keys):
         return ErrorCode.invalid_request, "A quota key appears more than once in one entry", []
+    is_ip = entity[0][0] == IP
     for op in entry.ops:
-        problem = _validate_op(op)
+        problem = _validate_ip_op(op) if is_ip else _validate_op(op)
         if problem is not None:
             return ErrorCode.invalid_request, problem, []
     current = image.client_quotas.get(entity, {})
@@ -116,16 +123,39 @@ def _validate_entity(
     types = [t for t, _ in raw]
     if len(set(types)) != len(types):
         return (), f"Duplicate entity type in {_describe(raw)}"
+    if IP in types:
+        if len(raw) != 1:
+            return (), (f"Invalid quota entity combination {_describe(raw)}: an ip entity "
+                        "cannot be combined with user or client-id")
+        name = raw[0][1]
+        if name is None:
+            return ((IP, None),), None
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return (), f"{name} is not a valid IP address"
+        return ((IP, str(address)),), None
     for entity_type, name in raw:
-        if entity_type == IP:
-            return (), ("ip entities take only connection_creation_rate, and "
-                        + NOT_ENFORCED_QUOTA_KEYS["connection_creation_rate"])
         if entity_type not in (USER, CLIENT_ID):
             return (), f"Unhandled client quota entity type: {entity_type}"
         if name is not None and not name:
             return (), (f"Empty {entity_type} name: use the default entity "
                         "(a null name) instead")
     return tuple(sorted(raw)), None
+
+
+def _validate_ip_op(op: ClientQuotaOp) -> str | None:
+    """KIP-612: an ip entity takes connections per second, an int >= 0."""
+    if op.key not in IP_QUOTA_KEYS:
+        return f"Invalid configuration key {op.key} for an ip entity (it takes {CONNECTION_CREATION_RATE})"
+    if op.value is None:
+        return None
+    value = op.value
+    if not math.isfinite(value) or value != math.floor(value):
+        return f"Configuration {op.key} must be an Int value"
+    if not 0 <= value <= _INT32_MAX:
+        return f"Proposed value for {op.key} is out of range: 0 to {_INT32_MAX} connections per second"
+    return None
 
 
 def _validate_op(op: ClientQuotaOp) -> str | None:

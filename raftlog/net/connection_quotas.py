@@ -11,6 +11,11 @@ the Selector's idle expiry).
   address. Kafka stops accepting while at it (the connection waits in the
   listen backlog); here the new connection is accepted and closed, as for
   the per-address limit, so a client sees a disconnect either way.
+- ``connection_creation_rate`` of an ``ip`` client-quota entity (KIP-612):
+  a new connection from an address over its rate is closed as it is
+  accepted (Kafka delays the close by the throttle time). The rates are the
+  broker's (`data_plane.broker.connection_rate_quotas`), checked through
+  ``rate_check``.
 - ``connections.max.idle.ms`` (default 600000, -1 never): a connection with
   no request in flight and no bytes read or written for that long is
   closed; clients reconnect on their next request, as with Kafka's.
@@ -25,11 +30,22 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ("INT32_MAX", "ConnectionLimits", "ConnectionQuotas", "parse_ip_overrides")
+__all__ = (
+    "INT32_MAX",
+    "ConnectionLimits",
+    "ConnectionQuotas",
+    "RateCheck",
+    "normal_address",
+    "parse_ip_overrides",
+)
+
+#: A connection-rate check (KIP-612, `data_plane.broker.connection_rate_quotas`):
+#: records a new connection from an address; why it is refused, or None.
+RateCheck = Callable[[str], "str | None"]
 
 INT32_MAX: Final = 2**31 - 1
 
@@ -66,7 +82,7 @@ def _addresses(host: str, item: str) -> list[str]:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError as exc:
         raise ValueError(f"{host!r} in {item!r} does not resolve: {exc}") from None
-    return sorted({_normal(str(info[4][0])) for info in infos})
+    return sorted({normal_address(str(info[4][0])) for info in infos})
 
 
 _HOSTNAME: Final = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*")
@@ -107,12 +123,15 @@ class ConnectionQuotas:
     """Open connections of one node, over all its listeners: admitted ones
     are counted per address until released."""
 
-    def __init__(self, limits: ConnectionLimits) -> None:
+    def __init__(self, limits: ConnectionLimits, rate_check: RateCheck | None = None) -> None:
         self.limits = limits
         self.open = 0
         self._per_ip: dict[str, int] = {}
         #: Connections refused since start (a metric).
         self.refused = 0
+        #: KIP-612 per-address connection-creation rates; set by the node
+        #: once its broker follows the metadata (None: no rate bound).
+        self.rate_check = rate_check
 
     def admit(self, ip: str | None) -> str | None:
         """Count a new connection from ``ip``, or say why it is refused
@@ -122,11 +141,14 @@ class ConnectionQuotas:
             self.refused += 1
             return f"the node already has the maximum of {limits.max_connections} connections"
         if ip is not None:
-            ip = _normal(ip)
+            ip = normal_address(ip)
             limit = limits.limit_for(ip)
             if self._per_ip.get(ip, 0) >= limit:
                 self.refused += 1
                 return f"{ip} already has the configured maximum of {limit} connections"
+            if self.rate_check is not None and (why := self.rate_check(ip)) is not None:
+                self.refused += 1
+                return why
             self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         self.open += 1
         return None
@@ -134,7 +156,7 @@ class ConnectionQuotas:
     def release(self, ip: str | None) -> None:
         self.open -= 1
         if ip is not None:
-            ip = _normal(ip)
+            ip = normal_address(ip)
             left = self._per_ip.get(ip, 0) - 1
             if left > 0:
                 self._per_ip[ip] = left
@@ -143,10 +165,10 @@ class ConnectionQuotas:
 
     def count(self, ip: str) -> int:
         """Open connections from ``ip``."""
-        return self._per_ip.get(_normal(ip), 0)
+        return self._per_ip.get(normal_address(ip), 0)
 
 
-def _normal(ip: str) -> str:
+def normal_address(ip: str) -> str:
     """One spelling per address (IPv4-mapped IPv6 as IPv4)."""
     try:
         address = ipaddress.ip_address(ip.split("%", 1)[0])

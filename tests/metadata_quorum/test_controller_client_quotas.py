@@ -73,7 +73,7 @@ def test_bad_entries_are_refused_one_by_one() -> None:
         ctx,
         ((), {"producer_byte_rate": 1}),
         ((("client-id", "a"), ("client-id", "b")), {"producer_byte_rate": 1}),
-        ((("ip", "10.0.0.1"),), {"connection_creation_rate": 5}),
+        ((("ip", "10.0.0.1"), ("user", "u")), {"connection_creation_rate": 5}),
         ((("group", "g"),), {"producer_byte_rate": 1}),
         ((("client-id", ""),), {"producer_byte_rate": 1}),
         (APP, {"request_percentage": 50}),
@@ -88,7 +88,7 @@ def test_bad_entries_are_refused_one_by_one() -> None:
     messages = [m or "" for _, m in results]
     assert "empty" in messages[0].lower()
     assert "Duplicate" in messages[1]
-    assert "not enforced" in messages[2]
+    assert "cannot be combined" in messages[2]
     assert "group" in messages[3]
     assert "default" in messages[4]
     assert "request_percentage" in messages[5] and "not enforced" in messages[5]
@@ -196,3 +196,32 @@ def test_any_alteration_is_answered_per_entry_and_replays(
             if any(e == entity and k == key for e, o in accepted[i + 1:] for k, _ in o):
                 continue  # a later accepted entry sets the same key again
             assert stored.get(key) == value
+
+
+def test_ip_entities_take_connection_creation_rate_only() -> None:
+    """KIP-612: an ip entity (an address or the default) takes only
+    connection_creation_rate, an int >= 0; the address is stored normalised."""
+    ctx = Ctx()
+    results = alter(
+        ctx,
+        ((("ip", "10.0.0.1"),), {"connection_creation_rate": 5}),
+        ((("ip", None),), {"connection_creation_rate": 100}),
+        ((("ip", "::FFFF:1"),), {"connection_creation_rate": 0}),
+        ((("ip", "not-an-ip"),), {"connection_creation_rate": 5}),
+        ((("ip", "10.0.0.2"),), {"producer_byte_rate": 5}),
+        ((("ip", "10.0.0.3"),), {"connection_creation_rate": 1.5}),
+        ((("ip", "10.0.0.4"),), {"connection_creation_rate": -1}),
+        (APP, {"connection_creation_rate": 5}),
+    )
+    assert [e for e, _ in results] == [ErrorCode.none] * 3 + [ErrorCode.invalid_request] * 5
+    messages = [m or "" for _, m in results]
+    assert "not a valid IP address" in messages[3]
+    assert "ip entity" in messages[4]
+    assert "Int" in messages[5]
+    assert "range" in messages[6]
+    assert "Invalid configuration key" in messages[7]
+    assert dict(ctx.image.client_quotas) == {
+        (("ip", "10.0.0.1"),): {"connection_creation_rate": 5.0},
+        (("ip", None),): {"connection_creation_rate": 100.0},
+        (("ip", "::ffff:1"),): {"connection_creation_rate": 0.0},
+    }
