@@ -420,6 +420,16 @@ def test_cli_client_quotas_alter_describe_and_refuse(cluster: LocalCluster) -> N
     bad = cli("configs", "alter", "--client", "--add-config", "producer_byte_rate=1",
               "--bootstrap-server", b)
     assert bad.returncode == 2 and "needs a name" in bad.stderr
+    # KIP-612 ip entities: an address (not a hostname), alone, with its one key.
+    bad = cli("configs", "alter", "--ip", "not-an-ip", "--add-config",
+              "connection_creation_rate=5", "--bootstrap-server", b)
+    assert bad.returncode == 2 and "not a valid IP address" in bad.stderr
+    bad = cli("configs", "alter", "--ip", "10.1.2.3", "--add-config", "producer_byte_rate=5",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "ip entity" in bad.stderr
+    bad = cli("configs", "alter", "--ip", "10.1.2.3", "--client", "qapp", "--add-config",
+              "connection_creation_rate=5", "--bootstrap-server", b)
+    assert bad.returncode != 0 and "cannot be combined" in bad.stderr
     out = cli("configs", "alter", "--client", "qapp", "--delete-config", "consumer_byte_rate",
               "--bootstrap-server", b)
     assert out.returncode == 0, out.stderr
