@@ -148,14 +148,8 @@ def _validate_ip_op(op: ClientQuotaOp) -> str | None:
     """KIP-612: an ip entity takes connections per second, an int >= 0."""
     if op.key not in IP_QUOTA_KEYS:
         return f"Invalid configuration key {op.key} for an ip entity (it takes {CONNECTION_CREATION_RATE})"
-    if op.value is None:
-        return None
-    value = op.value
-    if not math.isfinite(value) or value != math.floor(value):
-        return f"Configuration {op.key} must be an Int value"
-    if not 0 <= value <= _INT32_MAX:
-        return f"Proposed value for {op.key} is out of range: 0 to {_INT32_MAX} connections per second"
-    return None
+    return _validate_whole(op, "an Int", 0, _INT32_MAX,
+                           f"0 to {_INT32_MAX} connections per second")
 
 
 def _validate_op(op: ClientQuotaOp) -> str | None:
@@ -163,13 +157,18 @@ def _validate_op(op: ClientQuotaOp) -> str | None:
         return f"Quota {op.key} is not supported: {NOT_ENFORCED_QUOTA_KEYS[op.key]}"
     if op.key not in ENFORCED_QUOTA_KEYS:
         return f"Invalid configuration key {op.key}"
-    if op.value is None:
-        return None
+    return _validate_whole(op, "a Long", 1, _INT64_MAX, "at least 1 byte per second")
+
+
+def _validate_whole(op: ClientQuotaOp, kind: str, low: int, high: int, bounds: str) -> str | None:
+    """A whole number in [low, high] (None: a removal, always fine)."""
     value = op.value
+    if value is None:
+        return None
     if not math.isfinite(value) or value != math.floor(value):
-        return f"Configuration {op.key} must be a Long value"
-    if not 1 <= value <= _INT64_MAX:
-        return f"Proposed value for {op.key} is out of range: at least 1 byte per second"
+        return f"Configuration {op.key} must be {kind} value"
+    if not low <= value <= high:
+        return f"Proposed value for {op.key} is out of range: {bounds}"
     return None
 
 
