@@ -21,6 +21,7 @@ Defaults are Kafka's, except where noted on the field.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -371,7 +372,7 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     """
     props = dict(properties)
     for key in props:
-        if key not in KNOWN_SETTINGS:
+        if key not in KNOWN_SETTINGS and not _LISTENER_MAX_CONNECTIONS.fullmatch(key):
             raise ConfigError(key, "unknown setting")
     for setting in KNOWN_SETTINGS:
         override = environ.get(env_name(setting))
@@ -417,7 +418,7 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         broker_settings=tuple(
             (setting, str(_int(minimum)(setting, props[setting])))
             for setting, minimum in BROKER_SETTINGS.items() if setting in props
-        ) + tuple(
+        ) + _listener_limits(props, listeners) + tuple(
             (setting, str(parse(setting, props[setting])).lower())
             for setting, parse in BROKER_VALUE_SETTINGS.items() if setting in props
         ),
@@ -425,6 +426,28 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     )
     _check_roles(config)
     return config
+
+
+#: ``listener.name.<listener>.max.connections`` (KIP-402), the listener's
+#: name in lower case, as Kafka's listener-prefixed settings spell it.
+_LISTENER_MAX_CONNECTIONS: Final = re.compile(r"listener\.name\.([a-z0-9_-]+)\.max\.connections")
+
+
+def _listener_limits(props: Mapping[str, str],
+                     listeners: tuple[ListenerAddress, ...]) -> tuple[tuple[str, str], ...]:
+    """Each ``listener.name.<l>.max.connections``, checked: an int >= 0 for
+    a listener the node has."""
+    names = {listener.name.lower() for listener in listeners}
+    out = []
+    for key in sorted(props):
+        match = _LISTENER_MAX_CONNECTIONS.fullmatch(key)
+        if match is None:
+            continue
+        if match.group(1) not in names:
+            raise ConfigError(key, f"no listener named {match.group(1)!r} "
+                                   f"(listeners: {', '.join(sorted(names))})")
+        out.append((key, str(_int(0)(key, props[key]))))
+    return tuple(out)
 
 
 def _required(props: Mapping[str, str], setting: str) -> str:

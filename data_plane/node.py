@@ -203,7 +203,15 @@ async def run_node(
     # Every listener of the node shares one count of connections (Kafka's
     # ConnectionQuotas) and the same request size limit.
     listener_settings = {**BROKER_CONFIG_DEFAULTS, **dict(config.broker_settings)}
-    connection_quotas = ConnectionQuotas(ConnectionLimits.from_config(listener_settings))
+    # KIP-402: max.connections does not hold back the inter-broker listener
+    # (the first broker listener) when the broker has others, as Kafka's
+    # protected listener; nor the controller listeners, which Kafka serves
+    # from a socket server of their own.
+    brokers = config.broker_listeners
+    inter_broker = [brokers[0].name] if len(brokers) > 1 else []
+    connection_quotas = ConnectionQuotas(ConnectionLimits.from_config(
+        listener_settings, [listener.name for listener in config.listeners],
+        exempt_listeners=frozenset([*inter_broker, *config.controller_listener_names])))
     max_request_bytes = int(listener_settings["socket.request.max.bytes"])
     # Started once the broker has registered and caught up with the metadata
     # log (`_serve_when_caught_up`), as Kafka enables request processing only

@@ -10,7 +10,12 @@ the Selector's idle expiry).
 - ``max.connections`` (default 2147483647): the same bound over every
   address. Kafka stops accepting while at it (the connection waits in the
   listen backlog); here the new connection is accepted and closed, as for
-  the per-address limit, so a client sees a disconnect either way.
+  the per-address limit, so a client sees a disconnect either way. As in
+  KIP-402 it does not hold back the inter-broker listener when the broker
+  has other listeners, nor the controller listeners (a socket server of
+  their own in Kafka); their connections still count.
+- ``listener.name.<listener>.max.connections`` (KIP-402): the bound of one
+  listener's connections.
 - ``connection_creation_rate`` of an ``ip`` client-quota entity (KIP-612):
   a new connection from an address over its rate is closed as it is
   accepted (Kafka delays the close by the throttle time). The rates are the
@@ -30,7 +35,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -97,22 +102,38 @@ class ConnectionLimits:
     max_connections: int = INT32_MAX
     #: -1: idle connections are never closed.
     idle_ms: int = 600_000
+    #: ``listener.name.<listener>.max.connections``: listener name -> limit.
+    per_listener: Mapping[str, int] = field(default_factory=dict)
+    #: Listeners ``max.connections`` does not hold back (KIP-402: the
+    #: inter-broker listener; the controller listeners, which Kafka serves
+    #: from a socket server of their own). Their connections still count.
+    exempt_listeners: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        if self.max_connections_per_ip < 0 or self.max_connections < 0:
+        if (self.max_connections_per_ip < 0 or self.max_connections < 0
+                or any(v < 0 for v in self.per_listener.values())):
             raise ValueError("connection limits must not be negative")
         if self.idle_ms < -1:
             raise ValueError("connections.max.idle.ms must be -1 or more")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, str]) -> ConnectionLimits:
-        """From node settings; an absent key takes Kafka's default."""
+    def from_config(cls, config: Mapping[str, str], listeners: Sequence[str] = (),
+                    exempt_listeners: frozenset[str] = frozenset()) -> ConnectionLimits:
+        """From node settings; an absent key takes Kafka's default.
+        ``listeners`` are the node's listener names (for their
+        ``listener.name.<name>.max.connections``)."""
+        per_listener = {
+            name: int(config[key]) for name in listeners
+            if (key := f"listener.name.{name.lower()}.max.connections") in config
+        }
         return cls(
             max_connections_per_ip=int(config.get("max.connections.per.ip", INT32_MAX)),
             per_ip_overrides=parse_ip_overrides(
                 config.get("max.connections.per.ip.overrides", "")),
             max_connections=int(config.get("max.connections", INT32_MAX)),
             idle_ms=int(config.get("connections.max.idle.ms", 600_000)),
+            per_listener=per_listener,
+            exempt_listeners=exempt_listeners,
         )
 
     def limit_for(self, ip: str) -> int:
@@ -127,19 +148,26 @@ class ConnectionQuotas:
         self.limits = limits
         self.open = 0
         self._per_ip: dict[str, int] = {}
+        self._per_listener: dict[str, int] = {}
         #: Connections refused since start (a metric).
         self.refused = 0
         #: KIP-612 per-address connection-creation rates; set by the node
         #: once its broker follows the metadata (None: no rate bound).
         self.rate_check = rate_check
 
-    def admit(self, ip: str | None) -> str | None:
-        """Count a new connection from ``ip``, or say why it is refused
-        (None: admitted; release it when it closes)."""
+    def admit(self, ip: str | None, listener: str | None = None) -> str | None:
+        """Count a new connection from ``ip`` on ``listener``, or say why it
+        is refused (None: admitted; release it with the same arguments)."""
         limits = self.limits
-        if self.open >= limits.max_connections:
+        if self.open >= limits.max_connections and listener not in limits.exempt_listeners:
             self.refused += 1
             return f"the node already has the maximum of {limits.max_connections} connections"
+        listener_limit = None if listener is None else limits.per_listener.get(listener)
+        if (listener is not None and listener_limit is not None
+                and self._per_listener.get(listener, 0) >= listener_limit):
+            self.refused += 1
+            return (f"listener {listener} already has the configured maximum of "
+                    f"{listener_limit} connections")
         if ip is not None:
             ip = normal_address(ip)
             limit = limits.limit_for(ip)
@@ -150,11 +178,19 @@ class ConnectionQuotas:
                 self.refused += 1
                 return why
             self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        if listener is not None:
+            self._per_listener[listener] = self._per_listener.get(listener, 0) + 1
         self.open += 1
         return None
 
-    def release(self, ip: str | None) -> None:
+    def release(self, ip: str | None, listener: str | None = None) -> None:
         self.open -= 1
+        if listener is not None:
+            left_here = self._per_listener.get(listener, 0) - 1
+            if left_here > 0:
+                self._per_listener[listener] = left_here
+            else:
+                self._per_listener.pop(listener, None)
         if ip is not None:
             ip = normal_address(ip)
             left = self._per_ip.get(ip, 0) - 1

@@ -374,7 +374,8 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._peer = _peer(transport)
         quotas = self._server._quotas
         if quotas is not None:
-            refused = quotas.admit(self._peer[0] if self._peer is not None else None)
+            refused = quotas.admit(self._peer[0] if self._peer is not None else None,
+                                   self._server.listener_name)
             if refused is not None:
                 self._server._refused(self._peer, refused)
                 self._closing = True
@@ -416,7 +417,8 @@ class _ConnectionProtocol(asyncio.Protocol):
         if self._admitted:
             self._admitted = False
             assert self._server._quotas is not None
-            self._server._quotas.release(self._peer[0] if self._peer is not None else None)
+            self._server._quotas.release(self._peer[0] if self._peer is not None else None,
+                                         self._server.listener_name)
         for slot in self._slots:
             if slot.task is not None:
                 slot.task.cancel()

@@ -226,3 +226,16 @@ def test_log_cleaner_settings_reach_each_compacted_topic() -> None:
     defaults = compaction_config(effective_topic_config(
         broker_config({}, EMPTY_IMAGE, 1), {"cleanup.policy": "compact"}))
     assert defaults == CompactionConfig()
+
+
+def test_listener_max_connections_names_a_listener_of_the_node() -> None:
+    combined = {**BASE, "process.roles": "broker,controller",
+                "listeners": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://127.0.0.1:9093"}
+    config = parse_config({**combined, "listener.name.plaintext.max.connections": "50"}, {})
+    assert ("listener.name.plaintext.max.connections", "50") in config.broker_settings
+    with pytest.raises(ConfigError, match="no listener named 'external'"):
+        parse_config({**combined, "listener.name.external.max.connections": "5"}, {})
+    with pytest.raises(ConfigError, match=r"listener\.name\.plaintext\.max\.connections"):
+        parse_config({**combined, "listener.name.plaintext.max.connections": "-1"}, {})
+    with pytest.raises(ConfigError, match="unknown setting"):
+        parse_config({**combined, "listener.name.plaintext.max.connexions": "5"}, {})

@@ -190,3 +190,28 @@ def test_without_quotas_nothing_is_limited_or_expired() -> None:
 async def _answer(cid: int) -> Any:
     del cid
     return EncodedBody(b"")
+
+
+def test_listener_limits_and_the_listeners_max_connections_spares() -> None:
+    """KIP-402: ``listener.name.<l>.max.connections`` bounds one listener;
+    ``max.connections`` holds back every listener but the exempt ones
+    (inter-broker, controller), whose connections still count."""
+    limits = ConnectionLimits.from_config(
+        {"max.connections": "2", "listener.name.external.max.connections": "1"},
+        ["EXTERNAL", "INTERNAL", "CONTROLLER"],
+        exempt_listeners=frozenset({"INTERNAL", "CONTROLLER"}))
+    assert limits.per_listener == {"EXTERNAL": 1}
+    quotas = ConnectionQuotas(limits)
+    assert quotas.admit("10.0.0.1", "EXTERNAL") is None
+    refused = quotas.admit("10.0.0.2", "EXTERNAL")
+    assert refused is not None and "listener EXTERNAL" in refused
+    assert quotas.admit("10.0.0.3", "INTERNAL") is None  # total now 2
+    assert quotas.admit("10.0.0.4", "CONTROLLER") is None  # exempt: 3 open
+    assert quotas.open == 3
+    quotas.release("10.0.0.1", "EXTERNAL")
+    # EXTERNAL has room again, but the node is at max.connections (2 open).
+    refused = quotas.admit("10.0.0.5", "EXTERNAL")
+    assert refused is not None and "maximum of 2 connections" in refused
+    quotas.release("10.0.0.4", "CONTROLLER")
+    assert quotas.admit("10.0.0.5", "EXTERNAL") is None
+    assert quotas.refused == 2
