@@ -383,6 +383,11 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     assert isinstance(node_id, int)
     roles = _roles(_required(props, "process.roles"))
     listeners = _listeners("listeners", _required(props, "listeners"))
+    for listener in listeners:  # the per-listener settings' overrides
+        key = f"listener.name.{listener.name.lower()}.max.connections"
+        override = environ.get(env_name(key))
+        if override is not None:
+            props[key] = override.strip()
     advertised = (
         _listeners("advertised.listeners", props["advertised.listeners"])
         if props.get("advertised.listeners")
@@ -431,6 +436,9 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
 #: ``listener.name.<listener>.max.connections`` (KIP-402), the listener's
 #: name in lower case, as Kafka's listener-prefixed settings spell it.
 _LISTENER_MAX_CONNECTIONS: Final = re.compile(r"listener\.name\.([a-z0-9_-]+)\.max\.connections")
+
+#: Settings named per listener, as documented (``<listener>`` stands for the name).
+LISTENER_SETTINGS: Final = frozenset({"listener.name.<listener>.max.connections"})
 
 
 def _listener_limits(props: Mapping[str, str],

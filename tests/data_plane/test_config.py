@@ -239,3 +239,11 @@ def test_listener_max_connections_names_a_listener_of_the_node() -> None:
         parse_config({**combined, "listener.name.plaintext.max.connections": "-1"}, {})
     with pytest.raises(ConfigError, match="unknown setting"):
         parse_config({**combined, "listener.name.plaintext.max.connexions": "5"}, {})
+
+
+def test_listener_max_connections_has_an_environment_override() -> None:
+    combined = {**BASE, "process.roles": "broker,controller",
+                "listeners": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://127.0.0.1:9093",
+                "listener.name.plaintext.max.connections": "50"}
+    config = parse_config(combined, {"RAFTLOG_LISTENER_NAME_PLAINTEXT_MAX_CONNECTIONS": "7"})
+    assert ("listener.name.plaintext.max.connections", "7") in config.broker_settings
