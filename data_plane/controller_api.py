@@ -7,11 +7,15 @@ exactly these; ApiVersions tells any other client):
   CreateTopics v7, CreatePartitions v3, DeleteTopics v6,
   IncrementalAlterConfigs v1, AlterConfigs v2, ElectLeaders v2,
   AlterPartitionReassignments v1, BrokerRegistration v1, BrokerHeartbeat v0,
-  AlterPartition v3, AllocateProducerIds v0;
+  AlterPartition v3, AllocateProducerIds v0, AlterClientQuotas v1,
+  AlterUserScramCredentials v0;
 - reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
   too, with ``is_fenced``, KIP-1073), Metadata v12 (enough
-  for an admin client to list and describe topics) and
-  ListPartitionReassignments v0.
+  for an admin client to list and describe topics),
+  ListPartitionReassignments v0, DescribeClientQuotas v1 and
+  DescribeUserScramCredentials v0 (Kafka's controllers do not serve the
+  last one; here `raftlog configs describe --user` works with
+  ``--bootstrap-controller`` too).
 
 A controller that is not active answers NOT_CONTROLLER (per topic for
 CreateTopics/DeleteTopics, top-level elsewhere), as Kafka's
@@ -69,6 +73,13 @@ from kio.schema.unregister_broker.v0 import request as ub_req
 from kio.schema.unregister_broker.v0 import response as ub_resp
 from kio.static.primitive import f64, i8, i16, i32, i32Timedelta, i64
 
+from data_plane.api.build import build, response_class
+from data_plane.api.scram_credentials import (
+    alter_failed,
+    alter_request,
+    alter_response_values,
+    describe_response_values,
+)
 from metadata_quorum.client_quotas import FilterComponent
 from metadata_quorum.client_quotas import describe_client_quotas as describe_quotas
 from metadata_quorum.controller.client_quota_control import (
@@ -152,6 +163,8 @@ ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
 LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
 DESCRIBE_CLIENT_QUOTAS_KEY: Final = 48
 ALTER_CLIENT_QUOTAS_KEY: Final = 49
+DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: Final = 50
+ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51
 UNREGISTER_BROKER_KEY: Final = 64
 
 CONTROLLER_API_VERSIONS: Final = {
@@ -172,6 +185,8 @@ CONTROLLER_API_VERSIONS: Final = {
     LIST_PARTITION_REASSIGNMENTS_KEY: (0, 0),
     DESCRIBE_CLIENT_QUOTAS_KEY: (1, 1),
     ALTER_CLIENT_QUOTAS_KEY: (1, 1),
+    DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS_KEY: (0, 0),
     UNREGISTER_BROKER_KEY: (0, 0),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
@@ -617,6 +632,18 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                                  for k, v in sorted(values.items())))
                 for entity, values in result.entries))
 
+    async def alter_user_scram_credentials(_: RequestContext, body: Any) -> Any:
+        """KIP-554: one result per user; the records (derived keys, never the
+        salted password) are committed before the answer."""
+        results, error = await _write(service, alter_request(body))
+        if error is not ErrorCode.none:
+            results = alter_failed(body, error)
+        return build(response_class(body), alter_response_values(results))
+
+    async def describe_user_scram_credentials(_: RequestContext, body: Any) -> Any:
+        return build(response_class(body), describe_response_values(
+            service.controller.committed_image.scram_credentials, body))
+
     async def unregister_broker(_: RequestContext, body: ub_req.UnregisterBrokerRequest) -> Any:
         """kafka-cluster.sh unregister: the broker's registration goes, its
         leaderships move and it leaves every ISR (one metadata change).
@@ -647,6 +674,8 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         LIST_PARTITION_REASSIGNMENTS_KEY: list_partition_reassignments,
         DESCRIBE_CLIENT_QUOTAS_KEY: describe_client_quotas,
         ALTER_CLIENT_QUOTAS_KEY: alter_client_quotas,
+        DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: describe_user_scram_credentials,
+        ALTER_USER_SCRAM_CREDENTIALS_KEY: alter_user_scram_credentials,
         UNREGISTER_BROKER_KEY: unregister_broker,
     }
     return dict(table)

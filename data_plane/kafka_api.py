@@ -20,7 +20,8 @@ DescribeProducers, DescribeTransactions and ListTransactions inspect them
 CreatePartitions, DeleteTopics, IncrementalAlterConfigs and AlterConfigs are
 forwarded to the active controller (`data_plane.api.admin`), as are
 AlterPartitionReassignments and ListPartitionReassignments (KIP-455) and
-AlterClientQuotas (KIP-546); DescribeClientQuotas is answered from the
+AlterClientQuotas (KIP-546) and AlterUserScramCredentials (KIP-554);
+DescribeClientQuotas and DescribeUserScramCredentials are answered from the
 broker's metadata image; DeleteRecords is served by the partition leaders.
 Not served, so not advertised: ACLs.
 """
@@ -35,6 +36,7 @@ from data_plane.api.admin import (
     handle_alter_client_quotas,
     handle_alter_configs,
     handle_alter_partition_reassignments,
+    handle_alter_user_scram_credentials,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_records,
@@ -69,6 +71,7 @@ from data_plane.api.metadata import handle_describe_cluster, handle_metadata
 from data_plane.api.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from data_plane.api.produce import handle_produce
 from data_plane.api.producer_ids import handle_init_producer_id
+from data_plane.api.scram_credentials import handle_describe_user_scram_credentials
 from data_plane.api.txn import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -94,6 +97,7 @@ ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM, UNREGISTER_BROKER = 55, 64
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
@@ -123,6 +127,8 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ALTER_CLIENT_QUOTAS: (0, 1),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),
     UNREGISTER_BROKER: (0, 0),
     DESCRIBE_LOG_DIRS: (1, 4),
@@ -168,6 +174,8 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     DESCRIBE_QUORUM: handle_describe_quorum,
     UNREGISTER_BROKER: handle_unregister_broker,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,

@@ -30,6 +30,7 @@ from metadata_quorum.image import (
     MetadataImage,
     MetadataProvenance,
     PartitionRegistration,
+    ScramCredentialKey,
     TopicImage,
     frozen_mapping,
 )
@@ -48,10 +49,13 @@ from metadata_quorum.records import (
     QuotaEntity,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from raftlog.security.scram import ScramCredential
 
 __all__ = ["MetadataDelta", "MetadataReplayError"]
 
@@ -91,7 +95,8 @@ class _TopicChange:
 class MetadataDelta:
     """Changes on top of ``image``; `replay` records, then `apply` once.
 
-    Lookups (`broker`, `topic_id`, `partition`) see the replayed records.
+    Lookups (`broker`, `topic_id`, `partition`, `scram_credential`) see the
+    replayed records.
     """
 
     def __init__(self, image: MetadataImage) -> None:
@@ -103,6 +108,8 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         self._features: dict[str, int] | None = None
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        # Set (a credential) or removed (None) by this delta.
+        self._scram: dict[ScramCredentialKey, ScramCredential | None] = {}
 
     @property
     def image(self) -> MetadataImage:
@@ -136,6 +143,12 @@ class MetadataDelta:
             change = self._topics[topic_id]
             return None if change is None else change.partition(partition_id)
         return self._image.partition(topic_id, partition_id)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        key = (user, mechanism)
+        if key in self._scram:
+            return self._scram[key]
+        return self._image.scram_credential(user, mechanism)
 
     @property
     def changed_topic_ids(self) -> frozenset[uuid.UUID]:
@@ -184,6 +197,18 @@ class MetadataDelta:
                     quotas.pop(record.key, None)
                 else:
                     quotas[record.key] = record.value
+            case UserScramCredentialRecord():
+                key = (record.name, record.mechanism.mechanism_name)
+                self._scram[key] = ScramCredential(
+                    salt=record.salt, stored_key=record.stored_key,
+                    server_key=record.server_key, iterations=record.iterations)
+            case RemoveUserScramCredentialRecord():
+                key = (record.name, record.mechanism.mechanism_name)
+                if self.scram_credential(*key) is None:
+                    # Kafka's ScramControlManager: the controller checked it exists.
+                    raise MetadataReplayError(
+                        record, f"no {key[1]} credential for user {key[0]!r} to remove")
+                self._scram[key] = None
             case ProducerIdsRecord():
                 current = self._current_next_producer_id()
                 if record.next_producer_id < current:
@@ -351,7 +376,23 @@ class MetadataDelta:
                 dict(self._features)
             ),
             client_quotas=_overlay(image.client_quotas, self._client_quotas),
+            scram_credentials=self._apply_scram(image.scram_credentials),
         )
+
+    def _apply_scram(
+        self, base: Mapping[ScramCredentialKey, ScramCredential]
+    ) -> Mapping[ScramCredentialKey, ScramCredential]:
+        """``base`` with this delta's credential changes; the same object when
+        there are none (readers can tell by identity)."""
+        if not self._scram:
+            return base
+        merged = dict(base)
+        for key, credential in self._scram.items():
+            if credential is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = credential
+        return frozen_mapping(merged)
 
 
 K = TypeVar("K")

@@ -34,9 +34,12 @@ from metadata_quorum.records import (
     ProducerIdsRecord,
     QuotaEntity,
     RegisterBrokerRecord,
+    ScramMechanism,
     TopicRecord,
+    UserScramCredentialRecord,
     check_partition_shape,
 )
+from raftlog.security.scram import ScramCredential
 
 __all__ = [
     "EMPTY_IMAGE",
@@ -45,6 +48,7 @@ __all__ = [
     "MetadataImage",
     "MetadataProvenance",
     "PartitionRegistration",
+    "ScramCredentialKey",
     "TopicImage",
     "frozen_mapping",
 ]
@@ -213,6 +217,9 @@ class ConfigResource:
 
 CLUSTER_DEFAULT_RESOURCE = ConfigResource(ConfigResourceType.BROKER, "")
 
+#: A SCRAM credential's owner: (user name, mechanism name such as ``SCRAM-SHA-256``).
+ScramCredentialKey = tuple[str, str]
+
 
 @dataclass(frozen=True, slots=True)
 class MetadataImage:
@@ -224,7 +231,10 @@ class MetadataImage:
     - ``next_producer_id``: the first producer id not yet handed out;
     - ``features``: finalized feature levels;
     - ``client_quotas``: per client-quota entity (KIP-546), non-empty
-      quota key -> value maps.
+      quota key -> value maps;
+    - ``scram_credentials``: SCRAM credentials (KIP-554) by (user name,
+      mechanism name); one flat mapping, so a SASL server's lookup on every
+      login is one dict access (`scram_credential`).
     """
 
     provenance: MetadataProvenance = MetadataProvenance()
@@ -235,6 +245,8 @@ class MetadataImage:
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=frozen_mapping)
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(
+        default_factory=frozen_mapping)
+    scram_credentials: Mapping[ScramCredentialKey, ScramCredential] = field(
         default_factory=frozen_mapping)
 
     # --- lookups ------------------------------------------------------------
@@ -264,13 +276,18 @@ class MetadataImage:
     def topic_config(self, topic_name: str) -> Mapping[str, str]:
         return self.config(ConfigResource(ConfigResourceType.TOPIC, topic_name))
 
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """``user``'s credential for ``mechanism`` (``SCRAM-SHA-256`` or
+        ``SCRAM-SHA-512``), or None; O(1)."""
+        return self.scram_credentials.get((user, mechanism))
+
     # --- snapshots ----------------------------------------------------------
 
     def to_records(self) -> list[MetadataRecord]:
         """The image as records: replaying them into an empty image gives an equal
         image (with the provenance given to ``apply``). Order: features,
-        brokers, topics with their partitions, configs, client quotas,
-        producer ids."""
+        brokers, topics with their partitions, configs, client quotas, SCRAM
+        credentials, producer ids."""
         records: list[MetadataRecord] = [
             FeatureLevelRecord(name, level) for name, level in sorted(self.features.items())
         ]
@@ -290,6 +307,13 @@ class MetadataImage:
             records.extend(
                 ClientQuotaRecord(entity, key, value) for key, value in sorted(quotas.items())
             )
+        records.extend(
+            UserScramCredentialRecord(
+                user, ScramMechanism.from_mechanism_name(mechanism), credential.salt,
+                credential.stored_key, credential.server_key, credential.iterations)
+            for (user, mechanism), credential in sorted(self.scram_credentials.items(),
+                                                        key=lambda item: item[0])
+        )
         if self.next_producer_id:
             records.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         return records

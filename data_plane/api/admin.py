@@ -1,7 +1,8 @@
 """CreateTopics (v2-7), CreatePartitions (v0-3), DeleteTopics (v1-6),
 IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2), ElectLeaders (v0-2),
-AlterPartitionReassignments (v0-1), ListPartitionReassignments (v0) and
-AlterClientQuotas (v0-1), DescribeQuorum (v0-2) and UnregisterBroker (v0), forwarded to the active controller (KIP-590) at the controller's versions and
+AlterPartitionReassignments (v0-1), ListPartitionReassignments (v0),
+AlterClientQuotas (v0-1), AlterUserScramCredentials (v0), DescribeQuorum
+(v0-2) and UnregisterBroker (v0), forwarded to the active controller (KIP-590) at the controller's versions and
 answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
 (`ReplicaManager.delete_records`); DescribeLogDirs (v1-4), this broker's
@@ -23,6 +24,7 @@ from kio.static.primitive import i8
 
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.api.scram_credentials import alter_failed, alter_response_values
 from data_plane.broker.log_configs import (
     DYNAMIC_BROKER,
     DYNAMIC_DEFAULT,
@@ -42,6 +44,7 @@ __all__ = (
     "handle_alter_client_quotas",
     "handle_alter_configs",
     "handle_alter_partition_reassignments",
+    "handle_alter_user_scram_credentials",
     "handle_create_partitions",
     "handle_create_topics",
     "handle_delete_records",
@@ -64,6 +67,7 @@ ELECT_LEADERS_KEY: Final = 43
 ALTER_PARTITION_REASSIGNMENTS_KEY: Final = 45
 LIST_PARTITION_REASSIGNMENTS_KEY: Final = 46
 ALTER_CLIENT_QUOTAS_KEY: Final = 49
+ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51
 DESCRIBE_QUORUM_KEY: Final = 55
 UNREGISTER_BROKER_KEY: Final = 64
 # The versions the controller listener serves (data_plane.controller_api).
@@ -72,6 +76,7 @@ _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                ALTER_PARTITION_REASSIGNMENTS_KEY: 1,
                                LIST_PARTITION_REASSIGNMENTS_KEY: 0,
                                ALTER_CLIENT_QUOTAS_KEY: 1,
+                               ALTER_USER_SCRAM_CREDENTIALS_KEY: 0,
                                DESCRIBE_QUORUM_KEY: 2,
                                UNREGISTER_BROKER_KEY: 0}
 _ZERO_UUID: Final = uuid.UUID(int=0)
@@ -210,6 +215,19 @@ async def handle_alter_client_quotas(
              "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
                         for e in entry.entity]}
             for entry in request.entries]})
+
+
+async def handle_alter_user_scram_credentials(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """AlterUserScramCredentials (kafka-configs.sh --entity-type users
+    --add-config 'SCRAM-SHA-256=[...]'; KIP-554): answered once the
+    controller has committed the credentials. Brokers serve them from their
+    metadata image once it reaches them."""
+    del ctx
+    return await _forward(api, request, ALTER_USER_SCRAM_CREDENTIALS_KEY, alter_response_values(
+        alter_failed(request, ErrorCode.request_timed_out,
+                     "forwarding to the controller failed; the outcome is unknown")))
 
 
 async def handle_describe_quorum(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:

@@ -7,7 +7,9 @@ rules: topics are created with replicas assigned round-robin over
 registered brokers (leader = first replica, ISR = all); AlterPartition is
 validated like ``ReplicationControlManager`` (leader epoch, partition epoch,
 leader identity, eligible replicas); AllocateProducerIds hands out
-consecutive blocks of `producer_id_block_size` ids; fencing a broker (a "crash") removes it
+consecutive blocks of `producer_id_block_size` ids; AlterUserScramCredentials runs the real
+controller command (`metadata_quorum.controller.scram_control`) and replays its records;
+fencing a broker (a "crash") removes it
 from every ISR it is not the last member of and moves leadership to another
 ISR member with a new leader epoch (clean election only). Every change makes
 a new immutable `MetadataImage`, published to each broker's listeners on the
@@ -29,9 +31,12 @@ from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
 
-from data_plane.api.build import build
+from data_plane.api.build import build, response_class
+from data_plane.api.scram_credentials import alter_request, alter_response_values
 from data_plane.broker.metadata_api import ImageListener
 from data_plane.replication.types import AlterPartitionRequest, AlterPartitionResponse
+from metadata_quorum.controller.scram_control import alter_user_scram_credentials
+from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.image import (
     BrokerRegistration,
     ConfigResource,
@@ -40,9 +45,16 @@ from metadata_quorum.image import (
     TopicImage,
     frozen_mapping,
 )
-from metadata_quorum.records import QuotaEntity, check_quota_entity
-from metadata_quorum.records.types import ConfigResourceType, Endpoint
+from metadata_quorum.records import MetadataRecord, QuotaEntity, check_quota_entity
+from metadata_quorum.records.types import (
+    ConfigResourceType,
+    Endpoint,
+    RemoveUserScramCredentialRecord,
+    ScramMechanism,
+    UserScramCredentialRecord,
+)
 from raftlog.net.errors import ErrorCode
+from raftlog.security.scram import ScramCredential
 
 __all__ = ("FakeBrokerMetadata", "FakeMetadataCluster")
 
@@ -200,6 +212,30 @@ class FakeMetadataCluster:
             quotas.pop(entity, None)
         self._publish(dataclasses.replace(self.image, client_quotas=frozen_mapping(quotas)))
 
+    def set_scram_credential(
+        self, user: str, mechanism: str, credential: ScramCredential | None
+    ) -> None:
+        """A UserScramCredentialRecord (KIP-554) for ``user`` and ``mechanism``
+        (``SCRAM-SHA-256``), or (None) a RemoveUserScramCredentialRecord."""
+        kind = ScramMechanism.from_mechanism_name(mechanism)
+        record: MetadataRecord
+        if credential is None:
+            record = RemoveUserScramCredentialRecord(user, kind)
+        else:
+            record = UserScramCredentialRecord(
+                user, kind, credential.salt, credential.stored_key, credential.server_key,
+                credential.iterations)
+        self._replay((record,))
+
+    def _replay(self, records: tuple[MetadataRecord, ...]) -> None:
+        """Publish the image after ``records``, replayed as the brokers' would be."""
+        if not records:
+            return
+        delta = MetadataDelta(self.image)
+        for record in records:
+            delta.replay(record)
+        self._publish(delta.apply(self.image.provenance))
+
     def delete_topic(self, name: str) -> ErrorCode:
         topic_id = self.image.topic_ids.get(name)
         if topic_id is None:
@@ -264,6 +300,10 @@ class FakeMetadataCluster:
             return build(apid_resp.AllocateProducerIdsResponse, {
                 "error_code": ErrorCode.none, "producer_id_start": start,
                 "producer_id_len": self.producer_id_block_size})
+        if api_key == 51:  # AlterUserScramCredentials: the real controller command
+            result = alter_user_scram_credentials(self.image, alter_request(request))
+            self._replay(result.records)
+            return build(response_class(request), alter_response_values(result.response))
         raise ValueError(f"cannot forward api key {api_key}")
 
 

@@ -10,6 +10,8 @@ One module per concern, after Kafka's control managers:
 - `reassignment`: AlterPartitionReassignments and ListPartitionReassignments
   (KIP-455), finished by the AlterPartition that completes the target;
 - `configuration_control`: topic config validation, IncrementalAlterConfigs;
+- `client_quota_control`: AlterClientQuotas (KIP-546);
+- `scram_control`: AlterUserScramCredentials (KIP-554, ``ScramControlManager``);
 - `producer_id_control`: producer-id blocks;
 - `quorum_controller`: the facade on top of the Raft listener.
 
@@ -93,6 +95,13 @@ from .replication_control import (
     elect_unclean_leaders,
 )
 from .result import ControllerConfig, ControllerResult
+from .scram_control import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResult,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+    alter_user_scram_credentials,
+)
 from .sessions import BrokerSessions
 
 __all__ = [
@@ -108,6 +117,8 @@ __all__ = [
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "AlterReassignmentsRequest",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResult",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "BrokerRegistrationRequest",
@@ -140,6 +151,8 @@ __all__ = [
     "OngoingReassignment",
     "QuorumController",
     "ReassignmentResult",
+    "ScramCredentialDeletion",
+    "ScramCredentialUpsertion",
     "Submission",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
@@ -148,6 +161,7 @@ __all__ = [
     "alter_configs",
     "alter_partition",
     "alter_partition_reassignments",
+    "alter_user_scram_credentials",
     "balance_partition_leaders",
     "broker_heartbeat",
     "create_partitions",

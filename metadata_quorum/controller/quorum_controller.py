@@ -100,6 +100,11 @@ from .replication_control import (
     elect_unclean_leaders,
 )
 from .result import MAX_RECORDS_PER_BATCH, ControllerConfig, ControllerResult
+from .scram_control import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResult,
+    alter_user_scram_credentials,
+)
 from .sessions import BrokerSessions
 
 __all__ = [
@@ -178,6 +183,7 @@ ControllerRequest = (
     | ElectLeadersRequest
     | AlterReassignmentsRequest
     | AlterClientQuotasRequest
+    | AlterUserScramCredentialsRequest
 )
 
 
@@ -360,6 +366,10 @@ class QuorumController:
     def submit(
         self, request: AlterClientQuotasRequest, now_ms: int
     ) -> Submission[tuple[ClientQuotaAlterationResult, ...]]: ...
+    @overload
+    def submit(
+        self, request: AlterUserScramCredentialsRequest, now_ms: int
+    ) -> Submission[tuple[AlterUserScramCredentialsResult, ...]]: ...
 
     def submit(self, request: ControllerRequest, now_ms: int) -> Submission[Any]:
         """Run one command and propose its records. Raises `NotControllerError`
@@ -406,6 +416,8 @@ class QuorumController:
                 result = allocate_producer_ids(image, request, config)
             case AlterClientQuotasRequest():
                 result = alter_client_quotas(image, request)
+            case AlterUserScramCredentialsRequest():
+                result = alter_user_scram_credentials(image, request)
         return self._write(result, now_ms)
 
     def tick(self, now_ms: int) -> int:

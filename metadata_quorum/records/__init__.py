@@ -15,10 +15,13 @@ Encoding of one record value (all integers big-endian, two's complement)::
     string      int16 length N >= 0, then N bytes of UTF-8;
                 nullable string: N = -1 means null
     int32[]     int32 count N >= 0, then N int32; nullable: N = -1 means null
+    bytes       int32 length N >= 0, then N raw bytes
     endpoint[]  int32 count, then per endpoint:
                 string name, string host, int32 port, int16 security protocol
 
-Record types (type id = Kafka's metadata apiKey), all at version 0:
+Record types (type id = Kafka's metadata apiKey), all at version 0; the
+fields are Kafka's, in Kafka's order, but encoded as above (Kafka's own
+frames are flexible versions, with compact lengths and tagged fields):
 
     id  type                               body
     0   RegisterBroker                     int32 broker_id, uuid incarnation_id,
@@ -45,6 +48,10 @@ Record types (type id = Kafka's metadata apiKey), all at version 0:
     7   FenceBroker                        int32 broker_id, int64 broker_epoch
     8   UnfenceBroker                      int32 broker_id, int64 broker_epoch
     9   RemoveTopic                        uuid topic_id
+    11  UserScramCredential                string name, int8 mechanism
+                                           (1 SCRAM-SHA-256, 2 SCRAM-SHA-512),
+                                           bytes salt, bytes stored_key,
+                                           bytes server_key, int32 iterations
     12  FeatureLevel                       string name, int16 feature_level
     15  ProducerIds                        int32 broker_id, int64 broker_epoch,
                                            int64 next_producer_id
@@ -52,6 +59,7 @@ Record types (type id = Kafka's metadata apiKey), all at version 0:
                                            tri-state fenced,
                                            tri-state in_controlled_shutdown
     20  NoOp                               (empty)
+    22  RemoveUserScramCredential          string name, int8 mechanism
 
 Decoding rejects an unknown type (`UnknownRecordTypeError`), an unknown
 version (`UnsupportedRecordVersionError`), truncation, trailing bytes and any
@@ -100,10 +108,13 @@ from .types import (
     QuotaEntity,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ScramMechanism,
     SecurityProtocol,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     check_partition_shape,
     check_quota_entity,
 )
@@ -132,12 +143,15 @@ __all__ = [
     "QuotaEntity",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
+    "ScramMechanism",
     "SecurityProtocol",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnknownRecordTypeError",
     "UnregisterBrokerRecord",
     "UnsupportedRecordVersionError",
+    "UserScramCredentialRecord",
     "build_metadata_batch",
     "check_partition_shape",
     "check_quota_entity",
@@ -187,16 +201,25 @@ def decode_record(value: bytes | bytearray | memoryview) -> MetadataRecord:
 
 
 def record_fields(record: MetadataRecord) -> dict[str, object]:
-    """The record's fields as JSON-ready values (UUIDs and enums as strings/names)."""
+    """The record's fields as JSON-ready values (UUIDs and enums as strings/names,
+    bytes as base64); its ``REDACTED`` fields (SCRAM salts and keys) as
+    ``"(redacted)"``, as Kafka's ``RecordRedactor`` prints them."""
     out: dict[str, object] = {}
     for name, _encode, _decode in record.FIELDS:
-        out[name] = _jsonable(getattr(record, name))
+        if name in record.REDACTED:
+            out[name] = "(redacted)"
+        else:
+            out[name] = _jsonable(getattr(record, name))
     return out
 
 
 def _jsonable(value: object) -> object:
+    import base64
     import enum
     import uuid
+
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
 
     if isinstance(value, enum.Enum):
         return value.name

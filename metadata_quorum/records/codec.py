@@ -175,6 +175,19 @@ def dec_string(r: Reader) -> str:
     return s
 
 
+def enc_bytes(v: bytes, out: bytearray) -> None:
+    """int32 length N >= 0, then the N bytes (Kafka's non-flexible ``bytes``)."""
+    out += _I32.pack(len(v))
+    out += v
+
+
+def dec_bytes(r: Reader) -> bytes:
+    n = r.int32()
+    if n < 0:
+        raise MetadataRecordError(f"negative bytes length {n}")
+    return r.take(n)  # checks the length before allocating anything
+
+
 def enc_nullable_int32s(v: tuple[int, ...] | None, out: bytearray) -> None:
     if v is None:
         out += _I32.pack(-1)
@@ -224,6 +237,13 @@ def check_string(name: str, value: object, *, nullable: bool = False) -> None:
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if len(value.encode("utf-8", errors="strict")) > INT16_MAX:
         raise ValueError(f"{name} is longer than {INT16_MAX} bytes")
+
+
+def check_bytes(name: str, value: object) -> None:
+    if not isinstance(value, bytes):
+        raise TypeError(f"{name} must be bytes, got {type(value).__name__}")
+    if len(value) > INT32_MAX:
+        raise ValueError(f"{name} is longer than {INT32_MAX} bytes")
 
 
 def check_uuid(name: str, value: object) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar
 
@@ -26,10 +26,12 @@ from .codec import (
     Reader,
     check_bool,
     check_broker_ids,
+    check_bytes,
     check_int,
     check_string,
     check_uuid,
     dec_bool,
+    dec_bytes,
     dec_float64,
     dec_int8,
     dec_int16,
@@ -42,6 +44,7 @@ from .codec import (
     dec_tristate,
     dec_uuid,
     enc_bool,
+    enc_bytes,
     enc_float64,
     enc_int8,
     enc_int16,
@@ -76,11 +79,13 @@ class MetadataRecordType(IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     CLIENT_QUOTA_RECORD = 14
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 
 
 class SecurityProtocol(IntEnum):
@@ -90,6 +95,32 @@ class SecurityProtocol(IntEnum):
     SSL = 1
     SASL_PLAINTEXT = 2
     SASL_SSL = 3
+
+
+class ScramMechanism(IntEnum):
+    """Kafka's SCRAM mechanism types (``ScramMechanism.type()``), the int8 its
+    SCRAM records and AlterUserScramCredentials carry."""
+
+    SCRAM_SHA_256 = 1
+    SCRAM_SHA_512 = 2
+
+    @property
+    def mechanism_name(self) -> str:
+        """The SASL name: ``SCRAM-SHA-256``."""
+        return self.name.replace("_", "-")
+
+    @classmethod
+    def from_mechanism_name(cls, mechanism_name: str) -> ScramMechanism:
+        """The mechanism whose SASL name is ``mechanism_name``; ValueError if none."""
+        for mechanism in cls:
+            if mechanism.mechanism_name == mechanism_name:
+                return mechanism
+        raise ValueError(f"not a SCRAM mechanism: {mechanism_name!r}")
+
+    @property
+    def digest_size(self) -> int:
+        """Bytes of the mechanism's hash: the length of its stored and server keys."""
+        return 32 if self is ScramMechanism.SCRAM_SHA_256 else 64
 
 
 class LeaderRecoveryState(IntEnum):
@@ -192,12 +223,17 @@ def _nids(name: str) -> tuple[str, Encoder, Decoder]:
 
 
 class _RecordBase:
-    """Behaviour shared by every record: the frame type/version and field layout."""
+    """Behaviour shared by every record: the frame type/version and field layout.
+
+    ``REDACTED`` names fields that dumps and logs must not show (Kafka's
+    ``RecordRedactor``): they print as ``(redacted)``.
+    """
 
     __slots__ = ()
     TYPE: ClassVar[MetadataRecordType]
     VERSION: ClassVar[int] = 0
     FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = ()
+    REDACTED: ClassVar[frozenset[str]] = frozenset()
 
 
 def _check_broker(record: object, *, epoch_min: int = 0) -> None:
@@ -543,6 +579,70 @@ class ClientQuotaRecord(_RecordBase):
         check_bool("remove", self.remove)
 
 
+def _bytes(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_bytes, dec_bytes)
+
+
+def _check_scram_user(record: object) -> None:
+    name = getattr(record, "name")  # noqa: B009
+    check_string("name", name)
+    if not name:
+        raise ValueError("a SCRAM user name must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord(_RecordBase):
+    """Sets one user's credential for one SCRAM mechanism (KIP-554), replacing
+    any earlier one. The controller derives ``stored_key`` and ``server_key``
+    from the salted password the client sent; the password itself is never
+    stored. Kafka's field order: name, mechanism, salt, stored key, server
+    key, iterations."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _str("name"), ("mechanism", enc_int8, dec_int8), _bytes("salt"), _bytes("stored_key"),
+        _bytes("server_key"), _int32("iterations"),
+    )
+    REDACTED: ClassVar[frozenset[str]] = frozenset({"salt", "stored_key", "server_key"})
+
+    name: str
+    mechanism: ScramMechanism
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+    def __post_init__(self) -> None:
+        _check_scram_user(self)
+        object.__setattr__(self, "mechanism", ScramMechanism(self.mechanism))
+        check_bytes("salt", self.salt)
+        for name in ("stored_key", "server_key"):
+            value = getattr(self, name)
+            check_bytes(name, value)
+            # Invariant: both keys are one hash long (the controller derives them).
+            if len(value) != self.mechanism.digest_size:
+                raise ValueError(f"{name} of {self.mechanism.mechanism_name} is "
+                                 f"{self.mechanism.digest_size} bytes, not {len(value)}")
+        check_int("iterations", self.iterations, 1, INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord(_RecordBase):
+    """Removes one user's credential for one SCRAM mechanism (KIP-554); it must exist."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _str("name"), ("mechanism", enc_int8, dec_int8),
+    )
+
+    name: str
+    mechanism: ScramMechanism
+
+    def __post_init__(self) -> None:
+        _check_scram_user(self)
+        object.__setattr__(self, "mechanism", ScramMechanism(self.mechanism))
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerIdsRecord(_RecordBase):
     """The producer-id block boundary: ids below ``next_producer_id`` are handed out.
@@ -604,6 +704,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | ConfigRecord
     | ClientQuotaRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
     | NoOpRecord
@@ -614,7 +716,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
     for cls in (
         RegisterBrokerRecord, UnregisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
         BrokerRegistrationChangeRecord, TopicRecord, RemoveTopicRecord, PartitionRecord,
-        PartitionChangeRecord, ConfigRecord, ClientQuotaRecord, ProducerIdsRecord,
-        FeatureLevelRecord, NoOpRecord,
+        PartitionChangeRecord, ConfigRecord, ClientQuotaRecord, UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord, ProducerIdsRecord, FeatureLevelRecord, NoOpRecord,
     )
 }

@@ -173,7 +173,7 @@ def random_step(ctx: Ctx, data: Any) -> None:
     op = data.draw(st.sampled_from((
         "create", "heartbeat", "alter", "register", "expire", "delete", "pids", "config",
         "unregister", "balance", "unclean", "create", "heartbeat", "alter", "reassign", "reassign",
-        "alter",
+        "alter", "scram",
     )))
     broker_id = data.draw(st.integers(0, 4))
     if op == "register":
@@ -256,6 +256,25 @@ def random_step(ctx: Ctx, data: Any) -> None:
         ctx.run(alter_partition_reassignments(image, AlterReassignmentsRequest(
             ((topic.name, pid, target),),
             allow_replication_factor_change=data.draw(st.booleans()))))
+    elif op == "scram":
+        from metadata_quorum.controller import (
+            AlterUserScramCredentialsRequest,
+            ScramCredentialDeletion,
+            ScramCredentialUpsertion,
+            alter_user_scram_credentials,
+        )
+
+        user = data.draw(st.sampled_from(("alice", "bob")))
+        mechanism = data.draw(st.integers(1, 2))
+        if data.draw(st.booleans()):
+            request = AlterUserScramCredentialsRequest(deletions=(
+                ScramCredentialDeletion(user, mechanism),))
+        else:
+            # Any bytes make a valid salted password for the key derivation.
+            request = AlterUserScramCredentialsRequest(upsertions=(ScramCredentialUpsertion(
+                user, mechanism, data.draw(st.sampled_from((4096, 8192))),
+                data.draw(st.binary(max_size=8)), data.draw(st.binary(max_size=64))),))
+        ctx.run(alter_user_scram_credentials(image, request))
     elif op == "balance":
         ctx.run(balance_partition_leaders(image, ctx.config))
     elif op == "unclean":

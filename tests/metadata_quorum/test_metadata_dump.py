@@ -12,7 +12,9 @@ from metadata_quorum.dump import dump_metadata_log, format_record_payload
 from metadata_quorum.records import (
     NoOpRecord,
     PartitionRecord,
+    ScramMechanism,
     TopicRecord,
+    UserScramCredentialRecord,
     build_metadata_batch,
     encode_record,
 )
@@ -66,6 +68,17 @@ def test_undecodable_payload_is_shown() -> None:
     assert format_record_payload(b"\x7f\x7f\x00\x00").startswith("<undecodable metadata record")
     assert format_record_payload(None) == "<null value>"
     assert json.loads(format_record_payload(encode_record(NoOpRecord())))["type"] == "NO_OP_RECORD"
+
+
+def test_scram_salts_and_keys_are_redacted() -> None:
+    """As Kafka's RecordRedactor prints a UserScramCredentialRecord."""
+    record = UserScramCredentialRecord("alice", ScramMechanism.SCRAM_SHA_256, b"NaCl",
+                                       b"k" * 32, b"v" * 32, 8192)
+    lines = list(dump_metadata_log(build_metadata_batch([record], base_offset=3, epoch=1)))
+    payload = json.loads(lines[1].split("payload: ", 1)[1])
+    assert payload == {"type": "USER_SCRAM_CREDENTIAL_RECORD", "version": 0, "data": {
+        "name": "alice", "mechanism": "SCRAM_SHA_256", "salt": "(redacted)",
+        "stored_key": "(redacted)", "server_key": "(redacted)", "iterations": 8192}}
 
 
 @settings(max_examples=300, deadline=None)

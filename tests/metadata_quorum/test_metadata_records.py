@@ -31,12 +31,15 @@ from metadata_quorum.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
+    ScramMechanism,
     SecurityProtocol,
     TopicRecord,
     UnfenceBrokerRecord,
     UnknownRecordTypeError,
     UnregisterBrokerRecord,
     UnsupportedRecordVersionError,
+    UserScramCredentialRecord,
     build_metadata_batch,
     decode_metadata_batch,
     decode_record,
@@ -44,6 +47,7 @@ from metadata_quorum.records import (
     record_fields,
 )
 from raftlog.records import ControlRecordType, build_control_batch
+from raftlog.security.scram import SCRAM_MECHANISMS, credential_from_password
 
 TID = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
 INC = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -76,6 +80,16 @@ def partition_records(draw: st.DrawFn) -> PartitionRecord:
     )
 
 
+@st.composite
+def scram_records(draw: st.DrawFn) -> UserScramCredentialRecord:
+    mechanism = draw(st.sampled_from(ScramMechanism))
+    size = mechanism.digest_size
+    return UserScramCredentialRecord(
+        draw(st.text(min_size=1, max_size=20)), mechanism, draw(st.binary(max_size=40)),
+        draw(st.binary(min_size=size, max_size=size)),
+        draw(st.binary(min_size=size, max_size=size)), draw(st.integers(1, 2**31 - 1)))
+
+
 records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(RegisterBrokerRecord, ids, uuids, epochs,
               st.lists(endpoints, max_size=3, unique_by=lambda e: e.name).map(tuple),
@@ -101,6 +115,9 @@ records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
                        min_size=1, max_size=3, unique_by=lambda p: p[0]).map(tuple),
               st.text(min_size=1, max_size=20),
               st.floats(allow_nan=False, allow_infinity=False), st.booleans()),
+    scram_records(),
+    st.builds(RemoveUserScramCredentialRecord, st.text(min_size=1, max_size=20),
+              st.sampled_from(ScramMechanism)),
     st.just(NoOpRecord()),
 )
 
@@ -173,6 +190,48 @@ def test_type_ids_are_kafkas_metadata_api_keys() -> None:
     assert MetadataRecordType.PRODUCER_IDS_RECORD == 15
     assert MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD == 17
     assert MetadataRecordType.NO_OP_RECORD == 20
+    # KIP-554: UserScramCredentialRecord.json and RemoveUserScramCredentialRecord.json.
+    assert MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD == 11
+    assert MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD == 22
+
+
+def test_layout_of_scram_credential_records_is_pinned() -> None:
+    """Kafka's field order (name, mechanism, salt, stored key, server key,
+    iterations) in this encoding: bytes are an int32 length then the bytes."""
+    stored, server = bytes(range(32)), bytes(range(32, 64))
+    record = UserScramCredentialRecord("al", ScramMechanism.SCRAM_SHA_256, b"\x01\x02", stored,
+                                       server, 8192)
+    assert encode_record(record) == (
+        struct.pack(">hhh", 11, 0, 2) + b"al" + struct.pack(">b", 1)
+        + struct.pack(">i", 2) + b"\x01\x02" + struct.pack(">i", 32) + stored
+        + struct.pack(">i", 32) + server + struct.pack(">i", 8192))
+    remove = RemoveUserScramCredentialRecord("al", ScramMechanism.SCRAM_SHA_512)
+    assert encode_record(remove) == struct.pack(">hhh", 22, 0, 2) + b"al" + struct.pack(">b", 2)
+
+
+def test_scram_mechanism_types_are_kafkas() -> None:
+    assert {m.mechanism_name: int(m) for m in ScramMechanism} == {
+        name: kind for name, (_hash, kind) in SCRAM_MECHANISMS.items()}
+    assert ScramMechanism.from_mechanism_name("SCRAM-SHA-512") is ScramMechanism.SCRAM_SHA_512
+    with pytest.raises(ValueError):
+        ScramMechanism.from_mechanism_name("SCRAM-SHA-1")
+
+
+def test_scram_secrets_are_redacted_in_dumps_and_reprs() -> None:
+    credential = credential_from_password("SCRAM-SHA-512", "pw", 4096, b"salt")
+    record = UserScramCredentialRecord("alice", ScramMechanism.SCRAM_SHA_512, credential.salt,
+                                       credential.stored_key, credential.server_key, 4096)
+    assert record_fields(record) == {
+        "name": "alice", "mechanism": "SCRAM_SHA_512", "salt": "(redacted)",
+        "stored_key": "(redacted)", "server_key": "(redacted)", "iterations": 4096}
+    assert credential.stored_key.hex() not in repr(record)
+    assert "salt" not in repr(record) and "iterations=4096" in repr(record)
+
+
+def test_negative_bytes_length_is_rejected() -> None:
+    raw = struct.pack(">hhh", 11, 0, 1) + b"a" + struct.pack(">bi", 1, -2)
+    with pytest.raises(MetadataRecordError, match="negative bytes length"):
+        decode_record(raw)
 
 
 # --- typed decode errors ------------------------------------------------------------
@@ -288,6 +347,17 @@ def test_fuzz_mutated_records_raise_only_the_typed_error(
         lambda: FeatureLevelRecord("", 1),
         lambda: FeatureLevelRecord("f", 1 << 15),
         lambda: FenceBrokerRecord(1, True),  # type: ignore[arg-type]
+        lambda: UserScramCredentialRecord("", ScramMechanism.SCRAM_SHA_256, b"", bytes(32),
+                                          bytes(32), 4096),
+        lambda: UserScramCredentialRecord("u", 3, b"", bytes(32), bytes(32), 4096),  # type: ignore[arg-type]
+        lambda: UserScramCredentialRecord("u", ScramMechanism.SCRAM_SHA_512, b"", bytes(32),
+                                          bytes(64), 4096),
+        lambda: UserScramCredentialRecord("u", ScramMechanism.SCRAM_SHA_256, b"", bytes(32),
+                                          bytes(32), 0),
+        lambda: UserScramCredentialRecord("u", ScramMechanism.SCRAM_SHA_256, "s",  # type: ignore[arg-type]
+                                          bytes(32), bytes(32), 4096),
+        lambda: RemoveUserScramCredentialRecord("", ScramMechanism.SCRAM_SHA_256),
+        lambda: RemoveUserScramCredentialRecord("u", 0),  # type: ignore[arg-type]
     ],
 )
 def test_invalid_records_cannot_be_built(build: object) -> None:

@@ -8,6 +8,7 @@ import pytest
 from mq_builders import incarnation, listeners
 
 from metadata_quorum.controller import (
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ControllerConfig,
@@ -17,11 +18,13 @@ from metadata_quorum.controller import (
     CreateTopicsRequest,
     NotControllerError,
     QuorumController,
+    ScramCredentialUpsertion,
 )
 from metadata_quorum.records import FenceBrokerRecord, build_metadata_batch, decode_record
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch
 from raftlog.net.errors import ErrorCode
 from raftlog.records import ControlRecordType, build_control_batch
+from raftlog.security.scram import credential_from_password, salted_password
 
 
 class FakeLog:
@@ -214,3 +217,24 @@ def test_large_results_are_proposed_in_batches_of_max_records(
     commit_all(log, 1, controller)
     assert controller.is_committed(submission)
     assert controller.latest_image == controller.committed_image
+
+
+def test_scram_credentials_are_committed_through_the_log_to_every_controller() -> None:
+    """KIP-554 through the facade: the answer waits for the commit, and a
+    standby replays the same credential (derived keys, not the password)."""
+    controller, log = active()
+    standby = QuorumController(2, ControllerConfig(cluster_id="c"), FakeLog())
+    standby.handle_leader_change(LeaderAndEpoch(1, 1))
+    standby.handle_commit(control_batch(0, 1))
+    salt = b"s" * 16
+    submission = controller.submit(AlterUserScramCredentialsRequest(upsertions=(
+        ScramCredentialUpsertion("alice", 2, 4096, salt,
+                                 salted_password("SCRAM-SHA-512", "pw", salt, 4096)),)), 0)
+    assert [(r.user, r.error) for r in submission.response] == [("alice", ErrorCode.none)]
+    assert not controller.is_committed(submission)
+    assert controller.committed_image.scram_credential("alice", "SCRAM-SHA-512") is None
+    commit_all(log, 1, controller, standby)
+    assert controller.is_committed(submission)
+    expected = credential_from_password("SCRAM-SHA-512", "pw", 4096, salt)
+    assert standby.committed_image.scram_credential("alice", "SCRAM-SHA-512") == expected
+    assert controller.committed_image == standby.committed_image
