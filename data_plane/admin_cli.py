@@ -12,7 +12,9 @@
   what kafka-topics.sh prints; ``alter --partitions N`` adds partitions;
 - ``configs describe|alter --topic T | --broker ID | --broker-defaults`` with
   ``--add-config k=v,k2=[a,b]`` and ``--delete-config k,k2``, like
-  kafka-configs.sh (IncrementalAlterConfigs);
+  kafka-configs.sh (IncrementalAlterConfigs); ``--client``/``--user``/``--ip``
+  for client quotas (`data_plane.quotas_cli`) and ``--user NAME`` for SCRAM
+  credentials (`data_plane.scram_cli`);
 - ``delete-records --topic T --partition P --offset O`` (-1: the high
   watermark), like kafka-delete-records.sh, sent to the partition's leader;
 - ``leader-election --election-type preferred|unclean --topic T --partition P
@@ -35,6 +37,13 @@ DescribeQuorum is answered by the Raft leader only and writes by the active
 controller only: the client tries each address (and, once known, the
 leader's) until one answers, within ``--timeout-ms``. Every failure is
 reported as a `CliError` (one line, exit 2).
+
+Every command that takes ``--bootstrap-server`` (here and in the other
+``*_cli`` modules) also takes Kafka's ``--command-config FILE``: the client
+properties (`data_plane.client_config`) its clients log in with on a
+SASL_PLAINTEXT listener. Controller listeners are always PLAINTEXT, so
+``--bootstrap-controller`` connections do not use it. A refused login is
+not retried: it fails the command at once, as in Kafka's tools.
 """
 
 from __future__ import annotations
@@ -80,13 +89,20 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
-from raftlog.net.errors import ErrorCode, TransportError, UnsupportedVersionError
+from raftlog.net.errors import (
+    ErrorCode,
+    SaslAuthenticationFailedError,
+    TransportError,
+    UnsupportedVersionError,
+)
 from raftlog.runtime import event_loop, wire
+from raftlog.security.sasl import SaslCredentials
 
+from .client_config import ClientConfigError, ClientSecurity, load_command_config
 from .config import ConfigError, load_config
 from .storage_format import StorageError, format_storage, random_uuid
 
-__all__ = ("CliError", "register")
+__all__ = ("CliError", "add_command_config", "command_security", "register")
 
 T = TypeVar("T")
 
@@ -112,6 +128,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
         format=f"%(asctime)s node{config.node_id} %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    logging.getLogger("raftlog.net.client").setLevel(logging.NOTSET)  # see cli.main
     # SIGUSR1 prints every thread's stack to the log (Kafka's jstack): how to
     # see where a node that does not stop is stuck. (Only with a real stderr:
     # an in-process caller that captured it has no file descriptor to give.)
@@ -174,12 +191,15 @@ def _parse_bootstrap(text: str) -> list[tuple[str, int]]:
 
 
 class _Admin:
-    """Sends to the controllers in turn until one answers acceptably."""
+    """Sends to the controllers (or brokers) in turn until one answers
+    acceptably; with ``sasl``, every connection authenticates first."""
 
-    def __init__(self, bootstrap: list[tuple[str, int]], timeout_ms: int) -> None:
+    def __init__(self, bootstrap: list[tuple[str, int]], timeout_ms: int,
+                 sasl: SaslCredentials | None = None) -> None:
         self._addresses = list(bootstrap)
         self._deadline = time.monotonic() + timeout_ms / 1000
         self._clients: dict[tuple[str, int], KafkaProtocolClient] = {}
+        self.sasl = sasl
 
     async def close(self) -> None:
         for client in self._clients.values():
@@ -205,11 +225,16 @@ class _Admin:
                 if client is None:
                     client = KafkaProtocolClient(
                         *address, client_id="raftlog-admin", request_timeout_ms=5000,
-                        connect_timeout_ms=1000, reconnect_backoff_max_ms=200,
+                        connect_timeout_ms=1000, reconnect_backoff_max_ms=200, sasl=self.sasl,
                     )
                     self._clients[address] = client
                 try:
                     response = await client.send(request, version)
+                except SaslAuthenticationFailedError as exc:
+                    # Refused credentials stay refused: retrying until the
+                    # deadline would only hide the reason (Kafka's admin
+                    # client fails at once too).
+                    raise CliError(str(exc)) from None
                 except TransportError as exc:
                     last_error = f"{address[0]}:{address[1]}: {exc}"
                     continue
@@ -229,16 +254,44 @@ class _Admin:
 def _run_admin(args: argparse.Namespace, body: Callable[[_Admin], Awaitable[int]]) -> int:
     # --bootstrap-server (topics): a broker answers Metadata itself and
     # forwards CreateTopics/DeleteTopics to the active controller.
-    bootstrap = getattr(args, "bootstrap_server", None) or args.bootstrap_controller
+    brokers = getattr(args, "bootstrap_server", None)
+    bootstrap = brokers or args.bootstrap_controller
+    security = command_security(args)
+    # Controller listeners are always PLAINTEXT in raftlog: the credentials
+    # are for brokers only.
+    sasl = security.sasl if brokers else None
 
     async def run() -> int:
-        admin = _Admin(_parse_bootstrap(bootstrap), args.timeout_ms)
+        admin = _Admin(_parse_bootstrap(bootstrap), args.timeout_ms, sasl)
         try:
             return await body(admin)
         finally:
             await admin.close()
 
     return asyncio.run(run())
+
+
+def add_command_config(parser: argparse.ArgumentParser, *, controllers: bool = False) -> None:
+    """Add Kafka's ``--command-config FILE`` (client properties, see
+    `data_plane.client_config`) to ``parser``; ``controllers``: the command
+    also takes ``--bootstrap-controller``, which the help text says the
+    file does not apply to."""
+    text = ("client properties for a SASL_PLAINTEXT broker listener, as Kafka's tools take "
+            "them: security.protocol, sasl.mechanism and sasl.jaas.config (or sasl.username "
+            "and sasl.password)")
+    if controllers:
+        text += "; for --bootstrap-server only (controller listeners are PLAINTEXT)"
+    parser.add_argument("--command-config", metavar="FILE", help=text)
+
+
+def command_security(args: argparse.Namespace) -> ClientSecurity:
+    """How the clients of a command reach the brokers: its
+    ``--command-config`` file (PLAINTEXT without one). Raises `CliError`
+    naming what the file gets wrong."""
+    try:
+        return load_command_config(getattr(args, "command_config", None))
+    except ClientConfigError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _error_name(code: int) -> str:
@@ -841,6 +894,7 @@ def _admin_options(parser: argparse.ArgumentParser, *, broker: bool = False) -> 
         where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                            help="brokers (Metadata; admin writes forwarded)")
         where.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]")
+        add_command_config(parser, controllers=True)
     else:
         parser.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,...]")
     parser.add_argument("--timeout-ms", type=int, default=15_000,
@@ -885,7 +939,8 @@ def register(sub: Any) -> None:
     topics.set_defaults(func=cmd_topics)
 
     configs = sub.add_parser(
-        "configs", help="topic, broker and client-quota configs (kafka-configs.sh)")
+        "configs",
+        help="topic, broker, client-quota and SCRAM credential configs (kafka-configs.sh)")
     configs.add_argument("action", choices=("describe", "alter"))
     entity = configs.add_mutually_exclusive_group()
     entity.add_argument("--topic")
@@ -904,8 +959,9 @@ def register(sub: Any) -> None:
                          help="the default client-id quotas (--entity-type clients "
                          "--entity-default)")
     configs.add_argument("--user", nargs="?", const=ANY_NAME, metavar="NAME",
-                         help="a user's quotas (--entity-type users; every client is user "
-                         "ANONYMOUS here: no authentication); with --client, that pair")
+                         help="a user's quotas and SCRAM credentials (--entity-type users; "
+                         "--add-config 'SCRAM-SHA-256=[iterations=N,password=P]'); with "
+                         "--client, that pair's quotas; describe without NAME: every user")
     configs.add_argument("--user-defaults", action="store_true",
                          help="the default user quotas (--entity-type users --entity-default)")
     configs.add_argument("--ip", nargs="?", const=ANY_NAME, metavar="ADDRESS",
@@ -928,6 +984,7 @@ def register(sub: Any) -> None:
                                 help="delete the records below it; -1: below the high watermark")
     delete_records.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     delete_records.add_argument("--timeout-ms", type=int, default=30_000)
+    add_command_config(delete_records)
     delete_records.set_defaults(func=cmd_delete_records)
 
     election = sub.add_parser(

@@ -200,6 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # A refused login is the command's error line (CliError); the client's own
+    # warning, meant for a broker's log, would say it twice.
+    logging.getLogger("raftlog.net.client").setLevel(logging.ERROR)
     try:
         return int(args.func(args))
     except CliError as exc:

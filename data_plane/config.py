@@ -20,12 +20,23 @@ Defaults are Kafka's, except where noted on the field.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from raftlog.security.sasl import SUPPORTED_MECHANISMS
+
+from data_plane.security_config import (
+    LISTENER_SECURITY_SETTING,
+    LISTENER_SECURITY_SETTINGS,
+    SECURITY_SETTINGS,
+    SecurityConfig,
+    SecurityConfigError,
+    parse_security,
+)
 from raftlog.consensus.config import VoterAddress, parse_voters
 from raftlog.net.connection_quotas import parse_ip_overrides
 
@@ -59,6 +70,10 @@ class ListenerAddress:
     name: str
     host: str
     port: int
+
+
+#: No SASL listener: what a NodeConfig built without parse_config has.
+_PLAINTEXT_ONLY: Final = SecurityConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +115,9 @@ class NodeConfig:
     # defaults for topics, coordinators. Unset ones take Kafka's defaults
     # (`data_plane.broker.log_configs.BROKER_CONFIG_DEFAULTS`).
     broker_settings: tuple[tuple[str, str], ...] = ()
+    # Listener security: protocols, SASL mechanisms and users
+    # (`data_plane.security_config`).
+    security: SecurityConfig = _PLAINTEXT_ONLY
 
     @property
     def is_controller(self) -> bool:
@@ -130,6 +148,16 @@ class NodeConfig:
             for listener in self.listeners
             if listener.name not in self.controller_listener_names
         )
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """The listener followers fetch on and brokers call each other on:
+        ``inter.broker.listener.name``, else the first broker listener."""
+        named = self.security.inter_broker_listener_name
+        if named is not None:
+            return named
+        brokers = self.broker_listeners
+        return brokers[0].name if brokers else "PLAINTEXT"
 
     @property
     def voter_addresses(self) -> dict[int, tuple[str, int]]:
@@ -362,6 +390,7 @@ _STRUCTURED: Final = frozenset(
 
 KNOWN_SETTINGS: Final = (
     frozenset(_SIMPLE) | _STRUCTURED | frozenset(BROKER_SETTINGS) | frozenset(BROKER_VALUE_SETTINGS)
+    | SECURITY_SETTINGS
 )
 
 
@@ -372,7 +401,8 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     """
     props = dict(properties)
     for key in props:
-        if key not in KNOWN_SETTINGS and not _LISTENER_MAX_CONNECTIONS.fullmatch(key):
+        if key not in KNOWN_SETTINGS and not _LISTENER_MAX_CONNECTIONS.fullmatch(key) \
+                and not LISTENER_SECURITY_SETTING.fullmatch(key):
             raise ConfigError(key, "unknown setting")
     for setting in KNOWN_SETTINGS:
         override = environ.get(env_name(setting))
@@ -384,10 +414,11 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     roles = _roles(_required(props, "process.roles"))
     listeners = _listeners("listeners", _required(props, "listeners"))
     for listener in listeners:  # the per-listener settings' overrides
-        key = f"listener.name.{listener.name.lower()}.max.connections"
-        override = environ.get(env_name(key))
-        if override is not None:
-            props[key] = override.strip()
+        prefix = f"listener.name.{listener.name.lower()}."
+        for suffix in _PER_LISTENER_SUFFIXES:
+            override = environ.get(env_name(prefix + suffix))
+            if override is not None:
+                props[prefix + suffix] = override.strip()
     advertised = (
         _listeners("advertised.listeners", props["advertised.listeners"])
         if props.get("advertised.listeners")
@@ -430,7 +461,19 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         **simple,  # type: ignore[arg-type]
     )
     _check_roles(config)
-    return config
+    names = tuple(listener.name for listener in listeners)
+    named = props.get("inter.broker.listener.name", "").strip()
+    if named and named not in {listener.name for listener in config.broker_listeners}:
+        raise ConfigError("inter.broker.listener.name",
+                          f"{named!r} is not one of the broker listeners "
+                          f"({', '.join(b.name for b in config.broker_listeners)})")
+    try:
+        security = parse_security(
+            props, names, controller_names,
+            (named or config.inter_broker_listener_name) if config.is_broker else None)
+    except SecurityConfigError as exc:
+        raise ConfigError(exc.setting, str(exc).partition(": ")[2]) from None
+    return dataclasses.replace(config, security=security)
 
 
 #: ``listener.name.<listener>.max.connections`` (KIP-402), the listener's
@@ -438,7 +481,13 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
 _LISTENER_MAX_CONNECTIONS: Final = re.compile(r"listener\.name\.([a-z0-9_-]+)\.max\.connections")
 
 #: Settings named per listener, as documented (``<listener>`` stands for the name).
-LISTENER_SETTINGS: Final = frozenset({"listener.name.<listener>.max.connections"})
+LISTENER_SETTINGS: Final = frozenset({"listener.name.<listener>.max.connections"}) \
+    | LISTENER_SECURITY_SETTINGS
+
+#: What follows ``listener.name.<listener>.`` in the settings a
+#: ``RAFTLOG_LISTENER_NAME_<L>_...`` variable overrides.
+_PER_LISTENER_SUFFIXES: Final = ("max.connections", "sasl.enabled.mechanisms", *(
+    f"{mechanism.lower()}.sasl.jaas.config" for mechanism in SUPPORTED_MECHANISMS))
 
 
 def _listener_limits(props: Mapping[str, str],

@@ -16,6 +16,9 @@ librdkafka), registered by `data_plane.admin_cli`.
   or ``--timeout-ms`` without a record. ``--group G`` subscribes as a
   member of consumer group G instead (the group's partitions, from its
   committed offsets; what was printed is committed).
+
+Both take ``--command-config FILE`` (`data_plane.client_config`) for a SASL
+listener, and stop at the first refused login (`AuthenticationWatch`).
 """
 
 from __future__ import annotations
@@ -36,9 +39,43 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
-from .admin_cli import CliError
+from .admin_cli import CliError, add_command_config, command_security
+from .client_config import ClientSecurity
 
-__all__ = ("register_console",)
+__all__ = ("AuthenticationWatch", "librdkafka_settings", "register_console")
+
+
+class AuthenticationWatch:
+    """A librdkafka ``error_cb`` that keeps the first refused login.
+
+    librdkafka reports a refused SASL login as an ordinary error and keeps
+    reconnecting until the command's own timeout runs out; Kafka's tools
+    stop at the first authentication failure, since retrying cannot mend
+    it. Commands call `raise_if_refused` where they wait, to do the same."""
+
+    def __init__(self) -> None:
+        self.refusal: str | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.refusal is None and error.code() == KafkaError._AUTHENTICATION:
+            self.refusal = error.str()
+
+    def raise_if_refused(self) -> None:
+        """Raise `CliError` with librdkafka's reason if a login was refused."""
+        if self.refusal is not None:
+            raise CliError(f"authentication failed: {self.refusal}")
+
+
+def librdkafka_settings(bootstrap: str, security: ClientSecurity,
+                        watch: AuthenticationWatch) -> dict[str, Any]:
+    """The settings every librdkafka client of a command starts from:
+    ``bootstrap.servers``, the ``--command-config`` security and, with SASL,
+    ``watch`` as the error callback (without SASL, librdkafka logs its
+    errors itself, as it always has)."""
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, **security.librdkafka()}
+    if security.sasl is not None:
+        settings["error_cb"] = watch
+    return settings
 
 
 def _properties(items: list[str] | None) -> dict[str, str]:
@@ -55,8 +92,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
     props = _properties(args.property)
     parse_key = props.get("parse.key", "false").lower() == "true"
     separator = props.get("key.separator", "\t")
+    watch = AuthenticationWatch()
     producer = Producer({
-        "bootstrap.servers": args.bootstrap_server,
+        **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
         "acks": {"all": "all", "-1": "all", "1": "1", "0": "0"}[args.acks],
         "compression.type": args.compression_type,
         "enable.idempotence": False,
@@ -86,9 +124,15 @@ def cmd_produce(args: argparse.Namespace) -> int:
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.1)
+                watch.raise_if_refused()
         producer.poll(0)
+        watch.raise_if_refused()
     # Past message.timeout.ms every record has its delivery report (error or not).
-    remaining = producer.flush(args.timeout_ms / 1000 + 10)
+    deadline = time.monotonic() + args.timeout_ms / 1000 + 10
+    remaining = producer.flush(0.2)
+    while remaining and time.monotonic() < deadline:
+        watch.raise_if_refused()
+        remaining = producer.flush(0.2)
     if errors:
         print(f"raftlog produce: {len(errors)} record(s) failed, first: {errors[0]}",
               file=sys.stderr)
@@ -119,8 +163,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
     if args.group:
         return _consume_group(args, print_key, separator)
     start = _start_offset(args)
+    watch = AuthenticationWatch()
     consumer = Consumer({
-        "bootstrap.servers": args.bootstrap_server,
+        **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
         # librdkafka insists on a group.id; with assign() and no commits it is
         # never joined.
         "group.id": "raftlog-console-consumer-unused",
@@ -129,7 +174,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         "client.id": "raftlog-console-consumer",
     })
     try:
-        metadata = consumer.list_topics(args.topic, timeout=10)
+        metadata = _topic_metadata(consumer, args.topic, watch)
         topic = metadata.topics.get(args.topic)
         if topic is None or topic.error is not None or not topic.partitions:
             reason = topic.error.str() if topic is not None and topic.error else "unknown topic"
@@ -140,9 +185,24 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 raise CliError(f"topic {args.topic} has no partition {args.partition}")
             partitions = [args.partition]
         consumer.assign([ConfluentTopicPartition(args.topic, p, start) for p in partitions])
-        return _consume_loop(consumer, args, print_key, separator)
+        return _consume_loop(consumer, args, print_key, separator, watch)
     finally:
         consumer.close()
+
+
+def _topic_metadata(consumer: Consumer, topic: str, watch: AuthenticationWatch,
+                    timeout_s: float = 10) -> Any:
+    """``topic``'s metadata, asked in short rounds so that a refused login
+    (reported between them, by ``poll``) ends the wait. Raises `CliError`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.list_topics(topic, timeout=min(1.0, timeout_s))
+        except KafkaException as exc:
+            consumer.poll(0)  # serves error_cb
+            watch.raise_if_refused()
+            if time.monotonic() >= deadline:
+                raise CliError(f"topic {topic}: {exc.args[0].str()}") from None
 
 
 def _consume_group(args: argparse.Namespace, print_key: bool, separator: str) -> int:
@@ -151,8 +211,9 @@ def _consume_group(args: argparse.Namespace, print_key: bool, separator: str) ->
     was printed (synchronously before leaving, so a restart resumes there)."""
     if args.partition is not None or args.offset is not None:
         raise CliError("--group cannot be combined with --partition/--offset")
+    watch = AuthenticationWatch()
     consumer = Consumer({
-        "bootstrap.servers": args.bootstrap_server,
+        **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
         "group.id": args.group,
         "enable.auto.commit": True,
         "auto.commit.interval.ms": 1000,
@@ -161,7 +222,7 @@ def _consume_group(args: argparse.Namespace, print_key: bool, separator: str) ->
     })
     try:
         consumer.subscribe([args.topic])
-        return _consume_loop(consumer, args, print_key, separator)
+        return _consume_loop(consumer, args, print_key, separator, watch)
     finally:
         with contextlib.suppress(KafkaException):  # nothing consumed since the last commit
             consumer.commit(asynchronous=False)
@@ -169,12 +230,13 @@ def _consume_group(args: argparse.Namespace, print_key: bool, separator: str) ->
 
 
 def _consume_loop(consumer: Consumer, args: argparse.Namespace, print_key: bool,
-                  separator: str) -> int:
+                  separator: str, watch: AuthenticationWatch) -> int:
     seen = 0
     idle_since = time.monotonic()
     out = sys.stdout.buffer
     while args.max_messages is None or seen < args.max_messages:
         msg = consumer.poll(0.2)
+        watch.raise_if_refused()
         if msg is None:
             if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                 break
@@ -210,6 +272,7 @@ def register_console(sub: Any) -> None:
                          choices=("none", "gzip", "zstd", "lz4", "snappy"))
     produce.add_argument("--timeout-ms", type=int, default=30_000,
                          help="message.timeout.ms: give up on a record after this long")
+    add_command_config(produce)
     produce.set_defaults(func=cmd_produce)
 
     consume = sub.add_parser("consume", help="print a topic's records (kafka-console-consumer)")
@@ -225,4 +288,5 @@ def register_console(sub: Any) -> None:
                          help="print.key=true, key.separator=SEP")
     consume.add_argument("--group", help="consume as a member of this consumer group "
                          "(subscribe; offsets committed)")
+    add_command_config(consume)
     consume.set_defaults(func=cmd_consume)

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import datetime
 import struct
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,9 @@ from kio.schema.consumer_group_describe.v0 import request as cgd0
 from raftlog.net.client import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode
 
-from .admin_cli import CliError
+from .admin_cli import CliError, add_command_config, command_security
+from .client_config import ClientSecurity
+from .console_cli import AuthenticationWatch, librdkafka_settings
 from .groups.describe import (
     MemberRow,
     describe_lines,
@@ -78,8 +81,29 @@ def _filter(text: str | None, names: dict[str, Any], what: str) -> set[Any]:
     return out
 
 
+def _first_answer(future: Any, timeout_s: float, what: str, admin: AdminClient,
+                  watch: AuthenticationWatch) -> Any:
+    """The result of a command's first request, waited for in short rounds:
+    a refused login (which ``admin.poll`` reports to ``watch``) ends the
+    wait at once. Raises `CliError` naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return future.result(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        except TimeoutError:
+            admin.poll(0)
+            watch.raise_if_refused()
+            if time.monotonic() >= deadline:
+                raise CliError(f"{what}: no answer within {timeout_s * 1000:.0f} ms") from None
+        except Exception as e:
+            admin.poll(0)
+            watch.raise_if_refused()
+            raise CliError(f"{what}: {e}") from e
+
+
 def cmd_groups_list(args: argparse.Namespace) -> int:
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    watch = AuthenticationWatch()
+    admin = AdminClient(librdkafka_settings(args.bootstrap_server, command_security(args), watch))
     states = _filter(args.state, _STATE_NAMES, "state")
     types = _filter(args.type, _TYPE_NAMES, "type")
     kwargs: dict[str, Any] = {"request_timeout": args.timeout_ms / 1000}
@@ -87,7 +111,8 @@ def cmd_groups_list(args: argparse.Namespace) -> int:
         kwargs["states"] = states
     if types:
         kwargs["types"] = types
-    result = admin.list_consumer_groups(**kwargs).result(timeout=args.timeout_ms / 1000)
+    result = _first_answer(admin.list_consumer_groups(**kwargs), args.timeout_ms / 1000,
+                           "list groups", admin, watch)
     state_names = {v: k for k, v in _STATE_NAMES.items()}
     groups = [ListedGroup(g.group_id, "consumer", state_names.get(g.state, "Unknown"),
                           group_type=str(getattr(g.type, "name", "unknown")).lower())
@@ -100,15 +125,16 @@ def cmd_groups_list(args: argparse.Namespace) -> int:
 
 def cmd_groups_describe(args: argparse.Namespace) -> int:
     timeout_s = args.timeout_ms / 1000
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    security = command_security(args)
+    watch = AuthenticationWatch()
+    settings = librdkafka_settings(args.bootstrap_server, security, watch)
+    admin = AdminClient(settings)
     described = admin.describe_consumer_groups([args.group], request_timeout=timeout_s)
-    try:
-        group = described[args.group].result(timeout=timeout_s)
-    except Exception as e:
-        raise CliError(f"describe {args.group}: {e}") from e
+    group = _first_answer(described[args.group], timeout_s, f"describe {args.group}", admin,
+                          watch)
     description = _description(group)
     if args.state or args.members:
-        return _describe_state_or_members(args, group, description)
+        return _describe_state_or_members(args, group, description, security)
     offsets_future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(args.group)], request_timeout=timeout_s)
     committed: dict[TopicPartition, int] = {}
@@ -122,7 +148,7 @@ def cmd_groups_describe(args: argparse.Namespace) -> int:
     wanted = set(committed)
     for member in description.members:
         wanted |= set(_assigned(member))
-    ends = _log_end_offsets(args.bootstrap_server, wanted, timeout_s)
+    ends = _log_end_offsets(settings, wanted, timeout_s)
     if not description.members:
         print(state_line(description))
         print()
@@ -132,12 +158,13 @@ def cmd_groups_describe(args: argparse.Namespace) -> int:
 
 
 def _describe_state_or_members(args: argparse.Namespace, group: Any,
-                               description: GroupDescription) -> int:
+                               description: GroupDescription, security: ClientSecurity) -> int:
     """``--state`` and/or ``--members [--verbose]`` (kafka-consumer-groups.sh)."""
     kip848 = str(getattr(group.type, "name", "")).upper() == "CONSUMER"
     # librdkafka's description has no epochs and names only the classic
     # states: a KIP-848 group's come from ConsumerGroupDescribe (API 69).
-    described = _consumer_group_described(group, args.timeout_ms) if kip848 else None
+    described = (_consumer_group_described(group, args.timeout_ms, security)
+                 if kip848 else None)
     state = described.state if described is not None else description.state
     member_epochs = described.member_epochs if described is not None else {}
     if args.state:
@@ -174,7 +201,8 @@ class _Described:
     member_epochs: dict[str, int]
 
 
-def _consumer_group_described(group: Any, timeout_ms: int) -> _Described | None:
+def _consumer_group_described(group: Any, timeout_ms: int,
+                              security: ClientSecurity) -> _Described | None:
     """ConsumerGroupDescribe of ``group`` from its coordinator; None if it
     cannot answer (the table then shows what librdkafka said)."""
     node = group.coordinator
@@ -183,7 +211,7 @@ def _consumer_group_described(group: Any, timeout_ms: int) -> _Described | None:
 
     async def ask() -> _Described | None:
         client = KafkaProtocolClient(node.host, int(node.port), client_id="raftlog-groups",
-                                     request_timeout_ms=timeout_ms)
+                                     request_timeout_ms=timeout_ms, sasl=security.sasl)
         try:
             response = await client.send(cgd0.ConsumerGroupDescribeRequest(
                 group_ids=(group.group_id,), include_authorized_operations=False))
@@ -244,12 +272,13 @@ def _assigned(member: DescribedMember) -> list[TopicPartition]:
     return parse_assignment(member.assignment) or []
 
 
-def _log_end_offsets(bootstrap: str, partitions: set[TopicPartition], timeout_s: float
+def _log_end_offsets(settings: dict[str, Any], partitions: set[TopicPartition], timeout_s: float
                      ) -> dict[TopicPartition, int]:
-    """ListOffsets latest (the high watermark), as kafka-consumer-groups.sh shows."""
+    """ListOffsets latest (the high watermark), as kafka-consumer-groups.sh
+    shows, by a consumer with librdkafka ``settings``."""
     if not partitions:
         return {}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raftlog-groups-{uuid.uuid4()}",
+    consumer = Consumer({**settings, "group.id": f"raftlog-groups-{uuid.uuid4()}",
                          "enable.auto.commit": False})
     try:
         out = {}
@@ -264,20 +293,19 @@ def _log_end_offsets(bootstrap: str, partitions: set[TopicPartition], timeout_s:
 
 def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
     timeout_s = args.timeout_ms / 1000
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
-    try:
-        group = admin.describe_consumer_groups(
-            [args.group], request_timeout=timeout_s)[args.group].result(timeout=timeout_s)
-    except Exception as e:
-        raise CliError(f"describe {args.group}: {e}") from e
+    watch = AuthenticationWatch()
+    settings = librdkafka_settings(args.bootstrap_server, command_security(args), watch)
+    admin = AdminClient(settings)
+    described = admin.describe_consumer_groups([args.group], request_timeout=timeout_s)
+    group = _first_answer(described[args.group], timeout_s, f"describe {args.group}", admin,
+                          watch)
     state = _KAFKA_STATES.get(str(getattr(group.state, "name", "")), "Unknown")
     if group.members:
         raise CliError(f"Assignments can only be reset if the group '{args.group}' is "
                        f"inactive, but the current state is {state}.")
     committed = _committed(admin, args.group, timeout_s)
-    partitions = _reset_scope(args, committed, timeout_s)
-    consumer = Consumer({"bootstrap.servers": args.bootstrap_server,
-                         "group.id": f"raftlog-groups-{uuid.uuid4()}",
+    partitions = _reset_scope(args, admin, committed, timeout_s)
+    consumer = Consumer({**settings, "group.id": f"raftlog-groups-{uuid.uuid4()}",
                          "enable.auto.commit": False})
     try:
         targets = {tp: _new_offset(args, consumer, tp, committed.get(tp), timeout_s)
@@ -319,12 +347,11 @@ def _committed(admin: AdminClient, group: str, timeout_s: float) -> dict[TopicPa
             for tp in listed.topic_partitions or () if tp.offset >= 0}
 
 
-def _reset_scope(args: argparse.Namespace, committed: dict[TopicPartition, int],
-                 timeout_s: float) -> set[TopicPartition]:
+def _reset_scope(args: argparse.Namespace, admin: AdminClient,
+                 committed: dict[TopicPartition, int], timeout_s: float) -> set[TopicPartition]:
     if args.all_topics:
         return set(committed)
     out: set[TopicPartition] = set()
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
     for spec in args.topic:
         name, _, ids = spec.partition(":")
         if ids:
@@ -374,13 +401,11 @@ def _parse_datetime(text: str) -> int:
 
 
 def cmd_groups_delete(args: argparse.Namespace) -> int:
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
+    watch = AuthenticationWatch()
+    admin = AdminClient(librdkafka_settings(args.bootstrap_server, command_security(args), watch))
     timeout_s = args.timeout_ms / 1000
-    try:
-        admin.delete_consumer_groups([args.group], request_timeout=timeout_s)[
-            args.group].result(timeout=timeout_s)
-    except Exception as e:
-        raise CliError(f"delete {args.group}: {e}") from e
+    deleted = admin.delete_consumer_groups([args.group], request_timeout=timeout_s)
+    _first_answer(deleted[args.group], timeout_s, f"delete {args.group}", admin, watch)
     print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
     return 0
 
@@ -423,4 +448,5 @@ def register_groups(sub: Any) -> None:
                          (reset, cmd_groups_reset_offsets), (delete, cmd_groups_delete)):
         parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
         parser.add_argument("--timeout-ms", type=int, default=15_000)
+        add_command_config(parser)
         parser.set_defaults(func=func)

@@ -53,6 +53,7 @@ from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
 from raftlog.runtime import wire
 from raftlog.runtime.local_quorum import free_ports
+from raftlog.security.sasl import SaslCredentials
 
 from .config import ConfigError, load_config
 from .storage_format import StorageError, format_storage, random_uuid
@@ -358,6 +359,17 @@ class LocalCluster:
     def bootstrap_controllers(self) -> str:
         return self.layout.bootstrap_controllers
 
+    @property
+    def client_sasl(self) -> SaslCredentials | None:
+        """What a client authenticates with on the brokers' ``kafka_port``
+        listener: the nodes' own inter-broker credentials when the
+        properties make it SASL_PLAINTEXT (None: PLAINTEXT)."""
+        brokers = self.layout.brokers
+        if not brokers or not self.config_path(brokers[0].node_id).is_file():
+            return None
+        config = load_config(str(self.config_path(brokers[0].node_id)), {})
+        return config.security.client_credentials(config.inter_broker_listener_name)
+
     def write_configs(self) -> None:
         """Write every node's ``server.properties`` and ``cluster.json``."""
         for node in self.layout.nodes:
@@ -622,7 +634,8 @@ class LocalCluster:
         while pending:
             node = pending[0]
             assert node.kafka_port is not None
-            async with probe_client(self.layout.host, node.kafka_port, 2000) as client:
+            async with probe_client(self.layout.host, node.kafka_port, 2000,
+                                    sasl=self.client_sasl) as client:
                 response = await send_or_none(client, md_req.MetadataRequest(
                     topics=(md_req.MetadataRequestTopic(topic_id=uuid.UUID(int=0),
                                                         name=TopicName(topic)),),
@@ -682,10 +695,11 @@ class LocalCluster:
                 break
         broker_ids = {n.node_id for n in self.layout.brokers}
         metadata_ok = set()
+        sasl = self.client_sasl
         for node in self.layout.brokers:
             if node.node_id not in alive - paused or node.kafka_port is None:
                 continue
-            async with probe_client(host, node.kafka_port, timeout_ms) as client:
+            async with probe_client(host, node.kafka_port, timeout_ms, sasl=sasl) as client:
                 request = md_req.MetadataRequest(
                     topics=(), allow_auto_topic_creation=False,
                     include_topic_authorized_operations=False)
@@ -770,13 +784,14 @@ class LocalCluster:
 
 @contextlib.asynccontextmanager
 async def probe_client(
-    host: str, port: int, timeout_ms: int, *, client_id_prefix: str = "raftlog-local"
+    host: str, port: int, timeout_ms: int, *, client_id_prefix: str = "raftlog-local",
+    sasl: SaslCredentials | None = None,
 ) -> AsyncIterator[KafkaProtocolClient]:
     """A short-lived client for readiness probes (closed on exit)."""
     client = KafkaProtocolClient(host, port,
                                  client_id=f"{client_id_prefix}-{uuid.uuid4().hex[:6]}",
                                  request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms,
-                                 reconnect_backoff_max_ms=100)
+                                 reconnect_backoff_max_ms=100, sasl=sasl)
     try:
         yield client
     finally:

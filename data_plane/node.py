@@ -40,10 +40,12 @@ failed (a broken invariant, a failed fsync), 2 for a bad config or storage.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from metadata_quorum.controller.result import ControllerConfig
@@ -53,11 +55,14 @@ from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.ready import Listener
 from raftlog.net import KafkaProtocolServer
 from raftlog.net.connection_quotas import ConnectionLimits, ConnectionQuotas
+from raftlog.net.sasl import SaslServerAuthenticator
 from raftlog.runtime import wire
 from raftlog.runtime.driver import RaftDriver
 from raftlog.runtime.log_adapter import SegmentReplicatedLog
 from raftlog.runtime.quorum_state_store import QuorumStateStore
 from raftlog.runtime.transport import KafkaTransport, raft_handlers
+from raftlog.security.sasl import PLAIN, SaslServer, plain_server, scram_server
+from raftlog.security.scram import ScramCredential
 
 from .broker.client_quotas import QuotaWindow
 from .broker.connection_rate_quotas import IpConnectionRates
@@ -204,11 +209,11 @@ async def run_node(
     # ConnectionQuotas) and the same request size limit.
     listener_settings = {**BROKER_CONFIG_DEFAULTS, **dict(config.broker_settings)}
     # KIP-402: max.connections does not hold back the inter-broker listener
-    # (the first broker listener) when the broker has others, as Kafka's
+    # when the broker has others, as Kafka's
     # protected listener; nor the controller listeners, which Kafka serves
     # from a socket server of their own.
     brokers = config.broker_listeners
-    inter_broker = [brokers[0].name] if len(brokers) > 1 else []
+    inter_broker = [config.inter_broker_listener_name] if len(brokers) > 1 else []
     connection_quotas = ConnectionQuotas(ConnectionLimits.from_config(
         listener_settings, [listener.name for listener in config.listeners],
         exempt_listeners=frozenset([*inter_broker, *config.controller_listener_names])))
@@ -286,6 +291,8 @@ async def run_node(
                     max_in_flight_per_connection=1000,
                     max_request_bytes=max_request_bytes,
                     connection_quotas=connection_quotas,
+                    authenticator=sasl_authenticator(
+                        config, broker_address.name, functools.partial(_image_of, lifecycle)),
                 )
             )
 
@@ -297,7 +304,9 @@ async def run_node(
     for server in servers:
         await server.start()
     if http is not None:
-        http.attach(driver=driver, controller=service, connections=connection_quotas)
+        # ``servers``: the broker listeners are appended as they start.
+        http.attach(driver=driver, controller=service, connections=connection_quotas,
+                    listeners=servers)
         await http.start()
     log.info(
         "node %d (%s) of cluster %s: serving %s; metadata log %s (%s)",
@@ -369,6 +378,37 @@ async def run_node(
     await asyncio.gather(*waits, return_exceptions=True)
     log.info("node %d stopped", config.node_id)
     return status
+
+
+def sasl_authenticator(
+    config: NodeConfig, listener: str, image: Callable[[], MetadataImage],
+) -> Callable[[], SaslServerAuthenticator] | None:
+    """Each new connection's SASL exchange on ``listener``; None for a
+    PLAINTEXT listener. PLAIN checks the JAAS config's users; SCRAM checks
+    the credentials in the metadata image at the time of the login."""
+    settings = config.security.listener_sasl(listener)
+    if settings is None:
+        return None
+    factories: dict[str, Callable[[], SaslServer]] = {}
+    for mechanism in settings.mechanisms:
+        if mechanism == PLAIN:
+            users = dict(settings.plain_users)
+            factories[mechanism] = functools.partial(plain_server, users)
+        else:
+            factories[mechanism] = functools.partial(
+                scram_server, mechanism, functools.partial(_scram_lookup, image, mechanism))
+    return functools.partial(SaslServerAuthenticator, factories,
+                             config.security.failed_authentication_delay_ms,
+                             config.security.max_receive_bytes)
+
+
+def _image_of(lifecycle: BrokerLifecycle) -> MetadataImage:
+    return lifecycle.image
+
+
+def _scram_lookup(image: Callable[[], MetadataImage], mechanism: str,
+                  user: str) -> ScramCredential | None:
+    return image().scram_credential(user, mechanism)
 
 
 async def _serve_when_caught_up(

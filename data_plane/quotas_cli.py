@@ -14,11 +14,16 @@
 ``--entity-name``), ``--client-defaults`` / ``--user-defaults`` the default
 (``--entity-default``); a user and a client together name a (user,
 client-id) entity. Describe without a name lists every entity of that type.
-raftlog has no authentication, so every client's user is ``ANONYMOUS``:
-user quotas apply to the name ``ANONYMOUS`` or to the user default.
+A client's user is the name it authenticated with on a SASL listener, and
+``ANONYMOUS`` on a PLAINTEXT one.
 
 Output follows kafka-configs.sh: ``Quota configs for client-id 'app' are
 producer_byte_rate=1048576.0``.
+
+``--user NAME`` also takes SCRAM credentials (``SCRAM-SHA-256=[...]``,
+`data_plane.scram_cli`); describe lists them after the user's quotas. As
+kafka-configs.sh, one alter sets either quotas or credentials: they are two
+admin requests, and a mix could half succeed.
 """
 
 from __future__ import annotations
@@ -28,11 +33,18 @@ from typing import Any, Final
 
 from kio.schema.alter_client_quotas.v1 import request as acq_req
 from kio.schema.alter_client_quotas.v1 import response as acq_resp
+from kio.schema.alter_user_scram_credentials.v0 import request as aus_req
 from kio.schema.describe_client_quotas.v1 import request as dcq_req
 from kio.schema.describe_client_quotas.v1 import response as dcq_resp
 from kio.static.primitive import f64, i8
 
 from data_plane.admin_cli import CliError, _Admin, _error_name, _run_admin, parse_add_config
+from data_plane.scram_cli import (
+    alter_scram_credentials,
+    describe_scram_credentials,
+    is_scram_key,
+    scram_request,
+)
 from raftlog.net.errors import ErrorCode
 
 __all__ = ("ANY_NAME", "cmd_quota_configs", "entity_label", "wants_quotas")
@@ -99,32 +111,33 @@ def cmd_quota_configs(args: argparse.Namespace) -> int:
                            "--client-defaults/--user-defaults")
         if not (args.add_config or args.delete_config):
             raise CliError("configs alter needs --add-config and/or --delete-config")
+        added = [kv for item in args.add_config or () for kv in parse_add_config(item)]
+        deleted = [k.strip() for item in args.delete_config or () for k in item.split(",")
+                   if k.strip()]
+        scram = _scram_request(parts, added, deleted)
         ops = []
-        for item in args.add_config or ():
-            for key, text in parse_add_config(item):
-                try:
-                    value = float(text)
-                except ValueError:
-                    raise CliError(f"{key}={text!r}: a quota is a number") from None
-                ops.append(acq_req.OpData(key=key, value=f64(value), remove=False))
-        ops += [acq_req.OpData(key=k.strip(), value=f64(0.0), remove=True)
-                for item in args.delete_config or () for k in item.split(",") if k.strip()]
+        for key, text in added:
+            if is_scram_key(key):
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                raise CliError(f"{key}={text!r}: a quota is a number") from None
+            ops.append(acq_req.OpData(key=key, value=f64(value), remove=False))
+        ops += [acq_req.OpData(key=k, value=f64(0.0), remove=True)
+                for k in deleted if not is_scram_key(k)]
+        if scram is not None and ops:
+            # Two admin requests could half succeed; kafka-configs.sh refuses too.
+            raise CliError("Cannot alter both quota and SCRAM credential configs "
+                           "simultaneously for 'users'")
 
         async def alter(admin: _Admin) -> int:
-            request = acq_req.AlterClientQuotasRequest(
-                entries=(acq_req.EntryData(
-                    entity=tuple(acq_req.EntityData(entity_type=t, entity_name=n)
-                                 for t, n in parts),
-                    ops=tuple(ops)),),
-                validate_only=False)
-            response: acq_resp.AlterClientQuotasResponse = await admin.first(
-                request, 1, lambda r: _retriable(r.entries[0].error_code))
-            entry = response.entries[0]
-            if entry.error_code != ErrorCode.none:
-                raise CliError(f"cannot alter the quotas of {entity_label(parts)}: "
-                               f"{_error_name(entry.error_code)}"
-                               + (f": {entry.error_message}" if entry.error_message else ""))
-            print(f"Completed updating config for {entity_label(parts)}.")
+            label = entity_label(parts)
+            if scram is not None:
+                await alter_scram_credentials(admin, scram, label)
+            if ops:
+                await _alter_quotas(admin, parts, ops)
+            print(f"Completed updating config for {label}.")
             return 0
 
         return _run_admin(args, alter)
@@ -150,9 +163,52 @@ def cmd_quota_configs(args: argparse.Namespace) -> int:
             entity = [(str(e.entity_type), e.entity_name) for e in entry.entity]
             values = ", ".join(f"{v.key}={_value_text(v.value)}" for v in entry.values)
             print(f"Quota configs for {entity_label(entity)} are {values}")
+        # Then a user's SCRAM credentials, as kafka-configs.sh does: for a
+        # user alone (not a default, not with a client id).
+        if len(parts) == 1 and parts[0][0] == "user" and parts[0][1] is not None:
+            name = parts[0][1]
+            for line in await describe_scram_credentials(
+                    admin, None if name == ANY_NAME else name):
+                print(line)
         return 0
 
     return _run_admin(args, describe)
+
+
+async def _alter_quotas(admin: _Admin, parts: list[tuple[str, str | None]],
+                        ops: list[acq_req.OpData]) -> None:
+    request = acq_req.AlterClientQuotasRequest(
+        entries=(acq_req.EntryData(
+            entity=tuple(acq_req.EntityData(entity_type=t, entity_name=n) for t, n in parts),
+            ops=tuple(ops)),),
+        validate_only=False)
+    response: acq_resp.AlterClientQuotasResponse = await admin.first(
+        request, 1, lambda r: _retriable(r.entries[0].error_code))
+    entry = response.entries[0]
+    if entry.error_code != ErrorCode.none:
+        raise CliError(f"cannot alter the quotas of {entity_label(parts)}: "
+                       f"{_error_name(entry.error_code)}"
+                       + (f": {entry.error_message}" if entry.error_message else ""))
+
+
+def _scram_request(
+    parts: list[tuple[str, str | None]], added: list[tuple[str, str]], deleted: list[str]
+) -> aus_req.AlterUserScramCredentialsRequest | None:
+    """The SCRAM half of an alter (None if it names no mechanism). SCRAM
+    credentials belong to a named user alone (kafka-configs.sh's rules)."""
+    scram_added = [(k, v) for k, v in added if is_scram_key(k)]
+    scram_deleted = [k for k in deleted if is_scram_key(k)]
+    if not (scram_added or scram_deleted):
+        return None
+    names = ", ".join(sorted({k for k, _ in scram_added} | set(scram_deleted)))
+    if len(parts) != 1 or parts[0][0] != "user":
+        raise CliError(f"SCRAM credentials ({names}) belong to a user alone: use --user NAME "
+                       "without --client or --ip")
+    user = parts[0][1]
+    if user is None:
+        raise CliError("--user-defaults is not allowed with SCRAM credentials: they belong "
+                       "to a named user")
+    return scram_request(user, scram_added, scram_deleted)
 
 
 def _retriable(code: int) -> str | None:

@@ -46,8 +46,9 @@ from kio.static.primitive import i8, i16, i32, i64
 from raftlog.net import KafkaProtocolClient
 from raftlog.net import kio_fixes as dt_resp
 from raftlog.net.errors import ErrorCode, TransportError
+from raftlog.security.sasl import SaslCredentials
 
-from .admin_cli import CliError, _Admin, _error_name, _metadata, _run_admin
+from .admin_cli import CliError, _Admin, _error_name, _metadata, _run_admin, add_command_config
 
 __all__ = ("register",)
 
@@ -56,11 +57,15 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
 
 
 class _Brokers:
-    """Clients for specific brokers (by id), from a Metadata answer."""
+    """Clients for specific brokers (by id), from a Metadata answer (which
+    names each broker's endpoint on the listener asked: ``sasl`` fits them
+    all)."""
 
-    def __init__(self, metadata: md_resp.MetadataResponse, timeout_ms: int) -> None:
+    def __init__(self, metadata: md_resp.MetadataResponse, timeout_ms: int,
+                 sasl: SaslCredentials | None = None) -> None:
         self.addresses = {int(b.node_id): (str(b.host), int(b.port)) for b in metadata.brokers}
         self.timeout_ms = timeout_ms
+        self.sasl = sasl
         self._clients: dict[int, KafkaProtocolClient] = {}
 
     async def send(self, broker_id: int, request: Any, version: int) -> Any:
@@ -71,7 +76,8 @@ class _Brokers:
         if client is None:
             client = KafkaProtocolClient(*address, client_id="raftlog-transactions",
                                          request_timeout_ms=self.timeout_ms,
-                                         connect_timeout_ms=min(self.timeout_ms, 5000))
+                                         connect_timeout_ms=min(self.timeout_ms, 5000),
+                                         sasl=self.sasl)
             self._clients[broker_id] = client
         try:
             return await client.send(request, version)
@@ -151,7 +157,7 @@ async def _describe(brokers: _Brokers, transactional_id: str) -> tuple[
 def cmd_transactions(args: argparse.Namespace) -> int:
     async def body(admin: _Admin) -> int:
         metadata = await _metadata(admin, None)
-        brokers = _Brokers(metadata, args.timeout_ms)
+        brokers = _Brokers(metadata, args.timeout_ms, admin.sasl)
         try:
             code: int = await _run(args, metadata, brokers)
             return code
@@ -313,4 +319,5 @@ def register(sub: Any) -> None:
     parser.add_argument("--coordinator-epoch", type=int)
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     parser.add_argument("--timeout-ms", type=int, default=15_000)
+    add_command_config(parser)
     parser.set_defaults(func=cmd_transactions)

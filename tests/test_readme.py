@@ -49,7 +49,7 @@ def raftlog_commands() -> list[str]:
     for lang, body in code_blocks():
         if lang == "python":
             continue
-        for line in body.splitlines():
+        for line in body.replace("\\\n", " ").splitlines():  # backslash continuations
             line = line.strip().removeprefix("$ ")
             for part in line.split("|"):
                 words = shlex.split(part)

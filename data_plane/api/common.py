@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from raftlog.security.sasl import SaslCredentials
+
 from data_plane.api.fetch_session import FetchSessionCache
 from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
@@ -40,6 +42,8 @@ class BrokerApiContext:
     replicas: ReplicaManager
     cluster_id: str
     listener_name: str = "PLAINTEXT"
+    #: What the coordinators authenticate with on ``listener_name`` (SASL).
+    sasl: SaslCredentials | None = None
     #: Created with the context when not given (one set per broker listener).
     coordinators: BrokerCoordinators = field(default=None)  # type: ignore[assignment]
     #: KIP-227 fetch sessions, created with the context when not given; sized
@@ -52,7 +56,8 @@ class BrokerApiContext:
         if self.coordinators is None:
             object.__setattr__(self, "coordinators",  # type: ignore[unreachable]
                                BrokerCoordinators(self.metadata, self.replicas,
-                                                  listener_name=self.listener_name))
+                                                  listener_name=self.listener_name,
+                                                  sasl=self.sasl))
         if self.fetch_sessions is None:
             config = self.replicas.broker_config  # type: ignore[unreachable]
             object.__setattr__(self, "fetch_sessions", FetchSessionCache(

@@ -136,10 +136,10 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     if replica_id < 0 and api.replicas.client_quotas.fetch.enabled:
         quotas = api.replicas.client_quotas.fetch
         client_id = ctx.client_id or ""
-        throttle_ms = quotas.throttle_ms(client_id, api.replicas.now_ms())
+        throttle_ms = quotas.throttle_ms(client_id, api.replicas.now_ms(), user=ctx.user)
         if throttle_ms:
             return _throttled_at_once(api, context, version, throttle_ms)
-        window_bytes = quotas.max_value_in_window(client_id)
+        window_bytes = quotas.max_value_in_window(client_id, user=ctx.user)
         if window_bytes is not None:
             # At least 1: the first batch still goes whole (KIP-74) when one
             # window allows less (quota.window.num=1 allows nothing).
@@ -222,7 +222,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         # the session is left as if it had not been served (nothing was sent).
         throttle_ms, serve = quotas.record_unless_over(
             ctx.client_id or "", sum(len(r.records) for r in results.values() if r.records),
-            api.replicas.now_ms())
+            api.replicas.now_ms(), user=ctx.user)
         if not serve:
             return _throttled_at_once(api, context, version, throttle_ms)
     # Response topics in serve order; an incremental answer leaves out the

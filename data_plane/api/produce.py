@@ -116,7 +116,8 @@ def _record_produce(
     # refused or not), which is all of it but the headers and field framing.
     size = sum(len(part.records) for topic in request.topic_data
                for part in topic.partition_data if part.records)
-    return quotas.record_and_get_throttle_ms(ctx.client_id or "", size, api.replicas.now_ms())
+    return quotas.record_and_get_throttle_ms(ctx.client_id or "", size, api.replicas.now_ms(),
+                                             user=ctx.user)
 
 
 def _throttled(

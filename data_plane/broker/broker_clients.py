@@ -8,6 +8,8 @@ broker registers another address.
 
 from __future__ import annotations
 
+from raftlog.security.sasl import SaslCredentials
+
 from data_plane.broker.metadata_api import BrokerMetadata
 from metadata_quorum.image import BrokerRegistration
 from raftlog.net.client import KafkaProtocolClient
@@ -27,11 +29,12 @@ class BrokerClients:
     """A client per broker (see the module docstring)."""
 
     def __init__(self, metadata: BrokerMetadata, listener_name: str, *, client_id: str,
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int, sasl: SaslCredentials | None = None) -> None:
         self.metadata = metadata
         self.listener_name = listener_name
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
+        self.sasl = sasl
         self._clients: dict[int, tuple[tuple[str, int], KafkaProtocolClient]] = {}
 
     def get(self, broker_id: int) -> KafkaProtocolClient | None:
@@ -45,7 +48,7 @@ class BrokerClients:
         if cached is not None and cached[0] == address:
             return cached[1]
         client = KafkaProtocolClient(address[0], address[1], client_id=self.client_id,
-                                     request_timeout_ms=self.request_timeout_ms)
+                                     request_timeout_ms=self.request_timeout_ms, sasl=self.sasl)
         self._clients[broker_id] = (address, client)
         return client
 

@@ -17,8 +17,8 @@ the oldest one started, counted as at least ``num - 1`` full windows (so a
 client's first request is not measured over a few milliseconds).
 
 **Resolving** (Kafka's default quota callback, for principal ``user`` and
-client id ``c``; raftlog has no authentication, so the user is always
-`ANONYMOUS`). The first of these entities that sets the manager's key gives
+client id ``c``; the user is the connection's SASL user, `ANONYMOUS` on a
+PLAINTEXT listener). The first of these entities that sets the manager's key gives
 the bound:
 
 ====  ==============================  ===========================
@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from metadata_quorum.records import QuotaEntity
+from raftlog.net.sasl import ANONYMOUS
 
 __all__ = (
     "ANONYMOUS",
@@ -70,8 +71,6 @@ __all__ = (
 
 PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
 CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
-#: Kafka's name for an unauthenticated principal: every raftlog connection's user.
-ANONYMOUS: Final = "ANONYMOUS"
 #: Kafka drops a client's quota sensors after an hour without a record.
 INACTIVE_SENSOR_EXPIRATION_MS: Final = 3_600_000
 # How often idle sensors are looked for (Kafka's sensor reaper runs every 30 s).

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.create_topics.v7 import request as ct_req
+from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.build import build
 from data_plane.broker.group_runtime import GroupCoordinatorRuntime
@@ -61,7 +62,8 @@ class BrokerCoordinators:
     """Coordinator services of one broker (see the module docstring)."""
 
     def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager, *,
-                 listener_name: str = "PLAINTEXT") -> None:
+                 listener_name: str = "PLAINTEXT", sasl: SaslCredentials | None = None
+                 ) -> None:
         self.metadata = metadata
         self.replicas = replicas
         self.producer_ids = ProducerIdManager(metadata)
@@ -87,7 +89,7 @@ class BrokerCoordinators:
         self.txn_topic_partitions = int(config.get(
             "transaction.state.log.num.partitions", DEFAULT_NUM_PARTITIONS))
         self.transactions = TxnCoordinatorRuntime(
-            metadata, replicas, self.producer_ids, listener_name=listener_name,
+            metadata, replicas, self.producer_ids, listener_name=listener_name, sasl=sasl,
             num_partitions=self.txn_topic_partitions,
             abort_check_interval_ms=int(config.get(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -95,7 +97,7 @@ class BrokerCoordinators:
             max_timeout_ms=int(config.get("transaction.max.timeout.ms",
                                           DEFAULT_MAX_TXN_TIMEOUT_MS)))
         self.verifier = TxnVerifier(metadata, replicas, self.transactions_or_start,
-                                    listener_name=listener_name)
+                                    listener_name=listener_name, sasl=sasl)
         self._started = False
         self._creating: dict[str, asyncio.Task[None]] = {}
         replicas.add_close_hook(self.close)

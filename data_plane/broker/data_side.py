@@ -4,7 +4,7 @@ attached to the node's `BrokerServices`."""
 
 from __future__ import annotations
 
-from data_plane.broker.fetcher import ReplicaFetcherManager
+from data_plane.broker.fetcher import ReplicaFetcherManager, fetcher_client_factory
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.services import BrokerServices
 from data_plane.kafka_api import BROKER_API_VERSIONS, BrokerApiContext, broker_handlers
@@ -20,17 +20,18 @@ async def attach_data_side(services: BrokerServices) -> None:
               "auto.create.topics.enable": "true" if config.auto_create_topics_enable else "false",
               "unclean.leader.election.enable":
                   "true" if config.unclean_leader_election_enable else "false"}
-    broker_listeners = [
-        listener for listener in config.listeners
-        if listener.name not in config.controller_listener_names
-    ]
-    # The first broker listener is the inter-broker one (what followers fetch
-    # on, Kafka's inter.broker.listener.name). Client requests are answered
-    # with the addresses of the listener each came in on (RequestContext).
-    listener_name = broker_listeners[0].name if broker_listeners else "PLAINTEXT"
+    # The inter-broker listener (inter.broker.listener.name, else the first
+    # broker listener) is what followers fetch on and brokers call each other
+    # on, authenticating as the listener's JAAS config says when it is SASL.
+    # Client requests are answered with the addresses of the listener each
+    # came in on (RequestContext).
+    listener_name = config.inter_broker_listener_name
+    sasl = config.security.client_credentials(listener_name)
     replicas = ReplicaManager(services.metadata, log_dirs=config.log_dirs, static_config=static)
-    fetchers = ReplicaFetcherManager(replicas, listener_name=listener_name)
-    api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name)
+    fetchers = ReplicaFetcherManager(replicas, listener_name=listener_name,
+                                     client_factory=fetcher_client_factory(sasl))
+    api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name,
+                           sasl=sasl)
     services.handlers.update(broker_handlers(api))
     services.supported.update(BROKER_API_VERSIONS)
     services.replicas = replicas

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Callable
 
 from kio.schema.fetch.v16 import response as fetch_resp
+from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.encoders import (
     REPLICA_FETCH_VERSION,
@@ -64,11 +66,18 @@ _RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 _FULL_BUILD_INTERVAL_MS = 1_000
 
 
-def _default_client(host: str, port: int) -> KafkaProtocolClient:
+def _default_client(host: str, port: int, sasl: SaslCredentials | None = None
+                    ) -> KafkaProtocolClient:
     return KafkaProtocolClient(
         host, port, client_id="raftlog-replica-fetcher", request_timeout_ms=10_000,
-        connect_timeout_ms=3_000,
+        connect_timeout_ms=3_000, sasl=sasl,
     )
+
+
+def fetcher_client_factory(sasl: SaslCredentials | None) -> ClientFactory:
+    """The fetchers' clients, authenticating with ``sasl`` (the inter-broker
+    listener's credentials) when it is given."""
+    return _default_client if sasl is None else functools.partial(_default_client, sasl=sasl)
 
 
 class ReplicaFetcherManager:

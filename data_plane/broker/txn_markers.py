@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.schema.write_txn_markers.v1 import request as wtm_req
+from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.build import build
 from data_plane.broker.broker_clients import BrokerClients, endpoint
@@ -58,15 +59,15 @@ OnWritten = Callable[[TxnMarkerRequest, ErrorCode], None]
 class TxnMarkerChannel:
     """Delivers transaction markers to partition leaders (see the module docstring)."""
 
-    def __init__(self, metadata: BrokerMetadata, listener_name: str, on_written: OnWritten
-                 ) -> None:
+    def __init__(self, metadata: BrokerMetadata, listener_name: str, on_written: OnWritten,
+                 *, sasl: SaslCredentials | None = None) -> None:
         self.metadata = metadata
         self.listener_name = listener_name
         self.on_written = on_written
         self._queued: list[TxnMarkerRequest] = []
         self._in_flight: set[int] = set()
         self._clients = BrokerClients(metadata, listener_name, client_id="txn-marker-channel",
-                                      request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS)
+                                      request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS, sasl=sasl)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()

@@ -39,6 +39,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from raftlog.security.sasl import SaslCredentials
+
 from data_plane.broker.group_runtime import _log_batches
 from data_plane.broker.led_partitions import reconcile_led_partitions
 from data_plane.broker.metadata_api import BrokerMetadata
@@ -109,6 +111,7 @@ class TxnCoordinatorRuntime:
 
     def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager,
                  producer_ids: ProducerIdManager, *, listener_name: str,
+                 sasl: SaslCredentials | None = None,
                  num_partitions: int = DEFAULT_NUM_PARTITIONS,
                  abort_check_interval_ms: int = DEFAULT_ABORT_CHECK_INTERVAL_MS,
                  max_timeout_ms: int | None = None) -> None:
@@ -118,7 +121,8 @@ class TxnCoordinatorRuntime:
         self.num_partitions = num_partitions
         self.abort_check_interval_ms = abort_check_interval_ms
         self.max_timeout_ms = max_timeout_ms
-        self.channel = TxnMarkerChannel(metadata, listener_name, self._on_marker_written)
+        self.channel = TxnMarkerChannel(metadata, listener_name, self._on_marker_written,
+                                        sasl=sasl)
         self._ids = _ReservedIds()
         self._slots: dict[int, _Slot] = {}
         self._tasks: set[asyncio.Task[None]] = set()

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.add_partitions_to_txn.v4 import request as aptt_req
+from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.build import build
 from data_plane.broker.broker_clients import BrokerClients
@@ -64,13 +65,14 @@ class TxnVerifier:
     on a partition (see the module docstring)."""
 
     def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager,
-                 runtime: Callable[[], TxnCoordinatorRuntime], *, listener_name: str) -> None:
+                 runtime: Callable[[], TxnCoordinatorRuntime], *, listener_name: str,
+                 sasl: SaslCredentials | None = None) -> None:
         self.metadata = metadata
         self.replicas = replicas
         self._runtime = runtime
         self.listener_name = listener_name
         self._clients = BrokerClients(metadata, listener_name, client_id="txn-verification",
-                                      request_timeout_ms=VERIFY_REQUEST_TIMEOUT_MS)
+                                      request_timeout_ms=VERIFY_REQUEST_TIMEOUT_MS, sasl=sasl)
 
     async def close(self) -> None:
         await self._clients.close()

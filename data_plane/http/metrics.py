@@ -87,6 +87,9 @@ class NodeSources:
     broker_state: Callable[[], tuple[str, int]] | None = None
     # The node's listeners' connection count (raftlog.net.connection_quotas.ConnectionQuotas).
     connections: Any = None
+    # The node's started listeners (raftlog.net.KafkaProtocolServer), for their
+    # SASL authentication counts; the node appends broker listeners as they start.
+    listeners: Sequence[Any] = ()
     # The broker's group coordinator (data_plane.broker.group_runtime.GroupCoordinatorRuntime).
     groups: Any = None
     extra: dict[str, object] = field(default_factory=dict)
@@ -457,6 +460,20 @@ class NodeCollector(Collector):
             "kafka_server_socket_server_metrics_connections_refused",
             "Connections closed as they were accepted: over max.connections.per.ip "
             "(or its override) or max.connections.", value=quotas.refused)
+        succeeded = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_successful_authentication",
+            "Connections that completed SASL authentication, per listener.",
+            labels=["listener"])
+        failed = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_failed_authentication",
+            "SASL authentications refused (wrong credentials, unknown mechanism), "
+            "per listener.", labels=["listener"])
+        for server in self.sources.listeners:
+            if server.authenticates:
+                succeeded.add_metric([server.listener_name], server.authentications)
+                failed.add_metric([server.listener_name], server.failed_authentications)
+        yield succeeded
+        yield failed
 
     # ---- broker -----------------------------------------------------------------
 

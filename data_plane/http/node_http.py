@@ -9,7 +9,7 @@ request metrics, and serves once the node's Kafka listeners are up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from metadata_quorum.image import MetadataImage
@@ -55,8 +55,11 @@ class NodeHttp:
     def attach(self, *, driver: Any = None, controller: Any = None, replicas: Any = None,
                subscribe: Callable[[Any], None] | None = None,
                broker_state: Callable[[], tuple[str, int]] | None = None,
-               connections: Any = None, groups: Any = None) -> None:
+               connections: Any = None, groups: Any = None,
+               listeners: Sequence[Any] | None = None) -> None:
         """Give the collectors the node's live objects (None: not this role)."""
+        if listeners is not None:
+            self.sources.listeners = listeners
         if groups is not None:
             self.sources.groups = groups
         if connections is not None:
@@ -81,7 +84,8 @@ class NodeHttp:
             cluster_id=self.sources.cluster_id, node_id=self.config.node_id,
             image=self.sources.image, driver=self.sources.driver,
             voters=self.config.voter_addresses,
-            listener_name=brokers[0].name if brokers else None,
+            listener_name=self.config.inter_broker_listener_name if brokers else None,
+            sasl=self.config.security.client_credentials(self.config.inter_broker_listener_name),
         )
         self._server = HttpServer(
             build_app(self._backend, self.metrics, broker_state=self.sources.broker_state),

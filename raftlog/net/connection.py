@@ -58,8 +58,16 @@ from raftlog.net.codec import (
 from raftlog.net.errors import (
     ErrorCode,
     ProtocolError,
+    RequestDecodeError,
     ResponseDecodeError,
     UnsupportedVersionError,
+)
+from raftlog.net.sasl import (
+    ANONYMOUS,
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    SaslServerAuthenticator,
+    illegal_sasl_state_response,
 )
 from raftlog.values import value
 
@@ -75,6 +83,9 @@ __all__ = (
 )
 
 _MAX_CORRELATION_ID: Final = 2**31 - 1
+# Answered by the connection itself: ApiVersions, and the SASL APIs once
+# authenticated (or on a listener without SASL).
+_BUILT_IN: Final = frozenset({registry.API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
 
 
 @value
@@ -88,10 +99,16 @@ class IncomingRequest:
 
 @dataclass(frozen=True, slots=True)
 class ImmediateResponse:
-    """A response the core produced itself; ``data`` is the whole frame."""
+    """A response the core produced itself; ``data`` is the whole frame
+    (b"" for none). ``close``: close the connection once it is written (a
+    failed SASL authentication); ``delay_ms``: stop reading and hold it that
+    long first (`raftlog.net.sasl`)."""
 
     correlation_id: int
     data: bytes
+    close: bool = False
+    delay_ms: int = 0
+    reason: str = ""  # why ``close``, for the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +127,14 @@ def validate_supported(
     """Check an advertised-version table; return it with ApiVersions added.
 
     Every advertised key needs a handler, and every range must lie inside
-    kio's schemas. ApiVersions defaults to kio's whole range. Raises
-    ValueError.
+    kio's schemas. ApiVersions, SaslHandshake and SaslAuthenticate (answered
+    by the connection) default to kio's whole range. Raises ValueError.
     """
     table = dict(supported)
-    table.setdefault(
-        registry.API_VERSIONS_KEY, registry.kio_version_range(registry.API_VERSIONS_KEY)
-    )
+    for key in _BUILT_IN:  # served by the connection itself, on every listener
+        table.setdefault(key, registry.kio_version_range(key))
     for key, (low, high) in table.items():
-        if key != registry.API_VERSIONS_KEY and key not in handler_keys:
+        if key not in _BUILT_IN and key not in handler_keys:
             raise ValueError(f"api key {key} is advertised but has no handler")
         kio_low, kio_high = registry.kio_version_range(key)
         if not kio_low <= low <= high <= kio_high:
@@ -134,19 +150,39 @@ class ServerConnection:
     ``supported`` must already include ApiVersions (see
     ``validate_supported``). After a ``ProtocolViolation`` the connection is
     dead: later calls to ``receive_data`` return the same violation.
+
+    With an ``authenticator`` (a SASL listener) the connection serves only
+    ApiVersions and the SASL exchange until it completes (`raftlog.net.sasl`);
+    ``user`` is then the authenticated name, and ``ANONYMOUS`` without one.
     """
 
     def __init__(
         self,
         supported: SupportedVersions,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        authenticator: SaslServerAuthenticator | None = None,
     ) -> None:
         assert registry.API_VERSIONS_KEY in supported
         for api_key in supported:
             registry.api_name(api_key)  # only keys kio knows (`_handle_frame` relies on it)
         self.supported = supported
         self._frames = FrameDecoder(max_request_bytes)
+        self._max_request_bytes = max_request_bytes
         self._violation: ProtocolViolation | None = None
+        self.user: str = ANONYMOUS
+        self._authenticator = authenticator
+        if authenticator is not None:
+            # Until authenticated, frames take the SASL path (an instance
+            # attribute over the method: the authenticated path pays nothing).
+            self.user = ""
+            self._handle_frame = self._handle_unauthenticated_frame  # type: ignore[method-assign]
+            self._frames.max_frame_bytes = min(max_request_bytes,
+                                               authenticator.max_receive_bytes)
+
+    @property
+    def authenticated(self) -> bool:
+        """True on a listener without SASL, else once the exchange completed."""
+        return self._authenticator is None or self._authenticator.complete
 
     def receive_data(self, data: bytes) -> list[ServerEvent]:
         """Events for every frame ``data`` completes, in arrival order.
@@ -168,8 +204,11 @@ class ServerConnection:
 
     def _handle_frame(self, frame: bytes) -> IncomingRequest | ImmediateResponse:
         api_key, api_version = peek_api_key_and_version(frame)
-        if api_key == registry.API_VERSIONS_KEY:
-            return self._handle_api_versions(frame, api_version)
+        if api_key in _BUILT_IN:
+            if api_key == registry.API_VERSIONS_KEY:
+                return self._handle_api_versions(frame, api_version)
+            self._check_supported(api_key, api_version)
+            return ImmediateResponse(*illegal_sasl_state_response(frame, api_key, api_version))
         supported = self.supported.get(api_key)
         if supported is None or not supported[0] <= api_version <= supported[1]:
             registry.api_name(api_key)  # UnknownApiKeyError for keys kio lacks
@@ -178,6 +217,35 @@ class ServerConnection:
         api = registry.schemas(api_key, api_version)
         body = decode_request_body(api.request, frame, offset)
         return IncomingRequest(header=header, body=body, schemas=api)
+
+    def _check_supported(self, api_key: int, api_version: int) -> None:
+        supported = self.supported.get(api_key)
+        if supported is None or not supported[0] <= api_version <= supported[1]:
+            registry.api_name(api_key)  # UnknownApiKeyError for keys kio lacks
+            raise UnsupportedVersionError(api_key, api_version, supported)
+
+    def _handle_unauthenticated_frame(self, frame: bytes) -> IncomingRequest | ImmediateResponse:
+        """A frame before SASL authentication completed (`raftlog.net.sasl`)."""
+        authenticator = self._authenticator
+        assert authenticator is not None
+        if authenticator.expects_raw_token:
+            step = authenticator.raw_token(frame)
+        else:
+            api_key, api_version = peek_api_key_and_version(frame)
+            if api_key == registry.API_VERSIONS_KEY:
+                return self._handle_api_versions(frame, api_version)
+            if api_key not in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
+                raise RequestDecodeError(
+                    f"unexpected request (api key {api_key}) during SASL authentication")
+            self._check_supported(api_key, api_version)
+            step = (authenticator.handshake(frame, api_version) if api_key == SASL_HANDSHAKE_KEY
+                    else authenticator.authenticate(frame, api_version))
+        if step.user is not None:
+            self.user = step.user
+            del self._handle_frame  # back to the class's (authenticated) path
+            self._frames.max_frame_bytes = self._max_request_bytes
+        return ImmediateResponse(step.correlation_id, step.data, close=step.close,
+                                 delay_ms=step.delay_ms, reason=step.reason)
 
     def _handle_api_versions(self, frame: bytes, api_version: int) -> ImmediateResponse:
         header, offset = decode_request_header(frame)

@@ -33,6 +33,7 @@ __all__ = (
     "RequestDecodeError",
     "RequestTimeoutError",
     "ResponseDecodeError",
+    "SaslAuthenticationFailedError",
     "TransportError",
     "UnknownApiKeyError",
     "UnsupportedVersionError",
@@ -116,6 +117,11 @@ class DisconnectedError(TransportError):
 
 class ConnectFailedError(DisconnectedError):
     """Connecting to the peer failed (refused, unreachable, or timed out)."""
+
+
+class SaslAuthenticationFailedError(ConnectFailedError):
+    """The peer refused this client's SASL authentication (or offered no
+    mechanism it has); the connection was closed."""
 
 
 class RequestTimeoutError(TransportError):

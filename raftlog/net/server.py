@@ -52,6 +52,7 @@ from raftlog.net.connection import (
 from raftlog.net.connection_quotas import ConnectionQuotas
 from raftlog.net.errors import ErrorCode, KafkaApiError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
+from raftlog.net.sasl import ANONYMOUS, SaslServerAuthenticator
 from raftlog.values import value
 
 __all__ = (
@@ -81,6 +82,9 @@ class RequestContext:
     # module docstring): a handler that knows early that its client is over
     # a quota holds back the requests behind this one before it awaits.
     mute: Callable[[int], None] | None = None
+    # The principal's name (``User:<user>``): who authenticated with SASL,
+    # ANONYMOUS on a listener without it.
+    user: str = ANONYMOUS
 
 
 class NoResponse:
@@ -153,6 +157,9 @@ class KafkaProtocolServer:
     `raftlog.net.connection_quotas`): connections over the per-address or
     total limit are closed as they are accepted, and idle ones after
     ``connections.max.idle.ms``; None: no limit, no idle expiry.
+    ``authenticator``: a SASL listener (SASL_PLAINTEXT): each connection gets
+    a new `SaslServerAuthenticator` and serves nothing but ApiVersions and
+    the SASL exchange until it completes; None: PLAINTEXT.
 
     Raises ValueError for an inconsistent handler/supported table.
     """
@@ -168,6 +175,7 @@ class KafkaProtocolServer:
         listener_name: str = "PLAINTEXT",
         max_in_flight_per_connection: int = 100,
         connection_quotas: ConnectionQuotas | None = None,
+        authenticator: Callable[[], SaslServerAuthenticator] | None = None,
     ) -> None:
         if API_VERSIONS_KEY in handlers:
             raise ValueError("ApiVersions is built in; do not register a handler for it")
@@ -188,6 +196,15 @@ class KafkaProtocolServer:
         self._quotas = connection_quotas
         self._idle_sweep: asyncio.TimerHandle | None = None
         self._last_refusal_log = 0.0
+        self._authenticator = authenticator
+        # Counted SASL outcomes (Kafka's successful-/failed-authentication-total).
+        self.authentications = 0
+        self.failed_authentications = 0
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether connections authenticate with SASL (SASL_PLAINTEXT)."""
+        return self._authenticator is not None
 
     @property
     def port(self) -> int:
@@ -282,6 +299,7 @@ class KafkaProtocolServer:
             peer=peer,
             listener_name=self.listener_name,
             mute=protocol.mute,
+            user=connection.user,
         )
         try:
             body = await self._handlers[header.api_key](context, request.body)
@@ -335,7 +353,9 @@ class _ConnectionProtocol(asyncio.Protocol):
 
     def __init__(self, server: KafkaProtocolServer) -> None:
         self._server = server
-        self._connection = ServerConnection(server.supported, server.max_request_bytes)
+        self._connection = ServerConnection(
+            server.supported, server.max_request_bytes,
+            None if server._authenticator is None else server._authenticator())
         self._slots: collections.deque[_Slot] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._peer: tuple[str, int] | None = None
@@ -364,6 +384,8 @@ class _ConnectionProtocol(asyncio.Protocol):
         self.idle_since = self._loop.time()
         # Counted in the server's connection quotas: release on close.
         self._admitted = False
+        self._counted_authentication = False
+        self._closing_after_failure: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------
 
@@ -413,6 +435,9 @@ class _ConnectionProtocol(asyncio.Protocol):
         del exc
         self._closing = True
         self._cancel_unmute()
+        if self._closing_after_failure is not None:
+            self._closing_after_failure.cancel()
+            self._closing_after_failure = None
         self._server._connections.discard(self)
         if self._admitted:
             self._admitted = False
@@ -459,14 +484,41 @@ class _ConnectionProtocol(asyncio.Protocol):
             slot = _Slot()
             self._slots.append(slot)
             if isinstance(event, ImmediateResponse):
+                if event.close:  # a failed SASL authentication
+                    self._slots.pop()
+                    self._fail_authentication(event)
+                    return
                 slot.data = event.data
                 slot.done = True
+                if self._server._authenticator is not None and self._connection.authenticated \
+                        and not self._counted_authentication:
+                    self._counted_authentication = True
+                    self._server.authentications += 1
             else:
                 # create_task, not ensure_future: one task per request, and
                 # ensure_future's type checks cost a few percent of a node's CPU.
                 slot.task = self._loop.create_task(self._run(slot, event))
         self._flush()
         self._update_reading()
+
+    def _fail_authentication(self, event: ImmediateResponse) -> None:
+        """Stop reading; after ``event.delay_ms`` write its answer and close
+        (Kafka's connection.failed.authentication.delay.ms)."""
+        self._server.failed_authentications += 1
+        log.info("%s: authentication failed for a connection from %s: %s",
+                 self._server.listener_name, self._peer, event.reason)
+        self._flush()
+        self._hold_reading = True
+        self._update_reading()
+        self._closing_after_failure = self._loop.call_later(
+            event.delay_ms / 1000, self._close_after_failure, event.data)
+
+    def _close_after_failure(self, data: bytes) -> None:
+        self._closing_after_failure = None
+        transport = self._transport
+        if data and transport is not None and not transport.is_closing() and not self._closing:
+            transport.write(data)
+        self.abort()
 
     def mute(self, throttle_ms: int) -> None:
         """KIP-219: read no further request, and start no handler of one

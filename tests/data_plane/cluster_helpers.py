@@ -35,10 +35,12 @@ def module_cluster(**properties: str) -> Any:
     return cluster
 
 
-def cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """``raftlog ARGS`` (``python -m data_plane``), its output captured."""
+def cli(*args: str, timeout_s: float = 60,
+        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``raftlog ARGS`` (``python -m data_plane``), its output captured
+    (and ``stdin`` its input, if given)."""
     return subprocess.run([sys.executable, "-m", "data_plane", *args], capture_output=True,
-                          text=True, timeout=timeout_s)
+                          text=True, timeout=timeout_s, input=stdin)
 
 
 def eventually(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:

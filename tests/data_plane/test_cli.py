@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from data_plane.cli import main
+from data_plane.cli import build_parser, main
 
 
 def test_demo_recovers_a_torn_tail_and_reads_every_record_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,3 +90,69 @@ def test_chaos_help_lists_its_subcommands(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "usage: raftlog chaos" in out
     assert "soak" in out and "scenario" in out
+
+
+# --- --command-config -----------------------------------------------------------------
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
+        tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_command_with_bootstrap_server_takes_command_config() -> None:
+    with_brokers = {path: sub for path, sub in _commands(build_parser())
+                    if any("--bootstrap-server" in a.option_strings for a in sub._actions)}
+    assert ("groups", "describe") in with_brokers and ("produce",) in with_brokers
+    missing = [" ".join(path) for path, sub in with_brokers.items()
+               if not any("--command-config" in a.option_strings for a in sub._actions)]
+    assert missing == []
+
+
+# Each broker command, pointed at a port nothing listens on: the command
+# config is read (and refused) before any client connects.
+BROKER_COMMANDS = [
+    ["topics", "list"],
+    ["configs", "describe", "--topic", "t"],
+    ["configs", "alter", "--user", "bob", "--add-config", "SCRAM-SHA-256=[password=p]"],
+    ["quorum", "describe", "--status"],
+    ["delete-records", "--topic", "t", "--partition", "0", "--offset", "-1"],
+    ["leader-election", "--election-type", "preferred", "--all-topic-partitions"],
+    ["reassign-partitions", "--list"],
+    ["transactions", "list"],
+    ["cluster", "unregister", "--id", "9"],
+    ["produce", "--topic", "t"],
+    ["consume", "--topic", "t"],
+    ["consume", "--topic", "t", "--group", "g"],
+    ["groups", "list"],
+    ["groups", "describe", "g"],
+    ["groups", "reset-offsets", "g", "--all-topics", "--to-earliest"],
+    ["groups", "delete", "g"],
+]
+
+
+@pytest.mark.parametrize("command", BROKER_COMMANDS, ids=" ".join)
+def test_an_unusable_command_config_is_one_line_and_exit_2(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
+    code = main([*command, "--bootstrap-server", "127.0.0.1:1", "--command-config", str(config)])
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"raftlog: {config}: sasl.mechanism=GSSAPI is not supported "
+        "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"]
+
+
+def test_a_missing_command_config_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    missing = tmp_path / "nowhere.properties"
+    assert main(["topics", "list", "--bootstrap-server", "127.0.0.1:1",
+                 "--command-config", str(missing)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"raftlog: --command-config: cannot read {missing}: No such file or directory")

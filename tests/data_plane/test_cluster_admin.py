@@ -4,7 +4,8 @@ AlterConfigs, ElectLeaders (KIP-460), from confluent-kafka, kafka-python and
 the `raftlog` CLI. Each is forwarded by a broker to the active controller; a
 changed topic config reaches the partitions' open logs (max.message.bytes
 refuses a record). Client quotas (KIP-546) set with `raftlog configs
---client` and enforced by the brokers."""
+--client` and enforced by the brokers; SCRAM credentials (KIP-554) set,
+described and deleted with `raftlog configs --user`."""
 
 from __future__ import annotations
 
@@ -438,6 +439,76 @@ def test_cli_client_quotas_alter_describe_and_refuse(cluster: LocalCluster) -> N
         text = cli("configs", "describe", "--client", "--bootstrap-server", b).stdout
         assert text == "Quota configs for client-id 'qapp' are producer_byte_rate=1048576.0\n", text
     eventually(deleted)
+
+
+def test_cli_scram_credentials_alter_describe_and_delete(cluster: LocalCluster) -> None:
+    """`raftlog configs --user NAME` with SCRAM mechanisms (kafka-configs.sh
+    --entity-type users): AlterUserScramCredentials forwarded by a broker to
+    the controller, beside the user's quota (AlterClientQuotas);
+    DescribeUserScramCredentials answered by the brokers from their
+    metadata image, and read by librdkafka too."""
+    from confluent_kafka.admin import ScramMechanism
+
+    b = cluster.bootstrap_servers
+    user = "scram-carol"
+    both = (f"SCRAM credential configs for user-principal '{user}' are "
+            "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
+    # As kafka-configs.sh: quotas and credentials go in separate commands.
+    mixed = cli("configs", "alter", "--user", user, "--add-config",
+                "SCRAM-SHA-512=[password=carol-secret],producer_byte_rate=2048",
+                "--bootstrap-server", b)
+    assert mixed.returncode == 2 and "Cannot alter both quota and SCRAM" in mixed.stderr
+    out = cli("configs", "alter", "--user", user, "--add-config",
+              "SCRAM-SHA-256=[iterations=8192,password=carol-secret],"
+              "SCRAM-SHA-512=[password=carol-secret]", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"Completed updating config for user-principal '{user}'.\n"
+    out = cli("configs", "alter", "--user", user, "--add-config", "producer_byte_rate=2048",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+
+    def described() -> None:
+        text = cli("configs", "describe", "--user", user, "--bootstrap-server", b).stdout
+        assert text == (f"Quota configs for user-principal '{user}' are "
+                        f"producer_byte_rate=2048.0\n{both}"), text
+    eventually(described)
+    every = cli("configs", "describe", "--user", "--bootstrap-server", b).stdout
+    assert both in every, every
+    admin = AdminClient({"bootstrap.servers": b})
+    description = admin.describe_user_scram_credentials([user])[user].result(10)
+    assert sorted((i.mechanism, i.iterations) for i in description.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 4096)]
+    # Refused with the controller's reason; nothing changes.
+    bad = cli("configs", "alter", "--user", user, "--add-config",
+              "SCRAM-SHA-256=[iterations=100,password=carol-secret]", "--bootstrap-server", b)
+    assert bad.returncode == 2 and "UNACCEPTABLE_CREDENTIAL: Too few iterations" in bad.stderr
+    assert "carol-secret" not in bad.stderr
+    bad = cli("configs", "alter", "--user", "scram-nobody", "--delete-config", "SCRAM-SHA-512",
+              "--bootstrap-server", b)
+    assert bad.returncode == 2 and "RESOURCE_NOT_FOUND" in bad.stderr
+    bad = cli("configs", "alter", "--user-defaults", "--add-config",
+              "SCRAM-SHA-256=[password=x]", "--bootstrap-server", b)
+    assert bad.returncode == 2 and "named user" in bad.stderr
+    for key in ("SCRAM-SHA-256", "producer_byte_rate"):
+        out = cli("configs", "alter", "--user", user, "--delete-config", key,
+                  "--bootstrap-server", b)
+        assert out.returncode == 0, out.stderr
+
+    def deleted() -> None:
+        text = cli("configs", "describe", "--user", user, "--bootstrap-controller",
+                   cluster.bootstrap_controllers).stdout
+        assert text == (f"Quota configs for user-principal '{user}' are \n"
+                        f"SCRAM credential configs for user-principal '{user}' are "
+                        "SCRAM-SHA-512=iterations=4096\n"), text
+    eventually(deleted)
+    out = cli("configs", "alter", "--user", user, "--delete-config", "SCRAM-SHA-512",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+
+    def gone() -> None:
+        text = cli("configs", "describe", "--user", user, "--bootstrap-server", b).stdout
+        assert text == f"Quota configs for user-principal '{user}' are \n", text
+    eventually(gone)
 
 
 def test_a_producer_byte_rate_set_through_the_cli_throttles_that_client_only(

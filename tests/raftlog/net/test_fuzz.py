@@ -65,7 +65,7 @@ def assert_server_answers_api_versions(port: int) -> None:
         correlation_id, body = decode_api_versions_response(_read_exactly(sock, size), 3)
     assert correlation_id == 99
     assert body.error_code is ErrorCode.none  # type: ignore[attr-defined]
-    assert peer_versions(body) == {**SUPPORTED, 18: (0, 4)}
+    assert peer_versions(body) == {**SUPPORTED, 17: (0, 1), 18: (0, 4), 36: (0, 2)}
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:

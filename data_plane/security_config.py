@@ -1,0 +1,314 @@
+"""Listener security settings: which listeners speak SASL, with which
+mechanisms and users, and what this node authenticates with as a client of
+its inter-broker listener. Kafka's names and rules (KIP-43, KIP-103):
+
+- ``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs. Kafka's
+  default maps each protocol's own name (PLAINTEXT, SSL, SASL_PLAINTEXT,
+  SASL_SSL). When the map is set, every listener must be in it. When it is
+  not, a listener with another name (``CONTROLLER``, ``EXTERNAL``) is
+  PLAINTEXT: Kafka does that for controller listeners only.
+- Protocols served: PLAINTEXT and SASL_PLAINTEXT. TLS (SSL, SASL_SSL) is
+  refused at start-up, and so is SASL on a controller listener (the quorum's
+  own connections do not authenticate).
+- ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is not served), or
+  per listener ``listener.name.<listener>.sasl.enabled.mechanisms``: PLAIN,
+  SCRAM-SHA-256, SCRAM-SHA-512.
+- ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (the names in
+  lower case): PLAIN needs one, whose ``user_<name>="<password>"`` options
+  are the users; SCRAM users live in the metadata log (KIP-554). Its
+  ``username`` and ``password`` are what this node authenticates with when
+  it connects to that listener (inter-broker).
+- ``inter.broker.listener.name`` (default: the first broker listener) and
+  ``sasl.mechanism.inter.broker.protocol`` (Kafka's default GSSAPI: it must
+  be set when the inter-broker listener is SASL).
+- ``connection.failed.authentication.delay.ms`` (100): how long a failed
+  authentication's answer is held before the connection is closed.
+- ``sasl.server.max.receive.size`` (524288): the largest frame a SASL
+  listener reads before the client has logged in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from raftlog.net.sasl import DEFAULT_MAX_RECEIVE_BYTES
+from raftlog.security.jaas import (
+    MODULES,
+    JaasEntry,
+    client_credentials,
+    parse_jaas_config,
+    plain_users,
+)
+from raftlog.security.sasl import PLAIN, SUPPORTED_MECHANISMS, SaslCredentials
+
+__all__ = (
+    "DEFAULT_PROTOCOL_MAP",
+    "LISTENER_SECURITY_SETTING",
+    "LISTENER_SECURITY_SETTINGS",
+    "SECURITY_SETTINGS",
+    "ListenerSasl",
+    "SecurityConfig",
+    "SecurityConfigError",
+    "parse_security",
+)
+
+PLAINTEXT: Final = "PLAINTEXT"
+SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
+_TLS: Final = frozenset({"SSL", "SASL_SSL"})
+DEFAULT_PROTOCOL_MAP: Final = {name: name for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                                       "SASL_SSL")}
+
+#: The node-wide settings this module reads (Kafka's names).
+SECURITY_SETTINGS: Final = frozenset({
+    "listener.security.protocol.map",
+    "sasl.enabled.mechanisms",
+    "sasl.mechanism.inter.broker.protocol",
+    "inter.broker.listener.name",
+    "connection.failed.authentication.delay.ms",
+    "sasl.server.max.receive.size",
+})
+
+#: The per-listener ones, as documented (``<listener>`` and ``<mechanism>``
+#: stand for the lower-case names).
+LISTENER_SECURITY_SETTINGS: Final = frozenset({
+    "listener.name.<listener>.sasl.enabled.mechanisms",
+    "listener.name.<listener>.<mechanism>.sasl.jaas.config",
+})
+
+#: ``listener.name.<l>.sasl.enabled.mechanisms`` and
+#: ``listener.name.<l>.<mechanism>.sasl.jaas.config``.
+LISTENER_SECURITY_SETTING: Final = re.compile(
+    r"listener\.name\.([a-z0-9_-]+)\.(sasl\.enabled\.mechanisms|([a-z0-9-]+)\.sasl\.jaas\.config)")
+
+_DEFAULT_FAILURE_DELAY_MS: Final = 100
+
+
+class SecurityConfigError(ValueError):
+    """A bad security setting: ``setting`` names it."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSasl:
+    """A SASL_PLAINTEXT listener's mechanisms, PLAIN users and client credentials."""
+
+    listener: str
+    mechanisms: tuple[str, ...]
+    # PLAIN's users: (name, password) pairs from the JAAS config.
+    plain_users: tuple[tuple[str, str], ...] = ()
+    # Per mechanism, (username, password) from its JAAS config, if any.
+    credentials: tuple[tuple[str, str, str], ...] = ()
+
+    def client_credentials(self, mechanism: str) -> SaslCredentials | None:
+        for name, user, password in self.credentials:
+            if name == mechanism:
+                return SaslCredentials(mechanism, user, password)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """Every listener's security protocol and the SASL listeners' settings."""
+
+    protocols: tuple[tuple[str, str], ...] = ()
+    sasl: tuple[ListenerSasl, ...] = ()
+    # inter.broker.listener.name as set (None: the first broker listener).
+    inter_broker_listener_name: str | None = None
+    inter_broker_mechanism: str = "GSSAPI"
+    failed_authentication_delay_ms: int = _DEFAULT_FAILURE_DELAY_MS
+    # sasl.server.max.receive.size: the largest frame before login.
+    max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
+
+    def protocol(self, listener: str) -> str:
+        return dict(self.protocols).get(listener, PLAINTEXT)
+
+    def listener_sasl(self, listener: str) -> ListenerSasl | None:
+        """The listener's SASL settings; None for a PLAINTEXT one."""
+        for entry in self.sasl:
+            if entry.listener == listener:
+                return entry
+        return None
+
+    def client_credentials(self, listener: str) -> SaslCredentials | None:
+        """What this node authenticates with on ``listener`` (the
+        inter-broker mechanism's JAAS username and password); None when the
+        listener is PLAINTEXT."""
+        entry = self.listener_sasl(listener)
+        return None if entry is None else entry.client_credentials(self.inter_broker_mechanism)
+
+
+def parse_security(
+    props: Mapping[str, str], listeners: tuple[str, ...], controller_listeners: tuple[str, ...],
+    inter_broker_listener: str | None,
+) -> SecurityConfig:
+    """Validate the security settings of ``props`` for a node with
+    ``listeners`` (names); ``inter_broker_listener``: the broker listener
+    replication uses (None for a controller-only node). Raises
+    SecurityConfigError naming the first bad setting."""
+    explicit = props.get("listener.security.protocol.map", "").strip()
+    protocol_map = _protocol_map(explicit) if explicit else dict(DEFAULT_PROTOCOL_MAP)
+    protocols: dict[str, str] = {}
+    for name in listeners:
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            if explicit:
+                raise SecurityConfigError("listener.security.protocol.map",
+                                          f"no security protocol for listener {name}")
+            protocol = PLAINTEXT
+        if protocol in _TLS:
+            raise SecurityConfigError(
+                "listener.security.protocol.map",
+                f"listener {name} is {protocol}: TLS is not supported (PLAINTEXT and "
+                "SASL_PLAINTEXT are)")
+        if protocol == SASL_PLAINTEXT and name in controller_listeners:
+            raise SecurityConfigError(
+                "listener.security.protocol.map",
+                f"controller listener {name} is SASL_PLAINTEXT: SASL is supported on broker "
+                "listeners only")
+        protocols[name] = protocol
+
+    default_mechanisms = _mechanisms("sasl.enabled.mechanisms",
+                                     props.get("sasl.enabled.mechanisms", "GSSAPI"))
+    jaas = _jaas_settings(props, listeners)
+    sasl: list[ListenerSasl] = []
+    for name in listeners:
+        prefix = f"listener.name.{name.lower()}."
+        if protocols[name] != SASL_PLAINTEXT:
+            for key in [k for k in props if k.startswith(prefix) and "sasl." in k]:
+                raise SecurityConfigError(key, f"listener {name} is {protocols[name]}, not "
+                                               "SASL_PLAINTEXT")
+            continue
+        setting = prefix + "sasl.enabled.mechanisms"
+        mechanisms = (_mechanisms(setting, props[setting]) if setting in props
+                      else default_mechanisms)
+        for mechanism in mechanisms:
+            if mechanism not in SUPPORTED_MECHANISMS:
+                raise SecurityConfigError(
+                    setting if setting in props else "sasl.enabled.mechanisms",
+                    f"{mechanism} is not supported on listener {name} (supported: "
+                    f"{', '.join(SUPPORTED_MECHANISMS)})")
+        entries = jaas.get(name, {})
+        for mechanism in entries:
+            if mechanism not in mechanisms:
+                raise SecurityConfigError(
+                    _jaas_key(name, mechanism),
+                    f"{mechanism} is not enabled on listener {name}")
+        if PLAIN in mechanisms and PLAIN not in entries:
+            raise SecurityConfigError(
+                _jaas_key(name, PLAIN),
+                f"is required: PLAIN is enabled on listener {name}, and its users are the "
+                "user_<name>=\"<password>\" options of this JAAS config")
+        users = tuple(sorted(plain_users(entries[PLAIN]).items())) if PLAIN in entries else ()
+        credentials = tuple(
+            (mechanism, *found) for mechanism, entry in sorted(entries.items())
+            if (found := client_credentials(entry)) is not None)
+        sasl.append(ListenerSasl(name, mechanisms, users, credentials))
+
+    inter_mechanism = props.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip()
+    if inter_broker_listener is not None and protocols.get(inter_broker_listener) == SASL_PLAINTEXT:
+        entry = next(e for e in sasl if e.listener == inter_broker_listener)
+        if inter_mechanism not in entry.mechanisms:
+            raise SecurityConfigError(
+                "sasl.mechanism.inter.broker.protocol",
+                f"{inter_mechanism} is not enabled on the inter-broker listener "
+                f"{inter_broker_listener} (enabled: {', '.join(entry.mechanisms)})")
+        if entry.client_credentials(inter_mechanism) is None:
+            raise SecurityConfigError(
+                _jaas_key(inter_broker_listener, inter_mechanism),
+                "needs username and password options: the brokers authenticate with them "
+                f"on the inter-broker listener {inter_broker_listener}")
+
+    delay = _int(props, "connection.failed.authentication.delay.ms", _DEFAULT_FAILURE_DELAY_MS, 0)
+    max_receive = _int(props, "sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE_BYTES, 1)
+    return SecurityConfig(
+        protocols=tuple(protocols.items()),
+        sasl=tuple(sasl),
+        inter_broker_listener_name=props.get("inter.broker.listener.name", "").strip() or None,
+        inter_broker_mechanism=inter_mechanism,
+        failed_authentication_delay_ms=delay,
+        max_receive_bytes=max_receive,
+    )
+
+
+def _int(props: Mapping[str, str], setting: str, default: int, minimum: int) -> int:
+    text = props.get(setting, str(default)).strip()
+    try:
+        number = int(text)
+    except ValueError:
+        raise SecurityConfigError(setting, f"{text!r} is not an integer") from None
+    if number < minimum:
+        raise SecurityConfigError(setting, f"must be >= {minimum}, got {number}")
+    return number
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        name, colon, protocol = entry.partition(":")
+        name, protocol = name.strip(), protocol.strip().upper()
+        if not colon or not name or not protocol:
+            raise SecurityConfigError("listener.security.protocol.map",
+                                      f"{entry!r} is not LISTENER:PROTOCOL")
+        if protocol not in DEFAULT_PROTOCOL_MAP:
+            raise SecurityConfigError(
+                "listener.security.protocol.map",
+                f"{entry!r}: unknown security protocol {protocol} (PLAINTEXT, SSL, "
+                "SASL_PLAINTEXT, SASL_SSL)")
+        if name in out:
+            raise SecurityConfigError("listener.security.protocol.map",
+                                      f"listener {name} appears twice")
+        out[name] = protocol
+    return out
+
+
+def _mechanisms(setting: str, text: str) -> tuple[str, ...]:
+    names = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+    if not names:
+        raise SecurityConfigError(setting, "is empty")
+    if len(set(names)) != len(names):
+        raise SecurityConfigError(setting, "names a mechanism twice")
+    return names
+
+
+def _jaas_key(listener: str, mechanism: str) -> str:
+    return f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+
+
+def _jaas_settings(
+    props: Mapping[str, str], listeners: tuple[str, ...]
+) -> dict[str, dict[str, JaasEntry]]:
+    """listener -> mechanism -> its parsed JAAS config, every one checked."""
+    by_lower = {name.lower(): name for name in listeners}
+    out: dict[str, dict[str, JaasEntry]] = {}
+    for key in sorted(props):
+        match = LISTENER_SECURITY_SETTING.fullmatch(key)
+        if match is None:
+            continue
+        listener = by_lower.get(match.group(1))
+        if listener is None:
+            raise SecurityConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
+                                           f"{', '.join(sorted(by_lower))})")
+        if match.group(3) is None:
+            continue  # sasl.enabled.mechanisms, read by the caller
+        mechanism = match.group(3).upper()
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise SecurityConfigError(key, f"{mechanism} is not a supported mechanism "
+                                           f"({', '.join(SUPPORTED_MECHANISMS)})")
+        try:
+            entry = parse_jaas_config(props[key])
+        except ValueError as exc:
+            raise SecurityConfigError(key, str(exc)) from None
+        if entry.login_module != MODULES[mechanism]:
+            raise SecurityConfigError(key, f"{mechanism} takes {MODULES[mechanism]}, not "
+                                           f"{entry.login_module}")
+        out.setdefault(listener, {})[mechanism] = entry
+    return out
