@@ -27,8 +27,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from raftlog.security.sasl import SUPPORTED_MECHANISMS
-
 from data_plane.security_config import (
     LISTENER_SECURITY_SETTING,
     LISTENER_SECURITY_SETTINGS,
@@ -39,6 +37,7 @@ from data_plane.security_config import (
 )
 from raftlog.consensus.config import VoterAddress, parse_voters
 from raftlog.net.connection_quotas import parse_ip_overrides
+from raftlog.security.sasl import SUPPORTED_MECHANISMS
 
 __all__ = (
     "ENV_PREFIX",

@@ -8,14 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from raftlog.security.sasl import SaslCredentials
-
 from data_plane.api.fetch_session import FetchSessionCache
 from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
 from metadata_quorum.image import BrokerRegistration, MetadataImage
 from raftlog.net.errors import ErrorCode
+from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("NO_THROTTLE", "NO_THROTTLE_MS", "UNREQUESTED_OPERATIONS", "BrokerApiContext", "endpoint_of")
 

@@ -8,11 +8,10 @@ broker registers another address.
 
 from __future__ import annotations
 
-from raftlog.security.sasl import SaslCredentials
-
 from data_plane.broker.metadata_api import BrokerMetadata
 from metadata_quorum.image import BrokerRegistration
 from raftlog.net.client import KafkaProtocolClient
+from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("BrokerClients", "endpoint")
 

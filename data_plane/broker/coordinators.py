@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.create_topics.v7 import request as ct_req
-from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.build import build
 from data_plane.broker.group_runtime import GroupCoordinatorRuntime
@@ -35,6 +34,7 @@ from data_plane.txn.txn_log import (
     TRANSACTION_STATE_TOPIC,
 )
 from raftlog.net.errors import ErrorCode
+from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("BrokerCoordinators",)
 

@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable
 
 from kio.schema.fetch.v16 import response as fetch_resp
-from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.encoders import (
     REPLICA_FETCH_VERSION,
@@ -51,6 +50,7 @@ from data_plane.replication.types import (
 )
 from raftlog.net.client import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, NetError
+from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("ClientFactory", "ReplicaFetcherManager")
 

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.schema.write_txn_markers.v1 import request as wtm_req
-from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.build import build
 from data_plane.broker.broker_clients import BrokerClients, endpoint
@@ -40,6 +39,7 @@ from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
 from data_plane.txn.markers import TxnMarkerRequest
 from raftlog.net.errors import ErrorCode
+from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("FINAL_MARKER_ERRORS", "TxnMarkerChannel")
 

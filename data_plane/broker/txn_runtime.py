@@ -39,8 +39,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from raftlog.security.sasl import SaslCredentials
-
 from data_plane.broker.group_runtime import _log_batches
 from data_plane.broker.led_partitions import reconcile_led_partitions
 from data_plane.broker.metadata_api import BrokerMetadata
@@ -61,6 +59,7 @@ from data_plane.txn.txn_log import (
 from data_plane.txn.txn_metadata import TxnMetadata
 from raftlog.net.errors import ErrorCode
 from raftlog.records import BatchBuilder, decode_records, parse_header
+from raftlog.security.sasl import SaslCredentials
 from raftlog.storage import Log
 
 __all__ = ("TxnCoordinatorRuntime",)

@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.add_partitions_to_txn.v4 import request as aptt_req
-from raftlog.security.sasl import SaslCredentials
 
 from data_plane.api.build import build
 from data_plane.broker.broker_clients import BrokerClients
@@ -38,6 +37,7 @@ from data_plane.replication.types import AppendResult, TopicPartition
 from data_plane.txn.txn_log import TRANSACTION_STATE_TOPIC
 from raftlog.net.errors import ErrorCode
 from raftlog.records import RecordError, parse_header
+from raftlog.security.sasl import SaslCredentials
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ProduceOutcome, ReplicaManager
