@@ -997,6 +997,10 @@ def register(sub: Any) -> None:
     _admin_options(election, broker=True)
     election.set_defaults(func=cmd_leader_election)
 
+    from .acls_cli import register_acls
+
+    register_acls(sub)
+
     from .reassign_cli import register as register_reassign
 
     register_reassign(sub)

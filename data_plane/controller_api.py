@@ -8,14 +8,17 @@ exactly these; ApiVersions tells any other client):
   IncrementalAlterConfigs v1, AlterConfigs v2, ElectLeaders v2,
   AlterPartitionReassignments v1, BrokerRegistration v1, BrokerHeartbeat v0,
   AlterPartition v3, AllocateProducerIds v0, AlterClientQuotas v1,
-  AlterUserScramCredentials v0;
+  AlterUserScramCredentials v0, CreateAcls v3, DeleteAcls v3;
 - reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
   too, with ``is_fenced``, KIP-1073), Metadata v12 (enough
   for an admin client to list and describe topics),
   ListPartitionReassignments v0, DescribeClientQuotas v1 and
   DescribeUserScramCredentials v0 (Kafka's controllers do not serve the
   last one; here `raftlog configs describe --user` works with
-  ``--bootstrap-controller`` too).
+  ``--bootstrap-controller`` too) and DescribeAcls v1-v3.
+
+ACL requests are not authorized here: brokers check them before they
+forward (`data_plane.api.acls`), and controller listeners are internal.
 
 A controller that is not active answers NOT_CONTROLLER (per topic for
 CreateTopics/DeleteTopics, top-level elsewhere), as Kafka's
@@ -73,6 +76,15 @@ from kio.schema.unregister_broker.v0 import request as ub_req
 from kio.schema.unregister_broker.v0 import response as ub_resp
 from kio.static.primitive import f64, i8, i16, i32, i32Timedelta, i64
 
+from data_plane.api.acls import (
+    create_failed,
+    create_request,
+    create_response_values,
+    delete_failed,
+    delete_request,
+    delete_response_values,
+)
+from data_plane.api.acls import describe_response_values as describe_acls_values
 from data_plane.api.build import build, response_class
 from data_plane.api.scram_credentials import (
     alter_failed,
@@ -166,6 +178,9 @@ ALTER_CLIENT_QUOTAS_KEY: Final = 49
 DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: Final = 50
 ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51
 UNREGISTER_BROKER_KEY: Final = 64
+DESCRIBE_ACLS_KEY: Final = 29
+CREATE_ACLS_KEY: Final = 30
+DELETE_ACLS_KEY: Final = 31
 
 CONTROLLER_API_VERSIONS: Final = {
     CREATE_TOPICS_KEY: (7, 7),
@@ -188,6 +203,9 @@ CONTROLLER_API_VERSIONS: Final = {
     DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: (0, 0),
     ALTER_USER_SCRAM_CREDENTIALS_KEY: (0, 0),
     UNREGISTER_BROKER_KEY: (0, 0),
+    DESCRIBE_ACLS_KEY: (1, 3),
+    CREATE_ACLS_KEY: (3, 3),
+    DELETE_ACLS_KEY: (3, 3),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -644,6 +662,24 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         return build(response_class(body), describe_response_values(
             service.controller.committed_image.scram_credentials, body))
 
+    async def create_acls(_: RequestContext, body: Any) -> Any:
+        """KIP-801: one result per binding, sent once the ACLs are committed."""
+        results, error = await _write(service, create_request(body))
+        if error is not ErrorCode.none:
+            results = create_failed(body, error)
+        return build(response_class(body), create_response_values(results))
+
+    async def delete_acls(_: RequestContext, body: Any) -> Any:
+        """KIP-801: per filter the ACLs it matched, sent once they are removed."""
+        results, error = await _write(service, delete_request(body))
+        if error is not ErrorCode.none:
+            results = delete_failed(body, error)
+        return build(response_class(body), delete_response_values(results))
+
+    async def describe_acls(_: RequestContext, body: Any) -> Any:
+        return build(response_class(body), describe_acls_values(
+            service.controller.committed_image.acls, body))
+
     async def unregister_broker(_: RequestContext, body: ub_req.UnregisterBrokerRequest) -> Any:
         """kafka-cluster.sh unregister: the broker's registration goes, its
         leaderships move and it leaves every ISR (one metadata change).
@@ -677,6 +713,9 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: describe_user_scram_credentials,
         ALTER_USER_SCRAM_CREDENTIALS_KEY: alter_user_scram_credentials,
         UNREGISTER_BROKER_KEY: unregister_broker,
+        DESCRIBE_ACLS_KEY: describe_acls,
+        CREATE_ACLS_KEY: create_acls,
+        DELETE_ACLS_KEY: delete_acls,
     }
     return dict(table)
 

@@ -23,7 +23,9 @@ AlterPartitionReassignments and ListPartitionReassignments (KIP-455) and
 AlterClientQuotas (KIP-546) and AlterUserScramCredentials (KIP-554);
 DescribeClientQuotas and DescribeUserScramCredentials are answered from the
 broker's metadata image; DeleteRecords is served by the partition leaders.
-Not served, so not advertised: ACLs.
+ACLs (KIP-801, `data_plane.api.acls`): CreateAcls and DeleteAcls are
+forwarded to the active controller, DescribeAcls is answered from the
+broker's metadata image.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+from data_plane.api.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from data_plane.api.admin import (
     handle_alter_client_quotas,
     handle_alter_configs,
@@ -99,6 +102,7 @@ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM, UNREGISTER_BROKER = 55, 64
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 13, 14, 15, 16
@@ -131,6 +135,9 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),
     UNREGISTER_BROKER: (0, 0),
+    DESCRIBE_ACLS: (1, 3),
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
     INIT_PRODUCER_ID: (0, 4),
@@ -178,6 +185,9 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     DESCRIBE_QUORUM: handle_describe_quorum,
     UNREGISTER_BROKER: handle_unregister_broker,
+    DESCRIBE_ACLS: handle_describe_acls,
+    CREATE_ACLS: handle_create_acls,
+    DELETE_ACLS: handle_delete_acls,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,

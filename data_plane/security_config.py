@@ -25,6 +25,10 @@ its inter-broker listener. Kafka's names and rules (KIP-43, KIP-103):
   authentication's answer is held before the connection is closed.
 - ``sasl.server.max.receive.size`` (524288): the largest frame a SASL
   listener reads before the client has logged in.
+- ``authorizer.class.name`` (none): ``org.apache.kafka.metadata.authorizer.
+  StandardAuthorizer`` checks every broker request against the ACLs in the
+  metadata log (`metadata_quorum.acls`); ``super.users`` (``User:a;User:b``)
+  and ``allow.everyone.if.no.acl.found`` (false) as in Kafka.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from metadata_quorum.acls import parse_principal
 from raftlog.net.sasl import DEFAULT_MAX_RECEIVE_BYTES
 from raftlog.security.jaas import (
     MODULES,
@@ -69,7 +74,13 @@ SECURITY_SETTINGS: Final = frozenset({
     "inter.broker.listener.name",
     "connection.failed.authentication.delay.ms",
     "sasl.server.max.receive.size",
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
 })
+
+#: The authorizer a node may name: Kafka's KRaft ACL authorizer (KIP-801).
+STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 #: The per-listener ones, as documented (``<listener>`` and ``<mechanism>``
 #: stand for the lower-case names).
@@ -124,6 +135,12 @@ class SecurityConfig:
     failed_authentication_delay_ms: int = _DEFAULT_FAILURE_DELAY_MS
     # sasl.server.max.receive.size: the largest frame before login.
     max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
+    # authorizer.class.name is StandardAuthorizer: requests are checked
+    # against the ACLs; super.users (principals) may do anything;
+    # allow.everyone.if.no.acl.found.
+    acls_enabled: bool = False
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl: bool = False
 
     def protocol(self, listener: str) -> str:
         return dict(self.protocols).get(listener, PLAINTEXT)
@@ -226,6 +243,22 @@ def parse_security(
 
     delay = _int(props, "connection.failed.authentication.delay.ms", _DEFAULT_FAILURE_DELAY_MS, 0)
     max_receive = _int(props, "sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE_BYTES, 1)
+    authorizer = props.get("authorizer.class.name", "").strip()
+    if authorizer and authorizer != STANDARD_AUTHORIZER:
+        raise SecurityConfigError("authorizer.class.name",
+                                  f"{authorizer} is not available (the one authorizer is "
+                                  f"{STANDARD_AUTHORIZER})")
+    super_users = frozenset(u.strip() for u in props.get("super.users", "").split(";")
+                            if u.strip())
+    for user in super_users:
+        try:
+            parse_principal(user)
+        except ValueError as exc:
+            raise SecurityConfigError("super.users", str(exc)) from None
+    allow_text = props.get("allow.everyone.if.no.acl.found", "false").strip().lower()
+    if allow_text not in ("true", "false"):
+        raise SecurityConfigError("allow.everyone.if.no.acl.found",
+                                  f"{allow_text!r} is not true or false")
     return SecurityConfig(
         protocols=tuple(protocols.items()),
         sasl=tuple(sasl),
@@ -233,6 +266,9 @@ def parse_security(
         inter_broker_mechanism=inter_mechanism,
         failed_authentication_delay_ms=delay,
         max_receive_bytes=max_receive,
+        acls_enabled=bool(authorizer),
+        super_users=super_users,
+        allow_everyone_if_no_acl=allow_text == "true",
     )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TypeVar
 
+from metadata_quorum.acls import StandardAcl
 from metadata_quorum.image import (
     BrokerRegistration,
     ConfigResource,
@@ -35,6 +36,7 @@ from metadata_quorum.image import (
     frozen_mapping,
 )
 from metadata_quorum.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -48,6 +50,7 @@ from metadata_quorum.records import (
     ProducerIdsRecord,
     QuotaEntity,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -95,8 +98,8 @@ class _TopicChange:
 class MetadataDelta:
     """Changes on top of ``image``; `replay` records, then `apply` once.
 
-    Lookups (`broker`, `topic_id`, `partition`, `scram_credential`) see the
-    replayed records.
+    Lookups (`broker`, `topic_id`, `partition`, `scram_credential`, `acl`)
+    see the replayed records.
     """
 
     def __init__(self, image: MetadataImage) -> None:
@@ -110,6 +113,8 @@ class MetadataDelta:
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         # Set (a credential) or removed (None) by this delta.
         self._scram: dict[ScramCredentialKey, ScramCredential | None] = {}
+        # ACLs (KIP-801) added (the ACL) or removed (None) by this delta, by id.
+        self._acls: dict[uuid.UUID, StandardAcl | None] = {}
 
     @property
     def image(self) -> MetadataImage:
@@ -149,6 +154,11 @@ class MetadataDelta:
         if key in self._scram:
             return self._scram[key]
         return self._image.scram_credential(user, mechanism)
+
+    def acl(self, acl_id: uuid.UUID) -> StandardAcl | None:
+        if acl_id in self._acls:
+            return self._acls[acl_id]
+        return self._image.acls.get(acl_id)
 
     @property
     def changed_topic_ids(self) -> frozenset[uuid.UUID]:
@@ -209,6 +219,14 @@ class MetadataDelta:
                     raise MetadataReplayError(
                         record, f"no {key[1]} credential for user {key[0]!r} to remove")
                 self._scram[key] = None
+            case AccessControlEntryRecord():
+                # Kafka's AclControlManager.replay: a known id is overwritten.
+                self._acls[record.acl_id] = record.to_acl()
+            case RemoveAccessControlEntryRecord():
+                if self.acl(record.acl_id) is None:
+                    # Kafka's AclControlManager: the controller removes only ACLs it has.
+                    raise MetadataReplayError(record, f"no ACL with id {record.acl_id} to remove")
+                self._acls[record.acl_id] = None
             case ProducerIdsRecord():
                 current = self._current_next_producer_id()
                 if record.next_producer_id < current:
@@ -377,6 +395,7 @@ class MetadataDelta:
             ),
             client_quotas=_overlay(image.client_quotas, self._client_quotas),
             scram_credentials=self._apply_scram(image.scram_credentials),
+            acls=self._apply_acls(image.acls),
         )
 
     def _apply_scram(
@@ -392,6 +411,22 @@ class MetadataDelta:
                 merged.pop(key, None)
             else:
                 merged[key] = credential
+        return frozen_mapping(merged)
+
+    def _apply_acls(
+        self, base: Mapping[uuid.UUID, StandardAcl]
+    ) -> Mapping[uuid.UUID, StandardAcl]:
+        """``base`` with this delta's ACL changes; the same object when no ACL
+        record was replayed (a broker's authorizer is rebuilt only when the
+        mapping is a new object)."""
+        if not self._acls:
+            return base
+        merged = dict(base)
+        for acl_id, acl in self._acls.items():
+            if acl is None:
+                merged.pop(acl_id, None)
+            else:
+                merged[acl_id] = acl
         return frozen_mapping(merged)
 
 

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
 
+from metadata_quorum.acls import StandardAcl
 from metadata_quorum.records import (
     NO_LEADER,
+    AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -234,7 +236,8 @@ class MetadataImage:
       quota key -> value maps;
     - ``scram_credentials``: SCRAM credentials (KIP-554) by (user name,
       mechanism name); one flat mapping, so a SASL server's lookup on every
-      login is one dict access (`scram_credential`).
+      login is one dict access (`scram_credential`);
+    - ``acls``: ACLs (KIP-801) by id, in the order they were added.
     """
 
     provenance: MetadataProvenance = MetadataProvenance()
@@ -248,6 +251,8 @@ class MetadataImage:
         default_factory=frozen_mapping)
     scram_credentials: Mapping[ScramCredentialKey, ScramCredential] = field(
         default_factory=frozen_mapping)
+    # ACLs (KIP-801) by id; the same mapping object until one changes.
+    acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=frozen_mapping)
 
     # --- lookups ------------------------------------------------------------
 
@@ -287,7 +292,7 @@ class MetadataImage:
         """The image as records: replaying them into an empty image gives an equal
         image (with the provenance given to ``apply``). Order: features,
         brokers, topics with their partitions, configs, client quotas, SCRAM
-        credentials, producer ids."""
+        credentials, ACLs (in the image's order), producer ids."""
         records: list[MetadataRecord] = [
             FeatureLevelRecord(name, level) for name, level in sorted(self.features.items())
         ]
@@ -314,6 +319,7 @@ class MetadataImage:
             for (user, mechanism), credential in sorted(self.scram_credentials.items(),
                                                         key=lambda item: item[0])
         )
+        records.extend(AccessControlEntryRecord.from_acl(acl) for acl in self.acls.values())
         if self.next_producer_id:
             records.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         return records

@@ -6,7 +6,34 @@ AlterClientQuotas (v0-1), AlterUserScramCredentials (v0), DescribeQuorum
 answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
 (`ReplicaManager.delete_records`); DescribeLogDirs (v1-4), this broker's
-directories."""
+directories.
+
+ACLs (with an authorizer), as Kafka's KafkaApis and ControllerApis check
+them. Deviation: Kafka's controller checks the forwarded requests itself
+(the forwarding envelope carries the principal); ours carries none, so the
+broker checks before forwarding and forwards only what is allowed, merging
+its refusals into the controller's answer:
+- CreateTopics: CREATE on the cluster, else on each topic
+  (TOPIC_AUTHORIZATION_FAILED); a created topic's configs, partition count
+  and replication factor only with DESCRIBE_CONFIGS on it (else
+  ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, v5+);
+- DeleteTopics: DELETE on the cluster, else on each topic. By name, a topic
+  the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or not
+  it exists; by id, the id is answered (ids are not secret, as in Kafka),
+  with the name only if describable;
+- CreatePartitions: ALTER on each topic; DeleteRecords: DELETE on each topic
+  (TOPIC_AUTHORIZATION_FAILED before any check that it exists);
+- DescribeConfigs: DESCRIBE_CONFIGS, AlterConfigs and IncrementalAlterConfigs:
+  ALTER_CONFIGS, on the topic (TOPIC_AUTHORIZATION_FAILED) or the cluster for
+  broker resources (CLUSTER_AUTHORIZATION_FAILED), per resource;
+- ElectLeaders, AlterPartitionReassignments, UnregisterBroker and
+  AlterUserScramCredentials: ALTER on the cluster; ListPartitionReassignments,
+  DescribeQuorum and DescribeLogDirs: DESCRIBE on it; AlterClientQuotas:
+  ALTER_CONFIGS on it. Refused: CLUSTER_AUTHORIZATION_FAILED in the places
+  Kafka's error answer for that request puts it (DescribeLogDirs: no
+  directories).
+A name or id refused and also given twice is INVALID_REQUEST, as Kafka finds
+duplicates before it checks ACLs."""
 
 from __future__ import annotations
 
@@ -14,7 +41,8 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kio.schema.create_topics.v7 import request as ct7
@@ -33,6 +61,7 @@ from data_plane.broker.log_configs import (
     effective_topic_config,
     topic_config_sources,
 )
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
 from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE
 from raftlog.net import RequestContext
@@ -71,6 +100,8 @@ ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51
 DESCRIBE_QUORUM_KEY: Final = 55
 UNREGISTER_BROKER_KEY: Final = 64
 # The versions the controller listener serves (data_plane.controller_api).
+CREATE_ACLS_KEY: Final = 30
+DELETE_ACLS_KEY: Final = 31
 _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                INCREMENTAL_ALTER_CONFIGS_KEY: 1,
                                ALTER_PARTITION_REASSIGNMENTS_KEY: 1,
@@ -78,10 +109,14 @@ _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                ALTER_CLIENT_QUOTAS_KEY: 1,
                                ALTER_USER_SCRAM_CREDENTIALS_KEY: 0,
                                DESCRIBE_QUORUM_KEY: 2,
-                               UNREGISTER_BROKER_KEY: 0}
+                               UNREGISTER_BROKER_KEY: 0,
+                               CREATE_ACLS_KEY: 3, DELETE_ACLS_KEY: 3}
 _ZERO_UUID: Final = uuid.UUID(int=0)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
+# Config resource types an ACL on the cluster covers (Kafka's BROKER,
+# BROKER_LOGGER, CLIENT_METRICS).
+_CLUSTER_CONFIG_RESOURCES: Final = frozenset({BROKER_RESOURCE, 8, 16})
 # DescribeConfigs ConfigSource ids.
 _DYNAMIC_TOPIC: Final = 1
 _DYNAMIC_BROKER: Final = 2
@@ -102,18 +137,85 @@ def _as_values(entity: object) -> object:
 
 
 async def handle_create_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    del ctx
+    refused: list[dict[str, object]] = []
+    if api.authorization is not None:
+        may_create = _cluster_or_topic(api, ctx, AclOperation.CREATE)
+        allowed, refused = _refuse_topics(
+            [str(t.name) for t in request.topics], may_create,
+            lambda name: _denied(AclOperation.CREATE, "topic " + name))
+        if not allowed:
+            return build(response_class(request), {"throttle_time": NO_THROTTLE,
+                                                   "topics": refused})
+        request = dataclasses.replace(request, topics=tuple(
+            t for t in request.topics if str(t.name) in allowed))
     forwarded = convert_request(request, 7)
     assert isinstance(forwarded, ct7.CreateTopicsRequest)
+    values: dict[str, Any]
     try:
         response = await api.metadata.forward(CREATE_TOPICS_KEY, forwarded)
+        values = dict(_as_values(response))  # type: ignore[call-overload]
     except Exception as e:  # the forwarding channel failed: outcome unknown
         log.warning("CreateTopics forward failed: %r", e)
-        return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": [
+        values = {"throttle_time": NO_THROTTLE, "topics": [
             {"name": t.name, "error_code": ErrorCode.request_timed_out, "error_message": str(e)}
             for t in request.topics
-        ]})
-    return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+        ]}
+    if api.authorization is not None:
+        values["topics"] = [_hide_configs(api, ctx, t) for t in values["topics"]] + refused
+    return build(response_class(request), values)
+
+
+def _hide_configs(api: BrokerApiContext, ctx: RequestContext,
+                  result: dict[str, Any]) -> dict[str, Any]:
+    """A created topic's answer without its configs, partition count and
+    replication factor unless the principal may DESCRIBE_CONFIGS it (Kafka's
+    controller answers ``topic_config_error_code`` instead)."""
+    if result.get("error_code") != ErrorCode.none or api.authorize(
+            ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, str(result["name"])):
+        return result
+    return {**result, "configs": [], "num_partitions": -1, "replication_factor": -1,
+            "topic_config_error_code": ErrorCode.topic_authorization_failed}
+
+
+def _denied(operation: AclOperation, what: str) -> str:
+    return f"not authorized to {operation.name} {what}"
+
+
+def _cluster_denied(api: BrokerApiContext, ctx: RequestContext,
+                    operation: AclOperation) -> bool:
+    """Whether the principal may not do ``operation`` on the cluster (never
+    without an authorizer)."""
+    return not api.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _cluster_or_topic(api: BrokerApiContext, ctx: RequestContext,
+                      operation: AclOperation) -> Callable[[str], bool]:
+    """Whether the principal may do ``operation`` on a topic: on the cluster
+    (asked once) or on the topic."""
+    if api.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return lambda name: True
+    return lambda name: api.authorize(ctx, operation, ResourceType.TOPIC, name)
+
+
+def _refuse_topics(
+    names: list[str], may: Callable[[str], bool], message: Callable[[str], str | None],
+) -> tuple[frozenset[str], list[dict[str, object]]]:
+    """The names that may go on (one check per name) and the answers for the
+    others, once each in request order: TOPIC_AUTHORIZATION_FAILED, or
+    INVALID_REQUEST for one given twice (Kafka finds duplicates first)."""
+    counts = Counter(names)
+    allowed = frozenset(name for name in counts if may(name))
+    refused: list[dict[str, object]] = []
+    for name in counts:
+        if name in allowed:
+            continue
+        if counts[name] > 1:
+            refused.append({"name": name, "error_code": ErrorCode.invalid_request,
+                            "error_message": "Duplicate topic name."})
+        else:
+            refused.append({"name": name, "error_code": ErrorCode.topic_authorization_failed,
+                            "error_message": message(name)})
+    return allowed, refused
 
 
 async def _forward(
@@ -122,29 +224,64 @@ async def _forward(
     """``request`` forwarded to the active controller at its version and the
     answer rebuilt at the client's; ``failed`` (the answer's body) when the
     forwarding channel fails, so the outcome is unknown."""
+    return build(response_class(request), await _forward_values(api, request, api_key, failed))
+
+
+async def _forward_values(
+    api: BrokerApiContext, request: Any, api_key: int, failed: Mapping[str, object]
+) -> dict[str, Any]:
+    """`_forward`'s answer as values for `build`."""
     forwarded = convert_request(request, _CONTROLLER_VERSIONS[api_key])
     try:
         response = await api.metadata.forward(api_key, forwarded)
     except Exception as e:
         log.warning("forwarding api key %d failed: %r", api_key, e)
-        return build(response_class(request), failed)
-    return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+        return dict(failed)
+    values: dict[str, Any] = dict(_as_values(response))  # type: ignore[call-overload]
+    return values
+
+
+async def _forward_allowed(
+    api: BrokerApiContext, request: Any, api_key: int, field: str,
+    allowed: Any | None, refused: list[dict[str, object]],
+    failed: Callable[[Any], Mapping[str, object]],
+) -> Any:
+    """``allowed`` (``request`` without what the ACLs refused; None: nothing
+    left) forwarded as `_forward` does, and the answer's ``field`` list
+    completed with ``refused``."""
+    if allowed is None:
+        values: dict[str, Any] = {"throttle_time": NO_THROTTLE, field: []}
+    else:
+        values = await _forward_values(api, allowed, api_key, failed(allowed))
+    values[field] = [*values.get(field, ()), *refused]
+    return build(response_class(request), values)
 
 
 async def handle_create_partitions(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
-    return await _forward(api, request, CREATE_PARTITIONS_KEY, {
-        "throttle_time": NO_THROTTLE, "results": [
-            {"name": t.name, "error_code": ErrorCode.request_timed_out} for t in request.topics
-        ]})
+    def failed(body: Any) -> Mapping[str, object]:
+        return {"throttle_time": NO_THROTTLE, "results": [
+            {"name": t.name, "error_code": ErrorCode.request_timed_out} for t in body.topics]}
+
+    if api.authorization is None:
+        return await _forward(api, request, CREATE_PARTITIONS_KEY, failed(request))
+    allowed, refused = _refuse_topics(
+        [str(t.name) for t in request.topics],
+        lambda name: api.authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, name),
+        lambda name: None)  # Kafka gives no message
+    rest = dataclasses.replace(request, topics=tuple(
+        t for t in request.topics if str(t.name) in allowed)) if allowed else None
+    return await _forward_allowed(api, request, CREATE_PARTITIONS_KEY, "results", rest,
+                                  refused, failed)
 
 
 async def handle_elect_leaders(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     """ElectLeaders (kafka-leader-election.sh, ``AdminClient.elect_leaders``):
     forwarded at v2 (v0 has no election type: preferred). v0 has no
     top-level error either, so there every partition asked for carries it."""
+    if _cluster_denied(api, ctx, AclOperation.ALTER):
+        return _elect_leaders_refused(request)
     forwarded = el2.ElectLeadersRequest(
         election_type=i8(int(getattr(request, "election_type", 0))),
         topic_partitions=None if request.topic_partitions is None else tuple(
@@ -170,6 +307,20 @@ async def handle_elect_leaders(api: BrokerApiContext, ctx: RequestContext, reque
     return build(response_class(request), values)
 
 
+def _elect_leaders_refused(request: Any) -> Any:
+    """Kafka's error answer to ElectLeaders: the error at the top and on
+    every partition asked for."""
+    error = ErrorCode.cluster_authorization_failed
+    message = _denied(AclOperation.ALTER, "the cluster")
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE, "error_code": error,
+        "replica_election_results": [
+            {"topic": t.topic, "partition_result": [
+                {"partition_id": p, "error_code": error, "error_message": message}
+                for p in t.partitions]}
+            for t in request.topic_partitions or ()]})
+
+
 async def handle_alter_partition_reassignments(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
@@ -177,17 +328,27 @@ async def handle_alter_partition_reassignments(
     --cancel; KIP-455, KIP-860 at v1): answered once the controller has
     committed the change, not when the replicas have moved (follow that
     with ListPartitionReassignments)."""
-    failed: dict[str, object] = {
-        "throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
-        "error_message": "forwarding to the controller failed; the outcome is unknown",
+    if _cluster_denied(api, ctx, AclOperation.ALTER):
+        message = _denied(AclOperation.ALTER, "the cluster")
+        return build(response_class(request), _every_partition_failed(
+            request, ErrorCode.cluster_authorization_failed, message, message))
+    return await _forward(api, request, ALTER_PARTITION_REASSIGNMENTS_KEY, _every_partition_failed(
+        request, ErrorCode.request_timed_out,
+        "forwarding to the controller failed; the outcome is unknown", None))
+
+
+def _every_partition_failed(request: Any, error: ErrorCode, message: str,
+                            partition_message: str | None) -> dict[str, object]:
+    """An AlterPartitionReassignments answer with ``error`` at the top and on
+    every partition (the shape of Kafka's error answer)."""
+    return {
+        "throttle_time": NO_THROTTLE, "error_code": error, "error_message": message,
         "responses": [
             {"name": t.name, "partitions": [
-                {"partition_index": p.partition_index,
-                 "error_code": ErrorCode.request_timed_out, "error_message": None}
+                {"partition_index": p.partition_index, "error_code": error,
+                 "error_message": partition_message}
                 for p in t.partitions]}
             for t in request.topics]}
-    del ctx
-    return await _forward(api, request, ALTER_PARTITION_REASSIGNMENTS_KEY, failed)
 
 
 async def handle_list_partition_reassignments(
@@ -195,7 +356,14 @@ async def handle_list_partition_reassignments(
 ) -> Any:
     """ListPartitionReassignments (kafka-reassign-partitions.sh --verify and
     --list): the partitions being reassigned, from the controller."""
-    del ctx
+    if _cluster_denied(api, ctx, AclOperation.DESCRIBE):
+        # Kafka's error answer names the partitions asked for, with no replicas.
+        return build(response_class(request), {
+            "throttle_time": NO_THROTTLE, "error_code": ErrorCode.cluster_authorization_failed,
+            "error_message": _denied(AclOperation.DESCRIBE, "the cluster"),
+            "topics": [{"name": t.name, "partitions": [
+                {"partition_index": p} for p in t.partition_indexes]}
+                for t in request.topics or ()]})
     return await _forward(api, request, LIST_PARTITION_REASSIGNMENTS_KEY, {
         "throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
         "error_message": "forwarding to the controller failed", "topics": []})
@@ -207,14 +375,22 @@ async def handle_alter_client_quotas(
     """AlterClientQuotas (kafka-configs.sh --entity-type users/clients;
     KIP-546): answered once the controller has committed the change. Brokers
     apply it when their metadata image reaches it."""
-    del ctx
-    return await _forward(api, request, ALTER_CLIENT_QUOTAS_KEY, {
-        "throttle_time": NO_THROTTLE, "entries": [
-            {"error_code": ErrorCode.request_timed_out,
-             "error_message": "forwarding to the controller failed; the outcome is unknown",
-             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
-                        for e in entry.entity]}
-            for entry in request.entries]})
+    if _cluster_denied(api, ctx, AclOperation.ALTER_CONFIGS):
+        return build(response_class(request), _every_entry_failed(
+            request, ErrorCode.cluster_authorization_failed,
+            _denied(AclOperation.ALTER_CONFIGS, "the cluster")))
+    return await _forward(api, request, ALTER_CLIENT_QUOTAS_KEY, _every_entry_failed(
+        request, ErrorCode.request_timed_out,
+        "forwarding to the controller failed; the outcome is unknown"))
+
+
+def _every_entry_failed(request: Any, error: ErrorCode, message: str) -> dict[str, object]:
+    """An AlterClientQuotas answer with ``error`` for every entry."""
+    return {"throttle_time": NO_THROTTLE, "entries": [
+        {"error_code": error, "error_message": message,
+         "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
+                    for e in entry.entity]}
+        for entry in request.entries]}
 
 
 async def handle_alter_user_scram_credentials(
@@ -224,7 +400,12 @@ async def handle_alter_user_scram_credentials(
     --add-config 'SCRAM-SHA-256=[...]'; KIP-554): answered once the
     controller has committed the credentials. Brokers serve them from their
     metadata image once it reaches them."""
-    del ctx
+    if _cluster_denied(api, ctx, AclOperation.ALTER):
+        # Kafka's error answer: every user named, once each, sorted.
+        refused = alter_failed(request, ErrorCode.cluster_authorization_failed,
+                               _denied(AclOperation.ALTER, "the cluster"))
+        return build(response_class(request), alter_response_values(
+            sorted(refused, key=lambda r: r.user)))
     return await _forward(api, request, ALTER_USER_SCRAM_CREDENTIALS_KEY, alter_response_values(
         alter_failed(request, ErrorCode.request_timed_out,
                      "forwarding to the controller failed; the outcome is unknown")))
@@ -235,7 +416,9 @@ async def handle_describe_quorum(api: BrokerApiContext, ctx: RequestContext, req
     forwarded to the active controller, which leads the metadata quorum, as
     Kafka's brokers forward it. A controller that lost the lead meanwhile
     answers NOT_LEADER_OR_FOLLOWER, for the client to retry."""
-    del ctx
+    if _cluster_denied(api, ctx, AclOperation.DESCRIBE):
+        return build(response_class(request), {  # Kafka's: the top-level error only
+            "error_code": ErrorCode.cluster_authorization_failed, "topics": [], "nodes": []})
     return await _forward(api, request, DESCRIBE_QUORUM_KEY, {
         "error_code": ErrorCode.request_timed_out,
         "error_message": "forwarding to the controller failed", "topics": [], "nodes": []})
@@ -246,7 +429,10 @@ async def handle_unregister_broker(
 ) -> Any:
     """UnregisterBroker (v0; ``kafka-cluster.sh unregister --id N``):
     forwarded to the active controller, which removes the registration."""
-    del ctx
+    if _cluster_denied(api, ctx, AclOperation.ALTER):
+        return build(response_class(request), {
+            "throttle_time": NO_THROTTLE, "error_code": ErrorCode.cluster_authorization_failed,
+            "error_message": _denied(AclOperation.ALTER, "the cluster")})
     return await _forward(api, request, UNREGISTER_BROKER_KEY, {
         "error_code": ErrorCode.request_timed_out,
         "error_message": "forwarding to the controller failed; the outcome is unknown"})
@@ -263,17 +449,74 @@ def _config_failures(request: Any) -> Mapping[str, object]:
 async def handle_incremental_alter_configs(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
-    return await _forward(api, request, INCREMENTAL_ALTER_CONFIGS_KEY, _config_failures(request))
+    return await _alter_configs(api, ctx, request, INCREMENTAL_ALTER_CONFIGS_KEY)
 
 
 async def handle_alter_configs(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    del ctx
-    return await _forward(api, request, ALTER_CONFIGS_KEY, _config_failures(request))
+    return await _alter_configs(api, ctx, request, ALTER_CONFIGS_KEY)
+
+
+async def _alter_configs(api: BrokerApiContext, ctx: RequestContext, request: Any,
+                         api_key: int) -> Any:
+    """AlterConfigs or IncrementalAlterConfigs: forwarded, the resources the
+    principal may not ALTER_CONFIGS answered here."""
+    if api.authorization is None:
+        return await _forward(api, request, api_key, _config_failures(request))
+    counts = Counter((int(r.resource_type), str(r.resource_name)) for r in request.resources)
+    refused: list[dict[str, object]] = []
+    kept = []
+    answered: set[tuple[int, str]] = set()
+    for resource in request.resources:
+        key = (int(resource.resource_type), str(resource.resource_name))
+        error = _config_access_error(api, ctx, AclOperation.ALTER_CONFIGS, *key)
+        if error is None:
+            kept.append(resource)
+            continue
+        if key in answered:
+            continue
+        answered.add(key)
+        duplicate = counts[key] > 1  # Kafka finds duplicates first
+        refused.append({
+            "resource_type": key[0], "resource_name": key[1],
+            "error_code": ErrorCode.invalid_request if duplicate else error,
+            "error_message": "Duplicate resource." if duplicate
+            else _denied(AclOperation.ALTER_CONFIGS, _config_resource_text(*key))})
+    rest = dataclasses.replace(request, resources=tuple(kept)) if kept else None
+    return await _forward_allowed(api, request, api_key, "responses", rest, refused,
+                                  _config_failures)
+
+
+def _config_access_error(api: BrokerApiContext, ctx: RequestContext, operation: AclOperation,
+                         resource_type: int, name: str) -> ErrorCode | None:
+    """None if the principal may do ``operation`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS) on a config resource, else Kafka's error for it. A type
+    ACLs do not cover is left to the handler (it is refused there anyway)."""
+    if resource_type == TOPIC_RESOURCE:
+        if api.authorize(ctx, operation, ResourceType.TOPIC, name):
+            return None
+        return ErrorCode.topic_authorization_failed
+    if resource_type in _CLUSTER_CONFIG_RESOURCES:
+        if api.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            return None
+        return ErrorCode.cluster_authorization_failed
+    return None
+
+
+def _config_resource_text(resource_type: int, name: str) -> str:
+    return f"topic {name}" if resource_type == TOPIC_RESOURCE else "the cluster"
 
 
 async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    if ctx.api_version >= 6:
+    by_id = ctx.api_version >= 6
+    refused: list[dict[str, object]] = []
+    if api.authorization is not None:
+        kept, refused = _authorize_deletions(api, ctx, request, by_id)
+        if not kept:
+            return build(response_class(request), {"throttle_time": NO_THROTTLE,
+                                                   "responses": refused})
+        request = (dataclasses.replace(request, topics=tuple(kept)) if by_id
+                   else dataclasses.replace(request, topic_names=tuple(kept)))
+    if by_id:
         forwarded = request
     else:
         forwarded = dt6.DeleteTopicsRequest(
@@ -281,16 +524,100 @@ async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, reque
                          for n in request.topic_names),
             timeout=request.timeout,
         )
+    values: dict[str, Any]
     try:
         response = await api.metadata.forward(DELETE_TOPICS_KEY, forwarded)
+        values = dict(_as_values(response))  # type: ignore[call-overload]
     except Exception as e:
         log.warning("DeleteTopics forward failed: %r", e)
-        names = ([t.name for t in request.topics] if ctx.api_version >= 6
-                 else list(request.topic_names))
-        return build(response_class(request), {"throttle_time": NO_THROTTLE, "responses": [
+        names = [t.name for t in request.topics] if by_id else list(request.topic_names)
+        values = {"throttle_time": NO_THROTTLE, "responses": [
             {"name": n, "error_code": ErrorCode.request_timed_out} for n in names
-        ]})
-    return build(response_class(request), _as_values(response))  # type: ignore[arg-type]
+        ]}
+    values["responses"] = [*values["responses"], *refused]
+    return build(response_class(request), values)
+
+
+def _authorize_deletions(
+    api: BrokerApiContext, ctx: RequestContext, request: Any, by_id: bool,
+) -> tuple[list[Any], list[dict[str, object]]]:
+    """The DeleteTopics entries to forward (the request's own entries: names
+    before v6, topic states from v6) and the answers for the others, as
+    Kafka's ControllerApis.deleteTopics decides them:
+    - DELETE on the cluster allows all;
+    - by name: TOPIC_AUTHORIZATION_FAILED without DESCRIBE (whether or not it
+      exists), UNKNOWN_TOPIC_OR_PARTITION if it does not exist, else
+      TOPIC_AUTHORIZATION_FAILED without DELETE;
+    - by id: UNKNOWN_TOPIC_ID if no topic has it, else TOPIC_AUTHORIZATION_FAILED
+      without DELETE, with the name only if describable.
+    What this broker's image does not show existing is answered here, never
+    forwarded (the controller would delete a topic created meanwhile
+    unchecked). A refused name or id given twice is INVALID_REQUEST.
+    An entry with neither name nor id is forwarded (the controller ignores it);
+    one with both is checked by name, which is what the controller deletes."""
+    image = api.image
+    everything = api.authorize(ctx, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
+    entries = list(request.topics) if by_id else list(request.topic_names)
+
+    def name_and_id(entry: Any) -> tuple[str, uuid.UUID]:
+        if not by_id:
+            return str(entry), _ZERO_UUID
+        return str(entry.name or ""), entry.topic_id or _ZERO_UUID
+
+    counts = Counter(name_and_id(e)[0] or name_and_id(e)[1] for e in entries)
+    decided: dict[str, tuple[bool, bool]] = {}  # name -> (deletable, describable)
+
+    def rights(name: str) -> tuple[bool, bool]:
+        found = decided.get(name)
+        if found is None:
+            deletable = everything or api.authorize(ctx, AclOperation.DELETE,
+                                                    ResourceType.TOPIC, name)
+            found = decided[name] = (deletable, deletable or api.authorize(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name))
+        return found
+
+    kept: list[Any] = []
+    refused: list[dict[str, object]] = []
+    answered: set[str | uuid.UUID] = set()
+    for entry in entries:
+        name, topic_id = name_and_id(entry)
+        key: str | uuid.UUID = name or topic_id
+        answer: dict[str, object] | None = None
+        if name:
+            deletable, describable = rights(name)
+            if not describable:
+                answer = {"name": name, "topic_id": _ZERO_UUID,
+                          "error_code": ErrorCode.topic_authorization_failed}
+            elif name not in image.topic_ids:
+                answer = {"name": name, "topic_id": _ZERO_UUID,
+                          "error_code": ErrorCode.unknown_topic_or_partition}
+            elif not deletable:
+                answer = {"name": name, "topic_id": _ZERO_UUID,
+                          "error_code": ErrorCode.topic_authorization_failed}
+        elif topic_id != _ZERO_UUID:
+            topic = image.topics.get(topic_id)
+            if topic is None:
+                answer = {"name": None, "topic_id": topic_id,
+                          "error_code": ErrorCode.unknown_topic_id}
+            else:
+                deletable, describable = rights(topic.name)
+                if not deletable:
+                    answer = {"name": topic.name if describable else None,
+                              "topic_id": topic_id,
+                              "error_code": ErrorCode.topic_authorization_failed}
+        if answer is None:
+            kept.append(entry)
+            continue
+        if key in answered:
+            continue
+        answered.add(key)
+        if counts[key] > 1:
+            answer.update(error_code=ErrorCode.invalid_request,
+                          error_message="Duplicate topic in request.")
+        elif answer["error_code"] == ErrorCode.topic_authorization_failed:
+            answer["error_message"] = _denied(AclOperation.DELETE, "this topic")
+        refused.append(answer)
+    return kept, refused
 
 
 async def handle_describe_log_dirs(
@@ -300,8 +627,12 @@ async def handle_describe_log_dirs(
     each of this broker's ``log.dirs`` with the partitions it holds (all of
     them when ``topics`` is null), their size on disk and offset lag (Kafka's
     ``max(HW - LEO, 0)`` for a current log; there are no future logs here),
-    and, from v4, the directory's total and usable bytes."""
-    del ctx
+    and, from v4, the directory's total and usable bytes. Without DESCRIBE on
+    the cluster: no directories and (v3+) CLUSTER_AUTHORIZATION_FAILED."""
+    if _cluster_denied(api, ctx, AclOperation.DESCRIBE):
+        return build(response_class(request), {
+            "throttle_time": NO_THROTTLE, "error_code": ErrorCode.cluster_authorization_failed,
+            "results": []})
     wanted = None if request.topics is None else {
         (str(t.topic), int(p)) for t in request.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list[dict[str, object]]]] = {
@@ -338,13 +669,19 @@ async def handle_delete_records(api: BrokerApiContext, ctx: RequestContext, requ
     """DeleteRecords (kafka-delete-records.sh, ``AdminClient.delete_records``):
     per partition, the low watermark once every replica deleted below the
     offset (-1: the high watermark), or NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT."""
-    del ctx
+    OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT; and
+    TOPIC_AUTHORIZATION_FAILED without DELETE on the topic (checked first)."""
     timeout_ms = min(max(int(request.timeout.total_seconds() * 1000), 0),
                      MAX_DELETE_RECORDS_TIMEOUT_MS)
     offsets: dict[tuple[str, int], int] = {}
     duplicates: set[tuple[str, int]] = set()
+    denied: set[str] = set()
+    if api.authorization is not None:
+        denied = {name for name in {str(t.name) for t in request.topics}
+                  if not api.authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name)}
     for topic in request.topics:
+        if str(topic.name) in denied:
+            continue
         for part in topic.partitions:
             key = (str(topic.name), int(part.partition_index))
             if key in offsets:
@@ -353,6 +690,11 @@ async def handle_delete_records(api: BrokerApiContext, ctx: RequestContext, requ
     for key in duplicates:
         del offsets[key]
     results = await api.replicas.delete_records(offsets, timeout_ms=timeout_ms)
+    for topic in request.topics:
+        if str(topic.name) in denied:
+            results.update({(str(topic.name), int(p.partition_index)):
+                            (ErrorCode.topic_authorization_failed, -1, None)
+                            for p in topic.partitions})
     return build(response_class(request), {"throttle_time": NO_THROTTLE, "topics": [
         {"name": topic.name, "partitions": [
             {"partition_index": part.partition_index,
@@ -366,13 +708,17 @@ async def handle_delete_records(api: BrokerApiContext, ctx: RequestContext, requ
 
 
 async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    del ctx
+    checked = api.authorization is not None
     results = []
     for resource in request.resources:
         rtype, name = int(resource.resource_type), str(resource.resource_name)
         keys = resource.configuration_keys
         error, configs = ErrorCode.none, []
-        if rtype == TOPIC_RESOURCE:
+        denied = _config_access_error(
+            api, ctx, AclOperation.DESCRIBE_CONFIGS, rtype, name) if checked else None
+        if denied is not None:
+            error = denied
+        elif rtype == TOPIC_RESOURCE:
             if api.image.topic_by_name(name) is None:
                 error = ErrorCode.unknown_topic_or_partition
             else:

@@ -8,11 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from data_plane.api.authorization import AclAuthorization
 from data_plane.api.fetch_session import FetchSessionCache
 from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
+from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.image import BrokerRegistration, MetadataImage
+from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 from raftlog.security.sasl import SaslCredentials
 
@@ -48,6 +51,9 @@ class BrokerApiContext:
     #: KIP-227 fetch sessions, created with the context when not given; sized
     #: by ``max.incremental.fetch.session.cache.slots`` (read once).
     fetch_sessions: FetchSessionCache = field(default=None)  # type: ignore[assignment]
+    #: ACL checks (`data_plane.api.authorization`); None: authorize nothing
+    #: (no ``authorizer.class.name``). Created from the static config.
+    authorization: AclAuthorization | None = field(default=None)
 
     def __post_init__(self) -> None:
         # None (the field default) means "create one"; the annotations say
@@ -57,6 +63,9 @@ class BrokerApiContext:
                                BrokerCoordinators(self.metadata, self.replicas,
                                                   listener_name=self.listener_name,
                                                   sasl=self.sasl))
+        if self.authorization is None:
+            object.__setattr__(self, "authorization",
+                               AclAuthorization.from_config(self.replicas.static_config))
         if self.fetch_sessions is None:
             config = self.replicas.broker_config  # type: ignore[unreachable]
             object.__setattr__(self, "fetch_sessions", FetchSessionCache(
@@ -68,6 +77,22 @@ class BrokerApiContext:
     @property
     def image(self) -> MetadataImage:
         return self.metadata.image
+
+    def authorize(self, context: RequestContext, operation: AclOperation,
+                  resource_type: ResourceType, name: str) -> bool:
+        """Whether the request's principal may do ``operation`` on the
+        resource; always True without an authorizer."""
+        authorization = self.authorization
+        return authorization is None or authorization.authorize(
+            self.image, context, operation, resource_type, name)
+
+    def authorize_any(self, context: RequestContext, operation: AclOperation,
+                      resource_type: ResourceType) -> bool:
+        """`Authorizer.authorize_any` for the request's principal; True without
+        an authorizer."""
+        authorization = self.authorization
+        return authorization is None or authorization.authorize_any(
+            self.image, context, operation, resource_type)
 
     def live_brokers(
         self, listener_name: str | None = None

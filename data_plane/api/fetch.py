@@ -24,6 +24,16 @@ follower's idle partitions (most of its session: ``__consumer_offsets``):
   (`IdleFollowerFetch.settle`); and once a second a fetch unparks them all,
   so anything that moved unannounced is seen.
 
+ACLs (with an authorizer, `data_plane.api.authorization`), as Kafka's
+KafkaApis.handleFetchRequest: a follower (replica id >= 0) needs
+CLUSTER_ACTION on the cluster, else every partition of the fetch (and of
+its session) is answered TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on
+each topic (checked once per topic), else that topic's partitions are
+TOPIC_AUTHORIZATION_FAILED. Refused partitions are never read: their answer
+is the error with no records. An unknown topic id stays UNKNOWN_TOPIC_ID
+(checked first, as Kafka); an unknown partition of an unreadable topic is
+TOPIC_AUTHORIZATION_FAILED (checked before existence, so it tells nothing).
+
 Client quotas (``consumer_byte_rate``, `data_plane.broker.client_quotas`),
 for consumers only (a follower's fetch is never client-throttled):
 - a consumer already over its bound is answered at once with no partitions
@@ -72,6 +82,7 @@ from data_plane.replication.types import (
     FetchPartitionResult,
     TopicPartition,
 )
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from raftlog.net import EncodedBody, RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -144,6 +155,16 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             # At least 1: the first batch still goes whole (KIP-74) when one
             # window allows less (quota.window.num=1 allows nothing).
             max_bytes = min(max_bytes, max(int(window_bytes), 1))
+    # ACLs: a follower's right is one answer for the whole fetch; a
+    # consumer's is looked up once per topic (`readable`: None, no authorizer).
+    follower_denied = False
+    readable: dict[str, bool] | None = None
+    if api.authorization is not None:
+        if replica_id >= 0:
+            follower_denied = not api.authorize(ctx, AclOperation.CLUSTER_ACTION,
+                                                ResourceType.CLUSTER, CLUSTER_NAME)
+        else:
+            readable = {}
     image = api.image
     requests: dict[TopicPartition, FetchPartition] = {}
     # key -> (topic name or None, validation error or None, session memo), in
@@ -153,8 +174,12 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     now_ms = api.replicas.now_ms()
     # A follower session's idle partitions are parked (see the module docstring).
     parking: _Parking | None = None
-    if incremental and replica_id >= 0 and context.session is not None:
-        session = context.session
+    session = context.session
+    if follower_denied:
+        if session is not None and isinstance(session.parking, _Parking):
+            # Every session partition answers the refusal: none stays parked.
+            session.parking.unpark_all()
+    elif incremental and replica_id >= 0 and session is not None:
         if not isinstance(session.parking, _Parking):
             session.parking = _Parking(session)
         parking = session.parking
@@ -180,7 +205,14 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             name = label
         error: ErrorCode | None = None
         memo: _Served | None = None
-        if name is None:
+        if follower_denied or (readable is not None and name is not None
+                               and not _may_read(api, ctx, readable, name)):
+            error = ErrorCode.topic_authorization_failed
+            if cached is not None:
+                # The session last sent this partition's error; its memo (the
+                # last result, maybe unchanged) must not leave it out next time.
+                cached.memo = None
+        elif name is None:
             error = ErrorCode.unknown_topic_id
         elif index < 0:
             error = ErrorCode.unknown_topic_or_partition
@@ -280,6 +312,15 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     ), record_bytes)
 
 
+def _may_read(api: BrokerApiContext, ctx: RequestContext, readable: dict[str, bool],
+              name: str) -> bool:
+    """READ on topic ``name``, remembered in ``readable`` for this fetch."""
+    allowed = readable.get(name)
+    if allowed is None:
+        allowed = readable[name] = api.authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name)
+    return allowed
+
+
 def _throttled_at_once(
     api: BrokerApiContext, context: FetchContext, version: int, throttle_ms: int,
 ) -> EncodedBody:
@@ -367,12 +408,16 @@ class _Parking:
             self.woken_memos = {}
         if (now_ms >= self.verify_at_ms or image is not self.image
                 or replica_epoch != self.replica_epoch):
-            for _, _, cached in self.by_partition.values():
-                cached.parked = False
-            self.by_partition.clear()
+            self.unpark_all()
             self.image = image
             self.replica_epoch = replica_epoch
             self.verify_at_ms = now_ms + _VERIFY_PARKED_MS
+
+    def unpark_all(self) -> None:
+        """Every parked partition is served (or refused) again by the next fetch."""
+        for _, _, cached in self.by_partition.values():
+            cached.parked = False
+        self.by_partition.clear()
 
     def park(self, key: SessionKey, cached: CachedPartition, memo: _Served) -> TopicPartition:
         """Skip ``key`` (its memo's idle answer was just refreshed); returns

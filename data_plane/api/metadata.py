@@ -12,6 +12,22 @@ the topic is in this broker's image); a refused creation (bad name, too few
 brokers) answers the controller's error instead. Otherwise an unknown topic
 is UNKNOWN_TOPIC_OR_PARTITION. The internal topics are created the way the
 coordinators need them, whatever ``auto.create.topics.enable`` says.
+
+ACLs (with an authorizer), as Kafka's KafkaApis.handleTopicMetadataRequest:
+- a topic asked for needs DESCRIBE, checked before whether it exists: else
+  it is answered TOPIC_AUTHORIZATION_FAILED with no partitions and no topic
+  id (asked for by id: no name), so the answer does not tell whether it
+  exists; an all-topics request lists only the describable topics;
+- creating a missing topic needs CREATE on the cluster or on the topic,
+  else TOPIC_AUTHORIZATION_FAILED (an internal topic Kafka would not have
+  auto-created is UNKNOWN_TOPIC_OR_PARTITION, as there);
+- ``include_topic_authorized_operations`` (v8+) and
+  ``include_cluster_authorized_operations`` (v8-10, and DescribeCluster) get
+  the bitfield of the operations allowed among those the resource type
+  supports (`authorized_operations`; every one without an authorizer); the
+  cluster's is 0 without DESCRIBE on it. Not asked for: Kafka's "not
+  requested" value.
+DescribeCluster itself needs no ACL, as in Kafka.
 """
 
 from __future__ import annotations
@@ -26,8 +42,10 @@ from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
+from data_plane.api.authorization import authorized_operations
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, UNREQUESTED_OPERATIONS, BrokerApiContext
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from metadata_quorum.image import TopicImage
 from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.net import RequestContext
@@ -46,34 +64,68 @@ _AUTO_CREATE_TIMEOUT_MS: Final = 5_000
 async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     image = api.image
     requested = request.topics
+    version = ctx.api_version
+    checked = api.authorization is not None
+    topic_ops = version >= 8 and bool(getattr(request, "include_topic_authorized_operations",
+                                              False))
     topics: list[dict[str, object]] = []
-    if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [_topic(api, t) for t in image.topics.values()]
+    if requested is None or (version == 0 and not requested):
+        # Every topic the principal may describe; the others are not named.
+        topics = [_topic(api, t, ctx if topic_ops else None) for t in image.topics.values()
+                  if not checked or _may_describe(api, ctx, t.name)]
     else:
+        may_create: _MayCreate | None = None
         for item in requested:
-            name = getattr(item, "name", item if isinstance(item, str) else None)
+            raw = getattr(item, "name", item if isinstance(item, str) else None)
+            name = str(raw) if raw else ""
             topic_id = getattr(item, "topic_id", None)
             topic = None
             if name:
-                topic = image.topic_by_name(str(name))
+                topic = image.topic_by_name(name)
             elif topic_id is not None and topic_id != _ZERO_UUID:
                 topic = image.topics.get(topic_id)
-            if topic is None:
-                if name and str(name) in INTERNAL_TOPICS:
-                    # Created only as the coordinators need them (partitions,
-                    # replication factor, compaction), never with the user
-                    # defaults (Kafka's AutoTopicCreationManager does the same).
-                    error = _create_internal(api, str(name))
-                elif name and _may_auto_create(api, ctx, request):
-                    error = await _auto_create(api, str(name))
-                else:
-                    error = (ErrorCode.unknown_topic_id
-                             if not name and topic_id not in (None, _ZERO_UUID)
-                             else ErrorCode.unknown_topic_or_partition)
-                topics.append({"error_code": error, "name": name or "", "topic_id": topic_id or
-                               _ZERO_UUID, "partitions": []})
+                if topic is None:  # ids are not secret: unknown is said first (Kafka)
+                    topics.append(_missing(ErrorCode.unknown_topic_id, "", topic_id))
+                    continue
+                if checked and not _may_describe(api, ctx, topic.name):
+                    # No name: the id may be told, what it names not.
+                    topics.append(_missing(ErrorCode.topic_authorization_failed,
+                                           None if version >= 12 else "", topic_id))
+                    continue
+            if name and checked and not _may_describe(api, ctx, name):
+                # Whether or not it exists (no id, no partitions).
+                topics.append(_missing(ErrorCode.topic_authorization_failed, name, _ZERO_UUID))
+                continue
+            if topic is not None:
+                topics.append(_topic(api, topic, ctx if topic_ops else None))
+                continue
+            internal = name in INTERNAL_TOPICS
+            auto = bool(name) and _may_auto_create(api, ctx, request)
+            if checked and (internal or auto):
+                may_create = may_create or _MayCreate(api, ctx)
+                if not may_create(name):
+                    topics.append(_missing(
+                        ErrorCode.topic_authorization_failed if auto
+                        else ErrorCode.unknown_topic_or_partition,  # Kafka would not create it
+                        name, _ZERO_UUID, is_internal=internal))
+                    continue
+            if internal:
+                # Created only as the coordinators need them (partitions,
+                # replication factor, compaction), never with the user
+                # defaults (Kafka's AutoTopicCreationManager does the same).
+                error = _create_internal(api, name)
+            elif auto:
+                error = await _auto_create(api, name)
             else:
-                topics.append(_topic(api, topic))
+                error = ErrorCode.unknown_topic_or_partition
+            entry = _missing(error, name, topic_id or _ZERO_UUID)
+            if topic_ops and name:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    api, ctx, ResourceType.TOPIC, name)
+            topics.append(entry)
+    cluster_ops = UNREQUESTED_OPERATIONS
+    if 8 <= version <= 10 and getattr(request, "include_cluster_authorized_operations", False):
+        cluster_ops = _cluster_operations(api, ctx)
     return build(response_class(request), {
         "throttle_time": NO_THROTTLE,
         "brokers": [
@@ -83,8 +135,44 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
         "cluster_id": api.cluster_id,
         "controller_id": api.metadata.broker_id,
         "topics": topics,
-        "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
+        "cluster_authorized_operations": cluster_ops,
     })
+
+
+def _may_describe(api: BrokerApiContext, ctx: RequestContext, name: str) -> bool:
+    return api.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+class _MayCreate:
+    """Whether the principal may create a topic (by auto-creation): CREATE on
+    the cluster (asked once) or on the topic."""
+
+    __slots__ = ("api", "cluster", "ctx")
+
+    def __init__(self, api: BrokerApiContext, ctx: RequestContext) -> None:
+        self.api = api
+        self.ctx = ctx
+        self.cluster = api.authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER,
+                                     CLUSTER_NAME)
+
+    def __call__(self, name: str) -> bool:
+        return self.cluster or self.api.authorize(self.ctx, AclOperation.CREATE,
+                                                  ResourceType.TOPIC, name)
+
+
+def _missing(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None, *,
+             is_internal: bool = False) -> dict[str, object]:
+    """A topic entry with no partitions (an error, or one being created)."""
+    return {"error_code": error, "name": name, "topic_id": topic_id,
+            "is_internal": is_internal, "partitions": [],
+            "topic_authorized_operations": UNREQUESTED_OPERATIONS}
+
+
+def _cluster_operations(api: BrokerApiContext, ctx: RequestContext) -> int:
+    """The cluster's authorized operations: 0 without DESCRIBE on it (Kafka)."""
+    if not api.authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(api, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def _create_internal(api: BrokerApiContext, name: str) -> ErrorCode:
@@ -124,7 +212,10 @@ async def _auto_create(api: BrokerApiContext, name: str) -> ErrorCode:
     return error
 
 
-def _topic(api: BrokerApiContext, topic: TopicImage) -> dict[str, object]:
+def _topic(api: BrokerApiContext, topic: TopicImage,
+           ops_for: RequestContext | None = None) -> dict[str, object]:
+    """``topic``'s entry; with ``ops_for``, its authorized operations for
+    that request's principal."""
     image = api.image
     partitions = []
     for pid in sorted(topic.partitions):
@@ -145,7 +236,8 @@ def _topic(api: BrokerApiContext, topic: TopicImage) -> dict[str, object]:
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": UNREQUESTED_OPERATIONS,
+        "topic_authorized_operations": UNREQUESTED_OPERATIONS if ops_for is None
+        else authorized_operations(api, ops_for, ResourceType.TOPIC, topic.name),
     }
 
 
@@ -160,5 +252,7 @@ async def handle_describe_cluster(api: BrokerApiContext, ctx: RequestContext, re
             {"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
             for b, host, port in api.live_brokers(ctx.listener_name)
         ],
-        "cluster_authorized_operations": UNREQUESTED_OPERATIONS,
+        "cluster_authorized_operations": _cluster_operations(api, ctx)
+        if getattr(request, "include_cluster_authorized_operations", False)
+        else UNREQUESTED_OPERATIONS,
     })

@@ -8,6 +8,12 @@ time indexes and batch headers (one batch is decoded to pick the record).
 Max timestamp (-3, v7, KIP-734) is the record with the largest timestamp
 below that bound, from the segments' max timestamps (one batch decoded).
 All are fenced by the current leader epoch (KIP-320).
+
+ACLs (with an authorizer), as Kafka's KafkaApis: ListOffsets needs DESCRIBE
+on each topic; OffsetForLeaderEpoch needs CLUSTER_ACTION on the cluster
+(followers) or else DESCRIBE on each topic (consumers validating their
+position, KIP-320). An unauthorized topic's partitions are answered
+TOPIC_AUTHORIZATION_FAILED before anything is looked up.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, Final
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
 from data_plane.replication.partition import Partition
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 from raftlog.records import RecordError, decode_records, iter_batches
@@ -48,13 +55,29 @@ def _leader_or_error(
     return p, ErrorCode.none
 
 
+def _describable(api: BrokerApiContext, ctx: RequestContext, names: Any) -> set[str] | None:
+    """The topics among ``names`` the principal may DESCRIBE (one check per
+    topic); None without an authorizer (all)."""
+    if api.authorization is None:
+        return None
+    return {name for name in {str(n) for n in names}
+            if api.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
+
+
 async def handle_list_offsets(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
-    del ctx
     # KIP-98: READ_COMMITTED (v2+) lists offsets below the last stable offset.
     read_committed = int(getattr(request, "isolation_level", 0)) == 1
+    allowed = _describable(api, ctx, (t.name for t in request.topics))
     topics_out = []
     for topic in request.topics:
         parts_out = []
+        if allowed is not None and str(topic.name) not in allowed:
+            topics_out.append({"name": topic.name, "partitions": [
+                {"partition_index": part.partition_index,
+                 "error_code": ErrorCode.topic_authorization_failed,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                for part in topic.partitions]})
+            continue
         for part in topic.partitions:
             index = int(part.partition_index)
             p, error = _leader_or_error(api, str(topic.name), index,
@@ -172,10 +195,20 @@ def _max_below(headers: Any, max_offset: int) -> tuple[int, int] | None:
 async def handle_offset_for_leader_epoch(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
+    # First a follower's right (Kafka asks it of everyone, quietly), then
+    # a consumer's per topic.
+    allowed = None
+    if not api.authorize(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        allowed = _describable(api, ctx, (t.topic for t in request.topics))
     topics_out = []
     for topic in request.topics:
         parts_out = []
+        if allowed is not None and str(topic.topic) not in allowed:
+            topics_out.append({"topic": topic.topic, "partitions": [
+                {"error_code": ErrorCode.topic_authorization_failed,
+                 "partition": part.partition, "leader_epoch": -1, "end_offset": -1}
+                for part in topic.partitions]})
+            continue
         for part in topic.partitions:
             index = int(part.partition)
             p, error = _leader_or_error(api, str(topic.topic), index,

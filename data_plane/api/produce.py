@@ -12,6 +12,15 @@ first batch of a transaction on a partition is verified with the
 transaction coordinator first (KIP-890, `data_plane.broker.txn_verification`):
 a partition not in the producer's ongoing transaction gets INVALID_TXN_STATE.
 
+ACLs (with an authorizer, `data_plane.api.authorization`), as Kafka's
+KafkaApis.handleProduceRequest: a request carrying transactional batches (the
+first batch of some partition has the transactional bit) needs WRITE on its
+TRANSACTIONAL_ID, else every partition is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended. Then each
+topic needs WRITE: an unauthorized topic's partitions get
+TOPIC_AUTHORIZATION_FAILED (before any check of whether it exists, so the
+answer does not tell), the others proceed. Internal topics get no bypass.
+
 Client quotas (``producer_byte_rate``, `data_plane.broker.client_quotas`):
 the request's bytes count against the client's rate as it arrives; a client
 over its bound has its connection muted at once, gets the throttle time in
@@ -22,13 +31,14 @@ time; an acks=0 producer only gets the mute.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
 from data_plane.api.encoders import ProducePartitionData, encode_produce_response
 from data_plane.broker.client_quotas import ClientQuotaManager
 from data_plane.broker.replica_manager import ProduceOutcome
 from data_plane.replication.types import AppendResult, TopicPartition
+from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.net import NO_RESPONSE, EncodedBody, NoResponse, RequestContext
 from raftlog.net.errors import ErrorCode
@@ -49,6 +59,13 @@ _CLIENT_THROTTLES_FROM_VERSION = 6
 
 async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
+    # Topics the principal may not WRITE to (None: no authorizer, all may).
+    denied: frozenset[str] | None = None
+    if api.authorization is not None:
+        if not _may_write_transaction(api, ctx, request):
+            # Checked before the quota is counted, as Kafka answers it first.
+            return _refuse_all(ctx, request, acks)
+        denied = _denied_topics(api, ctx, request)
     throttle_ms = 0
     quotas = api.replicas.client_quotas.produce
     if quotas.enabled:  # the only quota work while no producer_byte_rate is set
@@ -68,7 +85,9 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
         for part in topic.partition_data:
             key = (str(topic.name), int(part.index))
             indexes.append(key[1])
-            if key in entries or key in early:
+            if denied is not None and key[0] in denied:
+                early[key] = _TOPIC_DENIED
+            elif key in entries or key in early:
                 early[key] = ProduceOutcome(ErrorCode.invalid_request,
                                             AppendResult(ErrorCode.invalid_request))
                 entries.pop(key, None)
@@ -103,6 +122,65 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
     return EncodedBody(encode_produce_response(ctx.api_version, [
         (name, [_partition(index, outcomes[(name, index)]) for index in indexes])
         for name, indexes in order
+    ], NO_THROTTLE_MS))
+
+
+_TOPIC_DENIED: Final = ProduceOutcome(ErrorCode.topic_authorization_failed,
+                                      AppendResult(ErrorCode.topic_authorization_failed))
+# Attribute bit 4 of a v2 batch (Kafka's RecordBatch.isTransactional); the
+# attributes are the int16 at bytes 21-22, the magic the byte at 16.
+_MAGIC_AT: Final = 16
+_ATTRIBUTES_LOW_BYTE_AT: Final = 22
+_TRANSACTIONAL_BIT: Final = 0x10
+
+
+def _may_write_transaction(api: BrokerApiContext, ctx: RequestContext, request: Any) -> bool:
+    """Kafka's check of a produce with transactional batches: WRITE on its
+    transactional id (none named: refused)."""
+    if not _has_transactional_batches(request):
+        return True
+    txn_id = request.transactional_id
+    return txn_id is not None and api.authorize(ctx, AclOperation.WRITE,
+                                                ResourceType.TRANSACTIONAL_ID, str(txn_id))
+
+
+def _has_transactional_batches(request: Any) -> bool:
+    """Whether some partition's first batch is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords looks at first batches only)."""
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if (records and len(records) > _ATTRIBUTES_LOW_BYTE_AT
+                    and records[_MAGIC_AT] == 2
+                    and records[_ATTRIBUTES_LOW_BYTE_AT] & _TRANSACTIONAL_BIT):
+                return True
+    return False
+
+
+def _denied_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> frozenset[str]:
+    """The request's topics the principal may not WRITE to (one check per topic)."""
+    names = {str(topic.name) for topic in request.topic_data}
+    return frozenset(name for name in names
+                     if not api.authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, name))
+
+
+def _refuse_all(ctx: RequestContext, request: Any, acks: int) -> Any:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (Kafka's
+    error response to a Produce); acks=0 gets no answer."""
+    if acks == 0:
+        # Kafka closes the connection here; this server has no way to, and
+        # answers acks=0 errors with silence as everywhere else.
+        return NO_RESPONSE
+    error = ErrorCode.transactional_id_authorization_failed
+    txn_id = request.transactional_id
+    message = ("transactional batches need a transactional id" if txn_id is None
+               else f"not authorized to WRITE transactional id {txn_id}")
+    return EncodedBody(encode_produce_response(ctx.api_version, [
+        (str(topic.name), [ProducePartitionData(index=int(part.index), error_code=error,
+                                                base_offset=-1, log_start_offset=-1,
+                                                error_message=message)
+                           for part in topic.partition_data])
+        for topic in request.topic_data
     ], NO_THROTTLE_MS))
 
 

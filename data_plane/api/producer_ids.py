@@ -7,6 +7,11 @@ gets a new id). Ids come from the broker's `ProducerIdManager`. With a
 transactional id the request goes to the transaction coordinator
 (`TxnCoordinatorRuntime`), which fences an older producer by bumping the
 epoch.
+
+With an authorizer (Kafka's ``KafkaApis.handleInitProducerIdRequest``): a
+transactional id needs WRITE on it, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+without one the producer needs IDEMPOTENT_WRITE on the cluster or, since
+KIP-679, WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
 from data_plane.broker.producer_ids import ProducerIdsUnavailableError
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -27,6 +33,10 @@ log = logging.getLogger(__name__)
 
 async def handle_init_producer_id(api: BrokerApiContext, ctx: RequestContext,
                                   request: Any) -> Any:
+    if api.authorization is not None:
+        refused = _refusal(api, ctx, request.transactional_id)
+        if refused is not None:
+            return _answer(request, refused)
     if request.transactional_id is not None:
         return await _init_transactional(api, ctx, request)
     try:
@@ -37,6 +47,19 @@ async def handle_init_producer_id(api: BrokerApiContext, ctx: RequestContext,
     log.info("InitProducerId: producer id %d epoch 0 to client %r (%s)", pid, ctx.client_id,
              ctx.peer)
     return _answer(request, ErrorCode.none, pid, 0)
+
+
+def _refusal(api: BrokerApiContext, ctx: RequestContext,
+             transactional_id: str | None) -> ErrorCode | None:
+    if transactional_id is not None:
+        if api.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         str(transactional_id)):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if api.authorize(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) \
+            or api.authorize_any(ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 async def _init_transactional(api: BrokerApiContext, ctx: RequestContext,

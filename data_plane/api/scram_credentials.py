@@ -2,7 +2,9 @@
 
 DescribeUserScramCredentials (v0) is answered by any broker from its
 metadata image, as Kafka's KRaft brokers answer it: mechanisms and
-iteration counts only, never salts or keys. AlterUserScramCredentials (v0)
+iteration counts only, never salts or keys. With an authorizer it needs
+DESCRIBE on the cluster; refused, Kafka's error answer: the error at the top
+and once per user asked for (with no user name). AlterUserScramCredentials (v0)
 is forwarded by brokers to the active controller (`data_plane.api.admin`);
 the controller listener (`data_plane.controller_api`) and the in-process
 fake controller translate it with `alter_request` and
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from data_plane.api.build import build, response_class
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from metadata_quorum.controller.scram_control import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResult,
@@ -90,6 +93,11 @@ def describe_response_values(
 async def handle_describe_user_scram_credentials(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
+    if not api.authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        error, message = ErrorCode.cluster_authorization_failed, "not authorized to DESCRIBE the cluster"
+        return build(response_class(request), {
+            "throttle_time": _NO_THROTTLE, "error_code": error, "error_message": message,
+            "results": [{"user": "", "error_code": error, "error_message": message}
+                        for _ in request.users or ()]})
     return build(response_class(request),
                  describe_response_values(api.image.scram_credentials, request))

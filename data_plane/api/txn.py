@@ -15,22 +15,48 @@ partition then completes the producer's pending offsets in the group shard.
 
 Clients before version 2 of these APIs do not know PRODUCER_FENCED; they get
 INVALID_PRODUCER_EPOCH, as Kafka answers.
+
+With an authorizer, as Kafka's ``KafkaApis``:
+
+- AddPartitionsToTxn from a client (v0-3): WRITE on the transactional id
+  (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), then
+  WRITE on each topic; an internal topic is never authorized. One refused or
+  unknown partition fails the whole transaction: TOPIC_AUTHORIZATION_FAILED
+  or UNKNOWN_TOPIC_OR_PARTITION for those, OPERATION_NOT_ATTEMPTED for the
+  rest. The broker-to-broker form (v4+) needs CLUSTER_ACTION on the cluster,
+  else the top-level CLUSTER_AUTHORIZATION_FAILED.
+- AddOffsetsToTxn: WRITE on the transactional id, then READ on the group.
+  EndTxn: WRITE on the transactional id.
+- TxnOffsetCommit: WRITE on the transactional id, READ on the group (each
+  refused with its error on every partition), then READ on each topic
+  (TOPIC_AUTHORIZATION_FAILED for its partitions; the others are committed).
+- WriteTxnMarkers: CLUSTER_ACTION on the cluster, else every partition is
+  CLUSTER_AUTHORIZATION_FAILED.
+
+Brokers send WriteTxnMarkers and AddPartitionsToTxn v4 to each other as the
+inter-broker principal, which therefore needs CLUSTER_ACTION (Kafka makes it
+a super user).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable
 from typing import Any
 
+from data_plane.api.authorization import RequestAcls
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.api.groups import split_by_topic
 from data_plane.broker.group_runtime import NotCoordinatorError
 from data_plane.groups import wire
 from data_plane.groups.model import OffsetCommitResponse, PartitionResult
 from data_plane.groups.partitioning import OFFSETS_TOPIC, partition_for_group
 from data_plane.txn.coordinator import TxnResponse
 from data_plane.txn.markers import EndTxnMarker
+from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
+from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -46,6 +72,12 @@ __all__ = (
 #: How long a marker append waits for the ISR (Kafka uses the request timeout).
 MARKER_COMMIT_TIMEOUT_MS = 30_000
 
+_WRITE, _READ = AclOperation.WRITE, AclOperation.READ
+_TXN_ID, _GROUP = ResourceType.TRANSACTIONAL_ID, ResourceType.GROUP
+_TXN_ID_DENIED = ErrorCode.transactional_id_authorization_failed
+_GROUP_DENIED = ErrorCode.group_authorization_failed
+_CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
+
 
 def legacy_fenced_error(error: ErrorCode, api_version: int, first_version: int = 2) -> ErrorCode:
     """PRODUCER_FENCED as the client's version knows it (older: INVALID_PRODUCER_EPOCH)."""
@@ -57,13 +89,22 @@ def legacy_fenced_error(error: ErrorCode, api_version: int, first_version: int =
 async def handle_add_partitions_to_txn(api: BrokerApiContext, ctx: RequestContext,
                                        request: Any) -> Any:
     if ctx.api_version >= 4:
+        if api.authorization is not None and not api.authorize(
+                ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return build(response_class(request), {
+                "throttle_time": NO_THROTTLE, "error_code": _CLUSTER_DENIED,
+                "results_by_transaction": []})
         return await _add_partitions_to_txn_batched(api, request)
     tid = str(request.v3_and_below_transactional_id)
     pid = int(request.v3_and_below_producer_id)
     epoch = int(request.v3_and_below_producer_epoch)
     wanted = [(str(t.name), int(p)) for t in request.v3_and_below_topics for p in t.partitions]
     unknown = [tp for tp in wanted if not _exists(api, tp)]
-    if unknown:
+    acls = RequestAcls.of(api, ctx)
+    refused = _refused_partitions(acls, tid, wanted, unknown) if acls is not None else None
+    if refused is not None:
+        errors = refused
+    elif unknown:
         # Kafka: the unknown ones fail, the others are not attempted.
         errors = {tp: (ErrorCode.unknown_topic_or_partition if tp in unknown
                        else ErrorCode.operation_not_attempted) for tp in wanted}
@@ -114,6 +155,23 @@ async def _add_partitions_to_txn_batched(api: BrokerApiContext, request: Any) ->
     })
 
 
+def _refused_partitions(acls: RequestAcls, transactional_id: str, wanted: list[tuple[str, int]],
+                        unknown: list[tuple[str, int]]
+                        ) -> dict[tuple[str, int], ErrorCode] | None:
+    """AddPartitionsToTxn v0-3's answer when the ACLs refuse any of it, else None."""
+    if not acls.allows(_WRITE, _TXN_ID, transactional_id):
+        return dict.fromkeys(wanted, _TXN_ID_DENIED)
+    # Kafka never authorizes an internal topic here (transactional offsets go
+    # through AddOffsetsToTxn).
+    allowed = acls.allowed(_WRITE, ResourceType.TOPIC,
+                           (t for t, _ in wanted if t not in INTERNAL_TOPICS))
+    if all(t in allowed for t, _ in wanted):
+        return None
+    return {tp: ErrorCode.topic_authorization_failed if tp[0] not in allowed
+            else ErrorCode.unknown_topic_or_partition if tp in unknown
+            else ErrorCode.operation_not_attempted for tp in wanted}
+
+
 def _exists(api: BrokerApiContext, tp: tuple[str, int]) -> bool:
     topic = api.image.topic_by_name(tp[0])
     return topic is not None and tp[1] in topic.partitions
@@ -121,6 +179,11 @@ def _exists(api: BrokerApiContext, tp: tuple[str, int]) -> bool:
 
 async def handle_add_offsets_to_txn(api: BrokerApiContext, ctx: RequestContext,
                                     request: Any) -> Any:
+    if api.authorization is not None:
+        if not api.authorize(ctx, _WRITE, _TXN_ID, str(request.transactional_id)):
+            return _error_only(request, _TXN_ID_DENIED)
+        if not api.authorize(ctx, _READ, _GROUP, str(request.group_id)):
+            return _error_only(request, _GROUP_DENIED)
     coordinators = api.coordinators
     # The group's offsets partition, hashed over the offsets topic's own
     # partition count (which may differ from __transaction_state's).
@@ -133,6 +196,9 @@ async def handle_add_offsets_to_txn(api: BrokerApiContext, ctx: RequestContext,
 
 
 async def handle_end_txn(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    if api.authorization is not None and not api.authorize(
+            ctx, _WRITE, _TXN_ID, str(request.transactional_id)):
+        return _error_only(request, _TXN_ID_DENIED)
     runtime = api.coordinators.transactions_or_start()
     response: TxnResponse = await runtime.end_txn(
         str(request.transactional_id), int(request.producer_id), int(request.producer_epoch),
@@ -147,6 +213,21 @@ def _error_only(request: Any, error: ErrorCode) -> Any:
 async def handle_txn_offset_commit(api: BrokerApiContext, ctx: RequestContext,
                                    request: Any) -> Any:
     core = wire.txn_offset_commit_from_kio(request)
+    refused: tuple[PartitionResult, ...] = ()
+    acls = RequestAcls.of(api, ctx)
+    if acls is not None:
+        denied = (_TXN_ID_DENIED if not acls.allows(_WRITE, _TXN_ID, core.transactional_id)
+                  else _GROUP_DENIED if not acls.allows(_READ, _GROUP, core.group_id)
+                  else None)
+        if denied is not None:
+            return wire.txn_offset_commit_to_kio(OffsetCommitResponse(tuple(
+                PartitionResult(p.topic, p.partition, denied) for p in core.partitions)),
+                ctx.api_version)
+        allowed, refused = split_by_topic(acls, _READ, core.partitions)
+        if not allowed:
+            return wire.txn_offset_commit_to_kio(OffsetCommitResponse(refused),
+                                                 ctx.api_version)
+        core = dataclasses.replace(core, partitions=allowed)
     runtime = api.coordinators.groups_or_start()
     try:
         response = await runtime.write(
@@ -155,7 +236,7 @@ async def handle_txn_offset_commit(api: BrokerApiContext, ctx: RequestContext,
         response = OffsetCommitResponse(tuple(
             PartitionResult(p.topic, p.partition, e.error) for p in core.partitions))
     assert isinstance(response, OffsetCommitResponse)
-    response = OffsetCommitResponse(tuple(
+    response = OffsetCommitResponse(refused + tuple(
         PartitionResult(p.topic, p.partition, legacy_fenced_error(p.error, ctx.api_version))
         for p in response.partitions))
     return wire.txn_offset_commit_to_kio(response, ctx.api_version)
@@ -163,7 +244,16 @@ async def handle_txn_offset_commit(api: BrokerApiContext, ctx: RequestContext,
 
 async def handle_write_txn_markers(api: BrokerApiContext, ctx: RequestContext,
                                    request: Any) -> Any:
-    del ctx
+    if api.authorization is not None and not api.authorize(
+            ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        # Kafka's error response: the error on every partition of every marker.
+        return build(response_class(request), {"markers": [
+            {"producer_id": int(marker.producer_id), "topics": [
+                {"name": str(topic.name), "partitions": [
+                    {"partition_index": int(i), "error_code": _CLUSTER_DENIED}
+                    for i in topic.partition_indexes]}
+                for topic in marker.topics]}
+            for marker in request.markers]})
     # Every marker is appended first (in request order), then all wait for
     # the high watermark together.
     waits: list[Awaitable[ErrorCode]] = []

@@ -15,6 +15,13 @@ DescribeTransactions (v0) and ListTransactions (v0-1).
   runs; admin clients ask every broker and merge. Filters: states (Kafka's
   names; unknown names come back in ``unknown_state_filters``), producer
   ids, and (v1, KIP-994) a minimum duration of the open transaction.
+
+With an authorizer, as Kafka's ``KafkaApis``: DescribeProducers needs READ
+on each topic (else TOPIC_AUTHORIZATION_FAILED on its partitions);
+DescribeTransactions DESCRIBE on each transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and shows only the partitions of
+topics the principal may DESCRIBE; ListTransactions lists only the
+transactional ids the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from __future__ import annotations
 import datetime
 from typing import Any, Final
 
+from data_plane.api.authorization import RequestAcls
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
 from data_plane.txn.txn_metadata import TxnMetadata, TxnState
+from metadata_quorum.acls import AclOperation, ResourceType
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -43,14 +52,23 @@ TXN_STATE_NAMES: Final[dict[TxnState, str]] = {
     TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
 _BY_NAME: Final = {name: state for state, name in TXN_STATE_NAMES.items()}
+_DESCRIBE, _TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
+_TXN_ID = ResourceType.TRANSACTIONAL_ID
 
 
 async def handle_describe_producers(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
+    acls = RequestAcls.of(api, ctx)
+    readable = (None if acls is None else
+                acls.allowed(AclOperation.READ, _TOPIC, (str(t.name) for t in request.topics)))
     topics = []
     for topic in request.topics:
+        if readable is not None and str(topic.name) not in readable:
+            topics.append({"name": topic.name, "partitions": [
+                {"partition_index": index, "error_code": ErrorCode.topic_authorization_failed,
+                 "active_producers": []} for index in topic.partition_indexes]})
+            continue
         partitions = []
         for index in topic.partition_indexes:
             key = (str(topic.name), int(index))
@@ -85,18 +103,18 @@ async def handle_describe_producers(
 async def handle_describe_transactions(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
     runtime = api.coordinators.transactions_or_start()
+    acls = RequestAcls.of(api, ctx)
     states = []
     for transactional_id in request.transactional_ids:
         tid = str(transactional_id)
+        if acls is not None and not acls.allows(_DESCRIBE, _TXN_ID, tid):
+            states.append(_undescribed(tid, ErrorCode.transactional_id_authorization_failed))
+            continue
         found = runtime.describe(tid)
         if isinstance(found, ErrorCode) or found.state is TxnState.DEAD:
             error = found if isinstance(found, ErrorCode) else ErrorCode.transactional_id_not_found
-            states.append({"error_code": error, "transactional_id": tid,
-                           "transaction_state": "", "transaction_timeout": _ms(0),
-                           "transaction_start_time": -1, "producer_id": -1,
-                           "producer_epoch": -1, "topics": []})
+            states.append(_undescribed(tid, error))
             continue
         states.append({
             "error_code": ErrorCode.none, "transactional_id": tid,
@@ -104,7 +122,7 @@ async def handle_describe_transactions(
             "transaction_timeout": _ms(found.timeout_ms),
             "transaction_start_time": found.txn_start_ms,
             "producer_id": found.producer_id, "producer_epoch": found.producer_epoch,
-            "topics": _topics(found),
+            "topics": _topics(found, acls),
         })
     return build(response_class(request), {"throttle_time": NO_THROTTLE,
                                            "transaction_states": states})
@@ -113,7 +131,6 @@ async def handle_describe_transactions(
 async def handle_list_transactions(
     api: BrokerApiContext, ctx: RequestContext, request: Any
 ) -> Any:
-    del ctx
     wanted_states = [str(s) for s in request.state_filters]
     unknown = [s for s in wanted_states if s not in _BY_NAME]
     states = {_BY_NAME[s] for s in wanted_states if s in _BY_NAME}
@@ -134,16 +151,31 @@ async def handle_list_transactions(
             continue
         listed.append({"transactional_id": m.transactional_id, "producer_id": m.producer_id,
                        "transaction_state": TXN_STATE_NAMES[m.state]})
+    acls = RequestAcls.of(api, ctx)
+    if acls is not None:  # only the ids the principal may DESCRIBE
+        visible = acls.allowed(_DESCRIBE, _TXN_ID, (str(t["transactional_id"]) for t in listed))
+        listed = [t for t in listed if t["transactional_id"] in visible]
     return build(response_class(request), {
         "throttle_time": NO_THROTTLE, "error_code": ErrorCode.none,
         "unknown_state_filters": unknown,
         "transaction_states": sorted(listed, key=lambda t: str(t["transactional_id"]))})
 
 
-def _topics(m: TxnMetadata) -> list[dict[str, object]]:
+def _undescribed(tid: str, error: ErrorCode) -> dict[str, object]:
+    return {"error_code": error, "transactional_id": tid, "transaction_state": "",
+            "transaction_timeout": _ms(0), "transaction_start_time": -1, "producer_id": -1,
+            "producer_epoch": -1, "topics": []}
+
+
+def _topics(m: TxnMetadata, acls: RequestAcls | None) -> list[dict[str, object]]:
+    """The transaction's partitions by topic; with ACLs only the topics the
+    principal may DESCRIBE (Kafka hides the others)."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(partition)
+    if acls is not None:
+        visible = acls.allowed(_DESCRIBE, _TOPIC, by_topic)
+        by_topic = {t: ps for t, ps in by_topic.items() if t in visible}
     return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 

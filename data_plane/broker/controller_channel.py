@@ -64,14 +64,15 @@ def is_not_controller(response: object) -> bool:
     """Whether ``response`` says "not the active controller".
 
     Kafka answers NOT_CONTROLLER top-level for most controller APIs and per
-    item for CreateTopics/DeleteTopics/CreatePartitions and per resource for
-    the config APIs (``ControllerApis``); a per-item
+    item for CreateTopics/DeleteTopics/CreatePartitions, per resource for
+    the config APIs and per ACL or filter for CreateAcls/DeleteAcls
+    (``ControllerApis``); a per-item
     answer counts only when every item carries it.
     """
     code = getattr(response, "error_code", None)
     if code is not None and int(code) == ErrorCode.not_controller:
         return True
-    for name in ("topics", "responses", "results"):
+    for name in ("topics", "responses", "results", "filter_results"):
         items = getattr(response, name, None)
         if not isinstance(items, tuple) or not items:
             continue

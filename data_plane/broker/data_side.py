@@ -8,6 +8,7 @@ from data_plane.broker.fetcher import ReplicaFetcherManager, fetcher_client_fact
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.services import BrokerServices
 from data_plane.kafka_api import BROKER_API_VERSIONS, BrokerApiContext, broker_handlers
+from data_plane.security_config import STANDARD_AUTHORIZER
 
 __all__ = ("attach_data_side",)
 
@@ -20,6 +21,12 @@ async def attach_data_side(services: BrokerServices) -> None:
               "auto.create.topics.enable": "true" if config.auto_create_topics_enable else "false",
               "unclean.leader.election.enable":
                   "true" if config.unclean_leader_election_enable else "false"}
+    security = config.security
+    if security.acls_enabled:  # read by data_plane.api.authorization
+        static.update({"authorizer.class.name": STANDARD_AUTHORIZER,
+                       "super.users": ";".join(sorted(security.super_users)),
+                       "allow.everyone.if.no.acl.found":
+                           "true" if security.allow_everyone_if_no_acl else "false"})
     # The inter-broker listener (inter.broker.listener.name, else the first
     # broker listener) is what followers fetch on and brokers call each other
     # on, authenticating as the listener's JAAS config says when it is SASL.

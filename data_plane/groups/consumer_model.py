@@ -129,3 +129,6 @@ class ConsumerGroupDescription:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[ConsumerMemberDescription, ...] = ()
+    #: The ACL operations the requester may do on the group (a bitfield by
+    #: Kafka's operation codes); INT32_MIN when not asked.
+    authorized_operations: int = -(2**31)

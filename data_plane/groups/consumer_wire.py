@@ -27,8 +27,6 @@ __all__ = (
 
 #: ConsumerGroupDescribe v1 ``MemberType``: the member speaks the consumer protocol.
 _CONSUMER_MEMBER_TYPE = 1
-#: ``AuthorizedOperations`` when not asked for (Kafka's INT32_MIN).
-_NO_OPERATIONS = -(2**31)
 
 
 def consumer_group_heartbeat_from_kio(request: Any, *, api_version: int, client_id: str,
@@ -115,7 +113,7 @@ def consumer_group_describe_to_kio(descriptions: tuple[ConsumerGroupDescription,
                 )
                 for m in d.members
             ),
-            authorized_operations=_NO_OPERATIONS,
+            authorized_operations=d.authorized_operations,
         )
         for d in descriptions
     )

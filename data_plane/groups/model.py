@@ -325,6 +325,9 @@ class GroupDescription:
     members: tuple[DescribedMember, ...] = ()
     #: DescribeGroups v6+ (why a group is not described).
     error_message: str | None = None
+    #: DescribeGroups v3+: a bitfield of the ACL operations the requester may
+    #: do on the group (bit = Kafka's operation code); INT32_MIN when not asked.
+    authorized_operations: int = -(2**31)
 
 
 @dataclass(frozen=True, slots=True)

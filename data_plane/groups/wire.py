@@ -400,9 +400,9 @@ def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_versi
     mod = _response_module("describe_groups", api_version)
     groups = []
     for d in descriptions:
-        error = d.error
+        error, operations = d.error, d.authorized_operations
         if api_version >= 6 and d.state == "Dead" and not d.members:
-            error = error.group_id_not_found
+            error, operations = error.group_id_not_found, -(2**31)  # not described
         members = tuple(
             _make(
                 mod.DescribedGroupMember,
@@ -425,7 +425,7 @@ def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_versi
                 protocol_type=d.protocol_type,
                 protocol_data=d.protocol,
                 members=members,
-                authorized_operations=-(2**31),
+                authorized_operations=operations,
             )
         )
     return _make(mod.DescribeGroupsResponse, throttle_time=_NO_THROTTLE, groups=tuple(groups))

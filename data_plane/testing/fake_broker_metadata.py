@@ -7,8 +7,9 @@ rules: topics are created with replicas assigned round-robin over
 registered brokers (leader = first replica, ISR = all); AlterPartition is
 validated like ``ReplicationControlManager`` (leader epoch, partition epoch,
 leader identity, eligible replicas); AllocateProducerIds hands out
-consecutive blocks of `producer_id_block_size` ids; AlterUserScramCredentials runs the real
-controller command (`metadata_quorum.controller.scram_control`) and replays its records;
+consecutive blocks of `producer_id_block_size` ids; AlterUserScramCredentials, CreateAcls and
+DeleteAcls run the real controller commands (`metadata_quorum.controller.scram_control`,
+`acl_control`) and replay their records;
 fencing a broker (a "crash") removes it
 from every ISR it is not the last member of and moves leadership to another
 ISR member with a new leader epoch (clean election only). Every change makes
@@ -31,10 +32,18 @@ from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
 
+from data_plane.api.acls import (
+    create_request,
+    create_response_values,
+    delete_request,
+    delete_response_values,
+)
 from data_plane.api.build import build, response_class
 from data_plane.api.scram_credentials import alter_request, alter_response_values
 from data_plane.broker.metadata_api import ImageListener
 from data_plane.replication.types import AlterPartitionRequest, AlterPartitionResponse
+from metadata_quorum.controller.acl_control import create_acls, delete_acls
+from metadata_quorum.controller.result import ControllerConfig
 from metadata_quorum.controller.scram_control import alter_user_scram_credentials
 from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.image import (
@@ -304,6 +313,15 @@ class FakeMetadataCluster:
             result = alter_user_scram_credentials(self.image, alter_request(request))
             self._replay(result.records)
             return build(response_class(request), alter_response_values(result.response))
+        if api_key == 30:  # CreateAcls: the real controller command
+            created = create_acls(self.image, create_request(request), ControllerConfig(),
+                                  next_offset=self.image.provenance.last_offset + 1)
+            self._replay(created.records)
+            return build(response_class(request), create_response_values(created.response))
+        if api_key == 31:  # DeleteAcls: the real controller command
+            deleted = delete_acls(self.image, delete_request(request))
+            self._replay(deleted.records)
+            return build(response_class(request), delete_response_values(deleted.response))
         raise ValueError(f"cannot forward api key {api_key}")
 
 

@@ -12,6 +12,7 @@ One module per concern, after Kafka's control managers:
 - `configuration_control`: topic config validation, IncrementalAlterConfigs;
 - `client_quota_control`: AlterClientQuotas (KIP-546);
 - `scram_control`: AlterUserScramCredentials (KIP-554, ``ScramControlManager``);
+- `acl_control`: CreateAcls and DeleteAcls (KIP-801, ``AclControlManager``);
 - `producer_id_control`: producer-id blocks;
 - `quorum_controller`: the facade on top of the Raft listener.
 
@@ -20,6 +21,14 @@ response)`` and changes nothing; state changes only when records are
 replayed (`metadata_quorum.delta`).
 """
 
+from .acl_control import (
+    AclCreationResult,
+    CreateAclsRequest,
+    DeleteAclsFilterResult,
+    DeleteAclsRequest,
+    create_acls,
+    delete_acls,
+)
 from .client_quota_control import (
     AlterClientQuotasRequest,
     ClientQuotaAlteration,
@@ -105,6 +114,7 @@ from .scram_control import (
 from .sessions import BrokerSessions
 
 __all__ = [
+    "AclCreationResult",
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
     "AlterClientQuotasRequest",
@@ -136,11 +146,14 @@ __all__ = [
     "ControllerRole",
     "CreatableTopic",
     "CreatableTopicResult",
+    "CreateAclsRequest",
     "CreatePartitionsRequest",
     "CreatePartitionsTopic",
     "CreatePartitionsTopicResult",
     "CreateTopicsRequest",
     "DeletableTopicResult",
+    "DeleteAclsFilterResult",
+    "DeleteAclsRequest",
     "DeleteTopicsRequest",
     "ElectLeadersPartitionResult",
     "ElectLeadersRequest",
@@ -164,8 +177,10 @@ __all__ = [
     "alter_user_scram_credentials",
     "balance_partition_leaders",
     "broker_heartbeat",
+    "create_acls",
     "create_partitions",
     "create_topics",
+    "delete_acls",
     "delete_topics",
     "elect_leaders",
     "elect_unclean_leaders",

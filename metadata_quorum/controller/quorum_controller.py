@@ -52,6 +52,14 @@ from metadata_quorum.loader import CommittedBatchLike, MetadataLoader, SnapshotL
 from metadata_quorum.records import MetadataRecord, encode_records
 from raftlog.net.errors import ErrorCode
 
+from .acl_control import (
+    AclCreationResult,
+    CreateAclsRequest,
+    DeleteAclsFilterResult,
+    DeleteAclsRequest,
+    create_acls,
+    delete_acls,
+)
 from .client_quota_control import (
     AlterClientQuotasRequest,
     ClientQuotaAlterationResult,
@@ -184,6 +192,8 @@ ControllerRequest = (
     | AlterReassignmentsRequest
     | AlterClientQuotasRequest
     | AlterUserScramCredentialsRequest
+    | CreateAclsRequest
+    | DeleteAclsRequest
 )
 
 
@@ -370,6 +380,14 @@ class QuorumController:
     def submit(
         self, request: AlterUserScramCredentialsRequest, now_ms: int
     ) -> Submission[tuple[AlterUserScramCredentialsResult, ...]]: ...
+    @overload
+    def submit(
+        self, request: CreateAclsRequest, now_ms: int
+    ) -> Submission[tuple[AclCreationResult, ...]]: ...
+    @overload
+    def submit(
+        self, request: DeleteAclsRequest, now_ms: int
+    ) -> Submission[tuple[DeleteAclsFilterResult, ...]]: ...
 
     def submit(self, request: ControllerRequest, now_ms: int) -> Submission[Any]:
         """Run one command and propose its records. Raises `NotControllerError`
@@ -418,6 +436,10 @@ class QuorumController:
                 result = alter_client_quotas(image, request)
             case AlterUserScramCredentialsRequest():
                 result = alter_user_scram_credentials(image, request)
+            case CreateAclsRequest():
+                result = create_acls(image, request, config, next_offset=self._next_write_offset)
+            case DeleteAclsRequest():
+                result = delete_acls(image, request)
         return self._write(result, now_ms)
 
     def tick(self, now_ms: int) -> int:

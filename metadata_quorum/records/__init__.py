@@ -58,6 +58,12 @@ frames are flexible versions, with compact lengths and tagged fields):
     17  BrokerRegistrationChange           int32 broker_id, int64 broker_epoch,
                                            tri-state fenced,
                                            tri-state in_controlled_shutdown
+    18  AccessControlEntry                 uuid acl_id, int8 resource_type,
+                                           string resource_name, int8 pattern_type,
+                                           string principal, string host,
+                                           int8 operation, int8 permission_type
+                                           (Kafka's codes, `metadata_quorum.acls`)
+    19  RemoveAccessControlEntry           uuid acl_id
     20  NoOp                               (empty)
     22  RemoveUserScramCredential          string name, int8 mechanism
 
@@ -91,6 +97,7 @@ from .types import (
     QUOTA_ENTITY_TYPES,
     RECORD_CLASSES,
     ZERO_UUID,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -107,6 +114,7 @@ from .types import (
     ProducerIdsRecord,
     QuotaEntity,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     ScramMechanism,
@@ -124,6 +132,7 @@ __all__ = [
     "NO_LEADER_CHANGE",
     "QUOTA_ENTITY_TYPES",
     "ZERO_UUID",
+    "AccessControlEntryRecord",
     "BrokerRegistrationChangeRecord",
     "ClientQuotaRecord",
     "ConfigRecord",
@@ -142,6 +151,7 @@ __all__ = [
     "ProducerIdsRecord",
     "QuotaEntity",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "ScramMechanism",

@@ -15,6 +15,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar
 
+from metadata_quorum.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    StandardAcl,
+)
 from metadata_quorum.topic_names import topic_name_error
 
 from .codec import (
@@ -84,6 +92,8 @@ class MetadataRecordType(IntEnum):
     CLIENT_QUOTA_RECORD = 14
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
+    ACCESS_CONTROL_ENTRY_RECORD = 18
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 
@@ -644,6 +654,74 @@ class RemoveUserScramCredentialRecord(_RecordBase):
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord(_RecordBase):
+    """Adds one ACL (KIP-801, Kafka's record 18): its id, then its binding's
+    fields in Kafka's order. Only a storable ACL: a concrete resource type,
+    a LITERAL or PREFIXED pattern with a name, a concrete operation, ALLOW
+    or DENY (what `metadata_quorum.acls.validate_new_acl` lets through; its
+    other checks are the controller's, not the record's, so a log written
+    under older rules still decodes)."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _uuid("acl_id"), _int8("resource_type"), _str("resource_name"), _int8("pattern_type"),
+        _str("principal"), _str("host"), _int8("operation"), _int8("permission_type"),
+    )
+
+    acl_id: uuid.UUID
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+    def __post_init__(self) -> None:
+        check_uuid("acl_id", self.acl_id)
+        for name, enum, refused in (
+            ("resource_type", ResourceType, (ResourceType.UNKNOWN, ResourceType.ANY)),
+            ("pattern_type", PatternType,
+             (PatternType.UNKNOWN, PatternType.ANY, PatternType.MATCH)),
+            ("operation", AclOperation, (AclOperation.UNKNOWN, AclOperation.ANY)),
+            ("permission_type", AclPermissionType,
+             (AclPermissionType.UNKNOWN, AclPermissionType.ANY)),
+        ):
+            value = enum(getattr(self, name))
+            if value in refused:
+                raise ValueError(f"{name} {value.name} is a filter value, not an ACL's")
+            object.__setattr__(self, name, value)
+        for name in ("resource_name", "principal", "host"):
+            check_string(name, getattr(self, name))
+        if not self.resource_name:
+            raise ValueError("an ACL's resource name must not be empty")
+
+    @classmethod
+    def from_acl(cls, acl: StandardAcl) -> AccessControlEntryRecord:
+        b = acl.binding
+        return cls(acl.acl_id, b.resource_type, b.resource_name, b.pattern_type, b.principal,
+                   b.host, b.operation, b.permission)
+
+    def to_acl(self) -> StandardAcl:
+        return StandardAcl(self.acl_id, AclBinding(
+            self.resource_type, self.resource_name, self.pattern_type, self.principal,
+            self.host, self.operation, self.permission_type))
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord(_RecordBase):
+    """Removes the ACL with this id (Kafka's record 19); it must exist."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (_uuid("acl_id"),)
+
+    acl_id: uuid.UUID
+
+    def __post_init__(self) -> None:
+        check_uuid("acl_id", self.acl_id)
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsRecord(_RecordBase):
     """The producer-id block boundary: ids below ``next_producer_id`` are handed out.
 
@@ -706,6 +784,8 @@ MetadataRecord = (
     | ClientQuotaRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
     | NoOpRecord
@@ -717,6 +797,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         RegisterBrokerRecord, UnregisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
         BrokerRegistrationChangeRecord, TopicRecord, RemoveTopicRecord, PartitionRecord,
         PartitionChangeRecord, ConfigRecord, ClientQuotaRecord, UserScramCredentialRecord,
-        RemoveUserScramCredentialRecord, ProducerIdsRecord, FeatureLevelRecord, NoOpRecord,
+        RemoveUserScramCredentialRecord, AccessControlEntryRecord, RemoveAccessControlEntryRecord,
+        ProducerIdsRecord, FeatureLevelRecord, NoOpRecord,
     )
 }

@@ -5,7 +5,8 @@ the `raftlog` CLI. Each is forwarded by a broker to the active controller; a
 changed topic config reaches the partitions' open logs (max.message.bytes
 refuses a record). Client quotas (KIP-546) set with `raftlog configs
 --client` and enforced by the brokers; SCRAM credentials (KIP-554) set,
-described and deleted with `raftlog configs --user`."""
+described and deleted with `raftlog configs --user`. (`raftlog acls` needs an
+authorizer: tests/data_plane/test_acl_cluster.py.)"""
 
 from __future__ import annotations
 

@@ -8,10 +8,13 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metadata_quorum.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from metadata_quorum.dump import dump_metadata_log, format_record_payload
 from metadata_quorum.records import (
+    AccessControlEntryRecord,
     NoOpRecord,
     PartitionRecord,
+    RemoveAccessControlEntryRecord,
     ScramMechanism,
     TopicRecord,
     UserScramCredentialRecord,
@@ -79,6 +82,23 @@ def test_scram_salts_and_keys_are_redacted() -> None:
     assert payload == {"type": "USER_SCRAM_CREDENTIAL_RECORD", "version": 0, "data": {
         "name": "alice", "mechanism": "SCRAM_SHA_256", "salt": "(redacted)",
         "stored_key": "(redacted)", "server_key": "(redacted)", "iterations": 8192}}
+
+
+def test_acl_records_are_dumped_with_kafkas_enum_names() -> None:
+    acl_id = uuid.UUID(int=7)
+    batch = build_metadata_batch([
+        AccessControlEntryRecord(acl_id, ResourceType.TOPIC, "orders", PatternType.LITERAL,
+                                 "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+        RemoveAccessControlEntryRecord(acl_id)], base_offset=4, epoch=1)
+    payloads = [json.loads(line.split("payload: ", 1)[1])
+                for line in dump_metadata_log(batch) if "payload: " in line]
+    assert payloads == [
+        {"type": "ACCESS_CONTROL_ENTRY_RECORD", "version": 0, "data": {
+            "acl_id": str(acl_id), "resource_type": "TOPIC", "resource_name": "orders",
+            "pattern_type": "LITERAL", "principal": "User:alice", "host": "*",
+            "operation": "READ", "permission_type": "ALLOW"}},
+        {"type": "REMOVE_ACCESS_CONTROL_ENTRY_RECORD", "version": 0,
+         "data": {"acl_id": str(acl_id)}}]
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metadata_quorum.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from metadata_quorum.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     QUOTA_ENTITY_TYPES,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -30,6 +32,7 @@ from metadata_quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     ScramMechanism,
@@ -90,6 +93,13 @@ def scram_records(draw: st.DrawFn) -> UserScramCredentialRecord:
         draw(st.binary(min_size=size, max_size=size)), draw(st.integers(1, 2**31 - 1)))
 
 
+acl_records = st.builds(
+    AccessControlEntryRecord, uuids,
+    st.sampled_from([t for t in ResourceType if t > ResourceType.ANY]),
+    st.text(min_size=1, max_size=20), st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+    short_text, short_text, st.sampled_from([o for o in AclOperation if o > AclOperation.ANY]),
+    st.sampled_from([AclPermissionType.DENY, AclPermissionType.ALLOW]))
+
 records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(RegisterBrokerRecord, ids, uuids, epochs,
               st.lists(endpoints, max_size=3, unique_by=lambda e: e.name).map(tuple),
@@ -118,6 +128,8 @@ records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
     scram_records(),
     st.builds(RemoveUserScramCredentialRecord, st.text(min_size=1, max_size=20),
               st.sampled_from(ScramMechanism)),
+    acl_records,
+    st.builds(RemoveAccessControlEntryRecord, uuids),
     st.just(NoOpRecord()),
 )
 
@@ -207,6 +219,37 @@ def test_layout_of_scram_credential_records_is_pinned() -> None:
         + struct.pack(">i", 32) + server + struct.pack(">i", 8192))
     remove = RemoveUserScramCredentialRecord("al", ScramMechanism.SCRAM_SHA_512)
     assert encode_record(remove) == struct.pack(">hhh", 22, 0, 2) + b"al" + struct.pack(">b", 2)
+
+
+def test_layout_of_acl_records_is_pinned() -> None:
+    """KIP-801: Kafka's AccessControlEntryRecord.json (type 18) fields in
+    Kafka's order, its enums as Kafka's int8 codes; RemoveAccessControlEntry
+    (type 19) is the id alone."""
+    assert MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD == 18
+    assert MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD == 19
+    record = AccessControlEntryRecord(INC, ResourceType.TOPIC, "t", PatternType.PREFIXED,
+                                      "User:a", "*", AclOperation.WRITE, AclPermissionType.DENY)
+    assert encode_record(record) == (
+        struct.pack(">hh", 18, 0) + INC.bytes + struct.pack(">bh", 2, 1) + b"t"
+        + struct.pack(">bh", 4, 6) + b"User:a" + struct.pack(">h", 1) + b"*"
+        + struct.pack(">bb", 4, 2))
+    assert encode_record(RemoveAccessControlEntryRecord(INC)) == (
+        struct.pack(">hh", 19, 0) + INC.bytes)
+    assert record_fields(record) == {
+        "acl_id": str(INC), "resource_type": "TOPIC", "resource_name": "t",
+        "pattern_type": "PREFIXED", "principal": "User:a", "host": "*", "operation": "WRITE",
+        "permission_type": "DENY"}
+    assert AccessControlEntryRecord.from_acl(record.to_acl()) == record
+
+
+def test_an_acl_record_with_an_unknown_code_is_a_typed_error() -> None:
+    good = encode_record(AccessControlEntryRecord(
+        INC, ResourceType.GROUP, "g", PatternType.LITERAL, "User:a", "*", AclOperation.READ,
+        AclPermissionType.ALLOW))
+    for patched, words in ((good[:-1] + b"\x01", "permission_type ANY"),
+                           (good[:-1] + b"\x09", "AclPermissionType")):
+        with pytest.raises(MetadataRecordError, match=words):
+            decode_record(patched)
 
 
 def test_scram_mechanism_types_are_kafkas() -> None:
@@ -358,6 +401,24 @@ def test_fuzz_mutated_records_raise_only_the_typed_error(
                                           bytes(32), bytes(32), 4096),
         lambda: RemoveUserScramCredentialRecord("", ScramMechanism.SCRAM_SHA_256),
         lambda: RemoveUserScramCredentialRecord("u", 0),  # type: ignore[arg-type]
+        lambda: AccessControlEntryRecord(INC, ResourceType.ANY, "t", PatternType.LITERAL,
+                                         "User:a", "*", AclOperation.READ,
+                                         AclPermissionType.ALLOW),
+        lambda: AccessControlEntryRecord(INC, ResourceType.TOPIC, "t", PatternType.MATCH,
+                                         "User:a", "*", AclOperation.READ,
+                                         AclPermissionType.ALLOW),
+        lambda: AccessControlEntryRecord(INC, ResourceType.TOPIC, "t", PatternType.LITERAL,
+                                         "User:a", "*", AclOperation.UNKNOWN,
+                                         AclPermissionType.ALLOW),
+        lambda: AccessControlEntryRecord(INC, ResourceType.TOPIC, "t", PatternType.LITERAL,
+                                         "User:a", "*", AclOperation.READ, 7),  # type: ignore[arg-type]
+        lambda: AccessControlEntryRecord(INC, ResourceType.TOPIC, "", PatternType.LITERAL,
+                                         "User:a", "*", AclOperation.READ,
+                                         AclPermissionType.ALLOW),
+        lambda: AccessControlEntryRecord(INC, ResourceType.TOPIC, "t", PatternType.LITERAL,
+                                         None, "*", AclOperation.READ,  # type: ignore[arg-type]
+                                         AclPermissionType.ALLOW),
+        lambda: RemoveAccessControlEntryRecord("id"),  # type: ignore[arg-type]
     ],
 )
 def test_invalid_records_cannot_be_built(build: object) -> None:

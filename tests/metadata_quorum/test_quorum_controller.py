@@ -7,6 +7,14 @@ from collections.abc import Sequence
 import pytest
 from mq_builders import incarnation, listeners
 
+from metadata_quorum.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from metadata_quorum.controller import (
     AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
@@ -15,11 +23,14 @@ from metadata_quorum.controller import (
     ControllerInvariantError,
     ControllerRole,
     CreatableTopic,
+    CreateAclsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     NotControllerError,
     QuorumController,
     ScramCredentialUpsertion,
 )
+from metadata_quorum.controller.acl_control import new_acl_id
 from metadata_quorum.records import FenceBrokerRecord, build_metadata_batch, decode_record
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch
 from raftlog.net.errors import ErrorCode
@@ -238,3 +249,29 @@ def test_scram_credentials_are_committed_through_the_log_to_every_controller() -
     expected = credential_from_password("SCRAM-SHA-512", "pw", 4096, salt)
     assert standby.committed_image.scram_credential("alice", "SCRAM-SHA-512") == expected
     assert controller.committed_image == standby.committed_image
+
+
+def test_acls_are_committed_through_the_log_to_every_controller() -> None:
+    """KIP-801 through the facade: each new ACL's id comes from the offset
+    its record gets, a standby replays the same ACLs, and a delete waits for
+    its commit too."""
+    controller, log = active()
+    standby = QuorumController(2, ControllerConfig(cluster_id="c"), FakeLog())
+    standby.handle_leader_change(LeaderAndEpoch(1, 1))
+    standby.handle_commit(control_batch(0, 1))
+    bindings = tuple(AclBinding(ResourceType.TOPIC, name, PatternType.LITERAL, "User:alice", "*",
+                                AclOperation.READ, AclPermissionType.ALLOW) for name in "ab")
+    submission = controller.submit(CreateAclsRequest(bindings), 0)
+    assert [r.error for r in submission.response] == [ErrorCode.none] * 2
+    assert submission.commit_offset == 2 and not controller.is_committed(submission)
+    assert not controller.committed_image.acls
+    commit_all(log, 1, controller, standby)
+    assert controller.is_committed(submission)
+    config = ControllerConfig(cluster_id="c")
+    assert list(standby.committed_image.acls) == [new_acl_id(config, 1, ()),
+                                                  new_acl_id(config, 2, ())]
+    assert controller.committed_image == standby.committed_image
+    deletion = controller.submit(DeleteAclsRequest((AclBindingFilter(resource_name="a"),)), 0)
+    assert [list(r.matching_acls) for r in deletion.response] == [[bindings[0]]]
+    commit_all(log, 1, controller, standby)
+    assert [a.binding for a in standby.committed_image.acls.values()] == [bindings[1]]
