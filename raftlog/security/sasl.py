@@ -205,14 +205,13 @@ def _refused(mechanism: str, reason: str) -> SaslAuthenticationError:
         f"with SASL mechanism {mechanism}", reason=reason)
 
 
-class _PlainServer:
-    __slots__ = ("_authorization_id", "_state", "_users", "mechanism")
+class _ServerBase:
+    """What both servers share: the state and, once complete, the user."""
 
-    def __init__(self, users: Mapping[str, str]) -> None:
-        self.mechanism = PLAIN
-        self._users = users
-        self._state = _State.START
-        self._authorization_id = ""
+    __slots__ = ("_authorization_id", "_state", "mechanism")
+
+    _state: _State
+    _authorization_id: str
 
     @property
     def complete(self) -> bool:
@@ -223,6 +222,16 @@ class _PlainServer:
         if self._state is not _State.COMPLETE:
             raise RuntimeError("Authentication exchange has not completed")
         return self._authorization_id
+
+
+class _PlainServer(_ServerBase):
+    __slots__ = ("_users",)
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self.mechanism = PLAIN
+        self._users = users
+        self._state = _State.START
+        self._authorization_id = ""
 
     def evaluate(self, token: bytes) -> bytes:
         if self._state is not _State.START:
@@ -274,9 +283,8 @@ class _ScramRound:
     server_first: str
 
 
-class _ScramServer:
-    __slots__ = ("_authorization_id", "_hash", "_lookup", "_round", "_server_nonce",
-                 "_state", "mechanism")
+class _ScramServer(_ServerBase):
+    __slots__ = ("_hash", "_lookup", "_round", "_server_nonce")
 
     def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None],
                  server_nonce: str) -> None:
@@ -287,16 +295,6 @@ class _ScramServer:
         self._state = _State.START
         self._round: _ScramRound | None = None
         self._authorization_id = ""
-
-    @property
-    def complete(self) -> bool:
-        return self._state is _State.COMPLETE
-
-    @property
-    def authorization_id(self) -> str:
-        if self._state is not _State.COMPLETE:
-            raise RuntimeError("Authentication exchange has not completed")
-        return self._authorization_id
 
     def evaluate(self, token: bytes) -> bytes:
         match self._state:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -18,15 +18,21 @@ def module_cluster(**properties: str) -> Any:
     and min.insync.replicas=2 (and ``properties``, server.properties names
     with ``_`` for ``.``), stopped (by PID) after the module's tests.
     Use as ``cluster = module_cluster()`` at module level."""
-    settings = {"min.insync.replicas": "2",
-                **{key.replace("_", "."): value for key, value in properties.items()}}
+    return module_cluster_with({key.replace("_", "."): value
+                                for key, value in properties.items()})
+
+
+def module_cluster_with(properties: Mapping[str, str], up_timeout_s: float = 40) -> Any:
+    """`module_cluster` with ``properties`` given as server.properties names
+    (for names with ``_`` or ``-`` in them, e.g. per-listener JAAS configs)."""
+    settings = {"min.insync.replicas": "2", **properties}
 
     @pytest.fixture(scope="module")
     def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
                                      properties=settings)
         c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-        c.up(timeout_s=40)
+        c.up(timeout_s=up_timeout_s)
         try:
             yield c
         finally:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import cli, eventually
+from cluster_helpers import cli, eventually, module_cluster_with
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AclBindingFilter,
@@ -27,7 +26,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from data_plane.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -47,15 +46,7 @@ PROPERTIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(), properties=PROPERTIES)
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    c.up(timeout_s=60)
-    try:
-        yield c
-    finally:
-        c.stop(timeout_s=10)
+cluster = module_cluster_with(PROPERTIES, up_timeout_s=60)
 
 
 def login(user: str) -> dict[str, Any]:
@@ -112,6 +103,15 @@ def consume(cluster: LocalCluster, user: str, topic: str, group: str, count: int
     return values, errors
 
 
+def all_brokers_list(cluster: LocalCluster, config: str, principal: str, name: str,
+                     kind: str = "--topic") -> None:
+    """Every broker's DescribeAcls (its own image) lists ``principal`` on the resource."""
+    for node in cluster.layout.nodes:
+        out = ok(cli("acls", "--list", kind, name, "--bootstrap-server",
+                     f"127.0.0.1:{node.kafka_port}", "--command-config", config))
+        assert f"principal={principal}," in out, (node.node_id, out)
+
+
 def test_clients_are_refused_until_an_acl_allows_them(cluster: LocalCluster,
                                                       tmp_path: Path) -> None:
     b, admin = cluster.bootstrap_servers, command_config(tmp_path, "admin")
@@ -129,11 +129,10 @@ def test_clients_are_refused_until_an_acl_allows_them(cluster: LocalCluster,
 
     ok(cli("acls", "--add", "--allow-principal", "User:alice", "--producer", "--topic", "orders",
            "--bootstrap-server", b, "--command-config", admin))
-
-    def alice_writes() -> None:
-        assert produce(cluster, "alice", "orders", range(1)) == [""]
-    eventually(alice_writes, timeout_s=20)
-    assert produce(cluster, "alice", "orders", range(1, 50)) == [""] * 49  # acks=all, RF 3
+    # Each broker authorizes from its own image: wait until all have the ACL
+    # (a client's Metadata may go to any of them).
+    eventually(lambda: all_brokers_list(cluster, admin, "User:alice", "orders"), timeout_s=20)
+    assert produce(cluster, "alice", "orders", range(50)) == [""] * 50  # acks=all, RF 3
 
     # bob may read nothing yet; then the group and the topic, as --consumer gives.
     values, errors = consume(cluster, "bob", "orders", "bob-group", 50, timeout_s=10)
@@ -141,10 +140,10 @@ def test_clients_are_refused_until_an_acl_allows_them(cluster: LocalCluster,
     ok(cli("acls", "--add", "--allow-principal", "User:bob", "--consumer", "--topic", "orders",
            "--group", "bob-group", "--bootstrap-server", b, "--command-config", admin))
 
-    def bob_reads() -> None:
-        values, errors = consume(cluster, "bob", "orders", "bob-group", 50)
-        assert values == list(range(50)), (values, errors)
-    eventually(bob_reads, timeout_s=40)
+    eventually(lambda: all_brokers_list(cluster, admin, "User:bob", "bob-group", "--group"),
+               timeout_s=20)
+    values, errors = consume(cluster, "bob", "orders", "bob-group", 50, timeout_s=30)
+    assert values == list(range(50)), (values, errors)
 
     # A DENY beats the ALLOW: bob's next read is refused.
     ok(cli("acls", "--add", "--deny-principal", "User:bob", "--operation", "Read", "--topic",

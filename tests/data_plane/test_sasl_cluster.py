@@ -13,17 +13,16 @@ import json
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import cli, eventually
+from cluster_helpers import cli, eventually, module_cluster_with
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from data_plane.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -43,15 +42,7 @@ PROPERTIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(), properties=PROPERTIES)
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    c.up(timeout_s=60)
-    try:
-        yield c
-    finally:
-        c.stop(timeout_s=10)
+cluster = module_cluster_with(PROPERTIES, up_timeout_s=60)
 
 
 def sasl(user: str, password: str, mechanism: str = "PLAIN") -> dict[str, Any]:
