@@ -114,9 +114,16 @@ class ConfluentMember(Member):
         def on_assign(c: Any, parts: list[CTP]) -> None:
             self.ownership.assigned(self.name, [p.partition for p in parts])
 
+        closing = False
+
         def on_revoke(c: Any, parts: list[CTP]) -> None:
-            with contextlib.suppress(KafkaException):  # nothing consumed since the last commit
-                c.commit(asynchronous=False)
+            # Not inside close(): a synchronous commit from the revoke that
+            # close() runs can deadlock librdkafka's close with this thread
+            # holding the GIL (seen once: the whole worker hung); the loop
+            # below commits before closing instead.
+            if not closing:
+                with contextlib.suppress(KafkaException):  # nothing consumed since then
+                    c.commit(asynchronous=False)
             self.ownership.revoked(self.name, [p.partition for p in parts])
 
         def on_lost(c: Any, parts: list[CTP]) -> None:
@@ -136,7 +143,8 @@ class ConfluentMember(Member):
                 uncommitted = 0
         with contextlib.suppress(KafkaException):
             consumer.commit(asynchronous=False)
-        consumer.close()  # revokes (committing) and leaves the group
+        closing = True
+        consumer.close()  # revokes (committed just above) and leaves the group
 
 
 class KafkaPythonMember(Member):
