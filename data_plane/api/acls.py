@@ -25,13 +25,12 @@ the in-process fake controller translate with the same helpers.
 from __future__ import annotations
 
 import datetime
-import logging
 import uuid
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from data_plane.api.admin import _forward
+from data_plane.api.admin import CREATE_ACLS_KEY, DELETE_ACLS_KEY, _forward
 from data_plane.api.build import build, response_class
 from metadata_quorum.acls import (
     CLUSTER_NAME,
@@ -69,11 +68,7 @@ __all__ = (
     "handle_describe_acls",
 )
 
-log = logging.getLogger(__name__)
-
 DESCRIBE_ACLS_KEY: Final = 29
-CREATE_ACLS_KEY: Final = 30
-DELETE_ACLS_KEY: Final = 31
 _NO_THROTTLE: Final = datetime.timedelta(0)
 _NOT_ALTER: Final = "not authorized to ALTER the cluster"
 _FORWARD_FAILED: Final = "forwarding to the controller failed; the outcome is unknown"
