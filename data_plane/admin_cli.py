@@ -89,14 +89,15 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import (
     ErrorCode,
     SaslAuthenticationFailedError,
+    TlsHandshakeFailedError,
     TransportError,
     UnsupportedVersionError,
 )
 from raftlog.runtime import event_loop, wire
-from raftlog.security.sasl import SaslCredentials
 
 from .client_config import ClientConfigError, ClientSecurity, load_command_config
 from .config import ConfigError, load_config
@@ -192,14 +193,14 @@ def _parse_bootstrap(text: str) -> list[tuple[str, int]]:
 
 class _Admin:
     """Sends to the controllers (or brokers) in turn until one answers
-    acceptably; with ``sasl``, every connection authenticates first."""
+    acceptably; every connection is secured as ``security`` says (TLS, SASL)."""
 
     def __init__(self, bootstrap: list[tuple[str, int]], timeout_ms: int,
-                 sasl: SaslCredentials | None = None) -> None:
+                 security: ConnectionSecurity = PLAINTEXT_SECURITY) -> None:
         self._addresses = list(bootstrap)
         self._deadline = time.monotonic() + timeout_ms / 1000
         self._clients: dict[tuple[str, int], KafkaProtocolClient] = {}
-        self.sasl = sasl
+        self.security = security
 
     async def close(self) -> None:
         for client in self._clients.values():
@@ -225,15 +226,15 @@ class _Admin:
                 if client is None:
                     client = KafkaProtocolClient(
                         *address, client_id="raftlog-admin", request_timeout_ms=5000,
-                        connect_timeout_ms=1000, reconnect_backoff_max_ms=200, sasl=self.sasl,
+                        connect_timeout_ms=1000, reconnect_backoff_max_ms=200, security=self.security,
                     )
                     self._clients[address] = client
                 try:
                     response = await client.send(request, version)
-                except SaslAuthenticationFailedError as exc:
-                    # Refused credentials stay refused: retrying until the
-                    # deadline would only hide the reason (Kafka's admin
-                    # client fails at once too).
+                except (SaslAuthenticationFailedError, TlsHandshakeFailedError) as exc:
+                    # Refused credentials, or a certificate not trusted,
+                    # stay so: retrying until the deadline would only hide
+                    # the reason (Kafka's admin client fails at once too).
                     raise CliError(str(exc)) from None
                 except TransportError as exc:
                     last_error = f"{address[0]}:{address[1]}: {exc}"
@@ -257,12 +258,12 @@ def _run_admin(args: argparse.Namespace, body: Callable[[_Admin], Awaitable[int]
     brokers = getattr(args, "bootstrap_server", None)
     bootstrap = brokers or args.bootstrap_controller
     security = command_security(args)
-    # Controller listeners are always PLAINTEXT in raftlog: the credentials
-    # are for brokers only.
-    sasl = security.sasl if brokers else None
+    # Controller listeners are always PLAINTEXT in raftlog: the security
+    # settings are for brokers only.
+    connection = security.connection if brokers else PLAINTEXT_SECURITY
 
     async def run() -> int:
-        admin = _Admin(_parse_bootstrap(bootstrap), args.timeout_ms, sasl)
+        admin = _Admin(_parse_bootstrap(bootstrap), args.timeout_ms, connection)
         try:
             return await body(admin)
         finally:
@@ -276,9 +277,10 @@ def add_command_config(parser: argparse.ArgumentParser, *, controllers: bool = F
     `data_plane.client_config`) to ``parser``; ``controllers``: the command
     also takes ``--bootstrap-controller``, which the help text says the
     file does not apply to."""
-    text = ("client properties for a SASL_PLAINTEXT broker listener, as Kafka's tools take "
+    text = ("client properties for a TLS or SASL broker listener, as Kafka's tools take "
             "them: security.protocol, sasl.mechanism and sasl.jaas.config (or sasl.username "
-            "and sasl.password)")
+            "and sasl.password), ssl.truststore.*, ssl.keystore.*, "
+            "ssl.endpoint.identification.algorithm")
     if controllers:
         text += "; for --bootstrap-server only (controller listeners are PLAINTEXT)"
     parser.add_argument("--command-config", metavar="FILE", help=text)

@@ -1,5 +1,5 @@
 """The CLI's ``--command-config FILE``: client properties, as Kafka's tools
-take them, for a cluster whose listener wants SASL.
+take them, for a cluster whose listener wants TLS or SASL.
 
 The file is Java properties with Kafka's client names::
 
@@ -9,7 +9,12 @@ The file is Java properties with Kafka's client names::
         username="alice" password="alice-secret";
 
 ``sasl.username`` and ``sasl.password`` (librdkafka's names) may stand for
-the JAAS config. Kafka's tools hand every other property to the client as
+the JAAS config. With ``security.protocol=SSL`` or ``SASL_SSL``, Kafka's
+client ``ssl.*`` settings say which CAs to trust (``ssl.truststore.*``, PEM
+or PKCS12; without one, the system's), which certificate to present
+(``ssl.keystore.*``, for listeners with ``ssl.client.auth``) and whether to
+check the broker's host name (``ssl.endpoint.identification.algorithm``,
+``https`` by default, empty to skip). Kafka's tools hand every other property to the client as
 it is; raftlog's CLI drives two clients (librdkafka and its own), so it
 takes only the ones it can give both, and names any other as an error
 rather than dropping it.
@@ -17,20 +22,32 @@ rather than dropping it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 from typing import Final
 
 from data_plane.config import parse_properties
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.security.jaas import MODULES, client_credentials, parse_jaas_config
 from raftlog.security.sasl import SUPPORTED_MECHANISMS, SaslCredentials
+from raftlog.security.tls import (
+    TLS_SETTINGS,
+    PemMaterial,
+    TlsConfigError,
+    client_context,
+    pem_material,
+    tls_settings,
+)
 
 __all__ = ("CLIENT_SETTINGS", "ClientConfigError", "ClientSecurity", "load_command_config")
 
+#: The client's TLS settings (the rest of TLS_SETTINGS are a listener's).
+CLIENT_TLS_SETTINGS: Final = TLS_SETTINGS - {"ssl.client.auth", "ssl.principal.mapping.rules"}
 #: The client properties a command config may hold.
 CLIENT_SETTINGS: Final = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
-})
-_PROTOCOLS: Final = ("PLAINTEXT", "SASL_PLAINTEXT")
+}) | CLIENT_TLS_SETTINGS
+_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 class ClientConfigError(ValueError):
@@ -42,13 +59,40 @@ class ClientSecurity:
     """How the CLI's clients reach the cluster."""
 
     sasl: SaslCredentials | None = None
+    # TLS: raftlog's client context, and the same material as PEM text for
+    # librdkafka (which cannot take a context).
+    tls: ssl.SSLContext | None = field(default=None, compare=False)
+    pem: PemMaterial | None = None
+    check_hostname: bool = True
+
+    @property
+    def connection(self) -> ConnectionSecurity:
+        """The same, for raftlog's own client."""
+        if self.sasl is None and self.tls is None:
+            return PLAINTEXT_SECURITY
+        return ConnectionSecurity(sasl=self.sasl, tls=self.tls)
+
+    @property
+    def protocol(self) -> str:
+        return self.connection.protocol
 
     def librdkafka(self) -> dict[str, str]:
         """The same, as confluent-kafka (librdkafka) configuration."""
-        if self.sasl is None:
+        if self.sasl is None and self.tls is None:
             return {}
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": self.sasl.mechanism,
-                "sasl.username": self.sasl.username, "sasl.password": self.sasl.password}
+        out = {"security.protocol": self.protocol}
+        if self.sasl is not None:
+            out.update({"sasl.mechanism": self.sasl.mechanism,
+                        "sasl.username": self.sasl.username, "sasl.password": self.sasl.password})
+        if self.pem is not None:
+            out["ssl.endpoint.identification.algorithm"] = "https" if self.check_hostname \
+                else "none"
+            for key, text in (("ssl.ca.pem", self.pem.ca),
+                              ("ssl.certificate.pem", self.pem.certificate),
+                              ("ssl.key.pem", self.pem.key)):
+                if text:
+                    out[key] = text
+        return out
 
 
 PLAINTEXT_CLIENT: Final = ClientSecurity()
@@ -78,12 +122,19 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
     if protocol not in _PROTOCOLS:
         raise ClientConfigError(f"{where}: security.protocol={protocol}: raftlog listeners speak "
                                 f"{' or '.join(_PROTOCOLS)}")
-    if protocol == "PLAINTEXT":
+    if not protocol.startswith("SASL_"):
         stray = sorted(k for k in props if k.startswith("sasl."))
         if stray:
             raise ClientConfigError(f"{where}: {', '.join(stray)} set, but security.protocol is "
-                                    "PLAINTEXT (set it to SASL_PLAINTEXT)")
-        return PLAINTEXT_CLIENT
+                                    f"{protocol} (SASL_PLAINTEXT or SASL_SSL use them)")
+    if not protocol.endswith("SSL"):
+        stray = sorted(k for k in props if k.startswith("ssl."))
+        if stray:
+            raise ClientConfigError(f"{where}: {', '.join(stray)} set, but security.protocol is "
+                                    f"{protocol} (SSL or SASL_SSL use them)")
+    tls = _client_tls(props, where) if protocol.endswith("SSL") else ClientSecurity()
+    if not protocol.startswith("SASL_"):
+        return tls if protocol == "SSL" else PLAINTEXT_CLIENT
     mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
     if mechanism not in SUPPORTED_MECHANISMS:
         raise ClientConfigError(f"{where}: sasl.mechanism={mechanism} is not supported "
@@ -107,6 +158,17 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
         user, password = found
     if not user or password is None:
         raise ClientConfigError(
-            f"{where}: SASL_PLAINTEXT needs sasl.jaas.config (or sasl.username and "
+            f"{where}: {protocol} needs sasl.jaas.config (or sasl.username and "
             f"sasl.password) for {mechanism}")
-    return ClientSecurity(SaslCredentials(mechanism, user, password))
+    return ClientSecurity(SaslCredentials(mechanism, user, password), tls.tls, tls.pem,
+                          tls.check_hostname)
+
+
+def _client_tls(props: dict[str, str], where: str) -> ClientSecurity:
+    """The TLS half of a client's security: its context and PEM material."""
+    try:
+        settings = tls_settings({k: v for k, v in props.items() if k in CLIENT_TLS_SETTINGS})
+        return ClientSecurity(tls=client_context(settings), pem=pem_material(settings),
+                              check_hostname=settings.endpoint_identification_algorithm == "https")
+    except TlsConfigError as exc:
+        raise ClientConfigError(f"{where}: {exc}") from None

@@ -38,6 +38,7 @@ from data_plane.security_config import (
 from raftlog.consensus.config import VoterAddress, parse_voters
 from raftlog.net.connection_quotas import parse_ip_overrides
 from raftlog.security.sasl import SUPPORTED_MECHANISMS
+from raftlog.security.tls import TLS_SETTINGS
 
 __all__ = (
     "ENV_PREFIX",
@@ -486,7 +487,8 @@ LISTENER_SETTINGS: Final = frozenset({"listener.name.<listener>.max.connections"
 #: What follows ``listener.name.<listener>.`` in the settings a
 #: ``RAFTLOG_LISTENER_NAME_<L>_...`` variable overrides.
 _PER_LISTENER_SUFFIXES: Final = ("max.connections", "sasl.enabled.mechanisms", *(
-    f"{mechanism.lower()}.sasl.jaas.config" for mechanism in SUPPORTED_MECHANISMS))
+    f"{mechanism.lower()}.sasl.jaas.config" for mechanism in SUPPORTED_MECHANISMS),
+    *sorted(TLS_SETTINGS))
 
 
 def _listener_limits(props: Mapping[str, str],

@@ -17,8 +17,9 @@ librdkafka), registered by `data_plane.admin_cli`.
   member of consumer group G instead (the group's partitions, from its
   committed offsets; what was printed is committed).
 
-Both take ``--command-config FILE`` (`data_plane.client_config`) for a SASL
-listener, and stop at the first refused login (`AuthenticationWatch`).
+Both take ``--command-config FILE`` (`data_plane.client_config`) for a TLS or
+SASL listener, and stop at the first refused login or failed TLS handshake
+(`AuthenticationWatch`).
 """
 
 from __future__ import annotations
@@ -46,34 +47,41 @@ __all__ = ("AuthenticationWatch", "librdkafka_settings", "register_console")
 
 
 class AuthenticationWatch:
-    """A librdkafka ``error_cb`` that keeps the first refused login.
+    """A librdkafka ``error_cb`` that keeps the first refused login or
+    failed TLS handshake.
 
-    librdkafka reports a refused SASL login as an ordinary error and keeps
-    reconnecting until the command's own timeout runs out; Kafka's tools
-    stop at the first authentication failure, since retrying cannot mend
-    it. Commands call `raise_if_refused` where they wait, to do the same."""
+    librdkafka reports a refused SASL login, or a broker certificate it
+    cannot verify, as an ordinary error and keeps reconnecting until the
+    command's own timeout runs out; Kafka's tools stop at the first
+    authentication failure (an SSL handshake failure is one), since
+    retrying cannot mend it. Commands call `raise_if_refused` where they
+    wait, to do the same."""
 
     def __init__(self) -> None:
         self.refusal: str | None = None
 
     def __call__(self, error: KafkaError) -> None:
-        if self.refusal is None and error.code() == KafkaError._AUTHENTICATION:
-            self.refusal = error.str()
+        if self.refusal is None:
+            if error.code() == KafkaError._AUTHENTICATION:
+                self.refusal = f"authentication failed: {error.str()}"
+            elif error.code() == KafkaError._SSL:
+                self.refusal = f"TLS handshake failed: {error.str()}"
 
     def raise_if_refused(self) -> None:
-        """Raise `CliError` with librdkafka's reason if a login was refused."""
+        """Raise `CliError` with librdkafka's reason if a login was refused
+        or a TLS handshake failed."""
         if self.refusal is not None:
-            raise CliError(f"authentication failed: {self.refusal}")
+            raise CliError(self.refusal)
 
 
 def librdkafka_settings(bootstrap: str, security: ClientSecurity,
                         watch: AuthenticationWatch) -> dict[str, Any]:
     """The settings every librdkafka client of a command starts from:
-    ``bootstrap.servers``, the ``--command-config`` security and, with SASL,
-    ``watch`` as the error callback (without SASL, librdkafka logs its
-    errors itself, as it always has)."""
+    ``bootstrap.servers``, the ``--command-config`` security and, with TLS
+    or SASL, ``watch`` as the error callback (on PLAINTEXT, librdkafka logs
+    its errors itself, as it always has)."""
     settings: dict[str, Any] = {"bootstrap.servers": bootstrap, **security.librdkafka()}
-    if security.sasl is not None:
+    if security.protocol != "PLAINTEXT":
         settings["error_cb"] = watch
     return settings
 

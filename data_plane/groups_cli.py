@@ -211,7 +211,7 @@ def _consumer_group_described(group: Any, timeout_ms: int,
 
     async def ask() -> _Described | None:
         client = KafkaProtocolClient(node.host, int(node.port), client_id="raftlog-groups",
-                                     request_timeout_ms=timeout_ms, sasl=security.sasl)
+                                     request_timeout_ms=timeout_ms, security=security.connection)
         try:
             response = await client.send(cgd0.ConsumerGroupDescribeRequest(
                 group_ids=(group.group_id,), include_authorized_operations=False))

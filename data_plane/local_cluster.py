@@ -50,10 +50,10 @@ from kio.schema.types import TopicName
 
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode, TransportError
 from raftlog.runtime import wire
 from raftlog.runtime.local_quorum import free_ports
-from raftlog.security.sasl import SaslCredentials
 
 from .config import ConfigError, load_config
 from .storage_format import StorageError, format_storage, random_uuid
@@ -312,6 +312,8 @@ class LocalCluster:
         self.pids: dict[int, int] = {}
         # Processes started by this object (reaped with wait); others by PID only.
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        # client_security, and the properties file (path, mtime) it came from.
+        self._client_security: tuple[tuple[str, int], ConnectionSecurity] | None = None
 
     # --- files ---------------------------------------------------------------------
 
@@ -360,15 +362,21 @@ class LocalCluster:
         return self.layout.bootstrap_controllers
 
     @property
-    def client_sasl(self) -> SaslCredentials | None:
-        """What a client authenticates with on the brokers' ``kafka_port``
-        listener: the nodes' own inter-broker credentials when the
-        properties make it SASL_PLAINTEXT (None: PLAINTEXT)."""
+    def client_security(self) -> ConnectionSecurity:
+        """How a client connects to the brokers' ``kafka_port`` listener:
+        as the nodes do on their inter-broker listener (its TLS settings and
+        SASL credentials; PLAINTEXT when it has neither). Read again only
+        when the first broker's properties file changes."""
         brokers = self.layout.brokers
         if not brokers or not self.config_path(brokers[0].node_id).is_file():
-            return None
-        config = load_config(str(self.config_path(brokers[0].node_id)), {})
-        return config.security.client_credentials(config.inter_broker_listener_name)
+            return PLAINTEXT_SECURITY
+        path = self.config_path(brokers[0].node_id)
+        stamp = (str(path), path.stat().st_mtime_ns)
+        if self._client_security is None or self._client_security[0] != stamp:
+            config = load_config(str(path), {})
+            self._client_security = (stamp, config.security.client_security(
+                config.inter_broker_listener_name))
+        return self._client_security[1]
 
     def write_configs(self) -> None:
         """Write every node's ``server.properties`` and ``cluster.json``."""
@@ -635,7 +643,7 @@ class LocalCluster:
             node = pending[0]
             assert node.kafka_port is not None
             async with probe_client(self.layout.host, node.kafka_port, 2000,
-                                    sasl=self.client_sasl) as client:
+                                    security=self.client_security) as client:
                 response = await send_or_none(client, md_req.MetadataRequest(
                     topics=(md_req.MetadataRequestTopic(topic_id=uuid.UUID(int=0),
                                                         name=TopicName(topic)),),
@@ -695,11 +703,11 @@ class LocalCluster:
                 break
         broker_ids = {n.node_id for n in self.layout.brokers}
         metadata_ok = set()
-        sasl = self.client_sasl
+        security = self.client_security
         for node in self.layout.brokers:
             if node.node_id not in alive - paused or node.kafka_port is None:
                 continue
-            async with probe_client(host, node.kafka_port, timeout_ms, sasl=sasl) as client:
+            async with probe_client(host, node.kafka_port, timeout_ms, security=security) as client:
                 request = md_req.MetadataRequest(
                     topics=(), allow_auto_topic_creation=False,
                     include_topic_authorized_operations=False)
@@ -785,13 +793,13 @@ class LocalCluster:
 @contextlib.asynccontextmanager
 async def probe_client(
     host: str, port: int, timeout_ms: int, *, client_id_prefix: str = "raftlog-local",
-    sasl: SaslCredentials | None = None,
+    security: ConnectionSecurity = PLAINTEXT_SECURITY,
 ) -> AsyncIterator[KafkaProtocolClient]:
     """A short-lived client for readiness probes (closed on exit)."""
     client = KafkaProtocolClient(host, port,
                                  client_id=f"{client_id_prefix}-{uuid.uuid4().hex[:6]}",
                                  request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms,
-                                 reconnect_backoff_max_ms=100, sasl=sasl)
+                                 reconnect_backoff_max_ms=100, security=security)
     try:
         yield client
     finally:

@@ -46,7 +46,7 @@ import os
 import random
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from metadata_quorum.controller.result import ControllerConfig
 from raftlog.clock import SystemClock
@@ -293,6 +293,7 @@ async def run_node(
                     connection_quotas=connection_quotas,
                     authenticator=sasl_authenticator(
                         config, broker_address.name, functools.partial(_image_of, lifecycle)),
+                    **_tls_options(config, broker_address.name),
                 )
             )
 
@@ -400,6 +401,15 @@ def sasl_authenticator(
     return functools.partial(SaslServerAuthenticator, factories,
                              config.security.failed_authentication_delay_ms,
                              config.security.max_receive_bytes)
+
+
+def _tls_options(config: NodeConfig, listener: str) -> dict[str, Any]:
+    """A TLS listener's server context and principal (none for PLAINTEXT
+    and SASL_PLAINTEXT)."""
+    settings = config.security.listener_tls(listener)
+    if settings is None:
+        return {}
+    return {"tls": settings.server, "tls_principal": settings.principal}
 
 
 def _image_of(lifecycle: BrokerLifecycle) -> MetadataImage:

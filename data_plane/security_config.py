@@ -1,15 +1,24 @@
-"""Listener security settings: which listeners speak SASL, with which
-mechanisms and users, and what this node authenticates with as a client of
-its inter-broker listener. Kafka's names and rules (KIP-43, KIP-103):
+"""Listener security settings: which listeners speak TLS and SASL, with
+which certificates, mechanisms and users, and how this node connects as a
+client of its inter-broker listener. Kafka's names and rules (KIP-43,
+KIP-103):
 
 - ``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs. Kafka's
   default maps each protocol's own name (PLAINTEXT, SSL, SASL_PLAINTEXT,
   SASL_SSL). When the map is set, every listener must be in it. When it is
   not, a listener with another name (``CONTROLLER``, ``EXTERNAL``) is
   PLAINTEXT: Kafka does that for controller listeners only.
-- Protocols served: PLAINTEXT and SASL_PLAINTEXT. TLS (SSL, SASL_SSL) is
-  refused at start-up, and so is SASL on a controller listener (the quorum's
-  own connections do not authenticate).
+- Protocols served: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL on broker
+  listeners. A controller listener is PLAINTEXT: anything else is refused at
+  start-up (the quorum's own connections neither encrypt nor authenticate).
+- TLS listeners take Kafka's ``ssl.*`` settings (`raftlog.security.tls`),
+  each also per listener as ``listener.name.<listener>.ssl.*``, which wins.
+  Every context is built here, so an unreadable keystore or a wrong
+  password fails start-up naming the setting. As in Kafka (KIP-684),
+  ``ssl.client.auth`` applies to a SASL_SSL listener only when set with its
+  listener prefix. On an SSL listener the client's principal is its
+  certificate's subject, mapped by ``ssl.principal.mapping.rules``
+  (ANONYMOUS without a certificate); on SASL_SSL it is the SASL login.
 - ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is not served), or
   per listener ``listener.name.<listener>.sasl.enabled.mechanisms``: PLAIN,
   SCRAM-SHA-256, SCRAM-SHA-512.
@@ -33,12 +42,15 @@ its inter-broker listener. Kafka's names and rules (KIP-43, KIP-103):
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from metadata_quorum.acls import parse_principal
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.sasl import DEFAULT_MAX_RECEIVE_BYTES
 from raftlog.security.jaas import (
     MODULES,
@@ -48,6 +60,16 @@ from raftlog.security.jaas import (
     plain_users,
 )
 from raftlog.security.sasl import PLAIN, SUPPORTED_MECHANISMS, SaslCredentials
+from raftlog.security.tls import (
+    TLS_SETTINGS,
+    PrincipalMapper,
+    TlsConfigError,
+    TlsSettings,
+    client_context,
+    peer_principal,
+    server_context,
+    tls_settings,
+)
 
 __all__ = (
     "DEFAULT_PROTOCOL_MAP",
@@ -55,14 +77,18 @@ __all__ = (
     "LISTENER_SECURITY_SETTINGS",
     "SECURITY_SETTINGS",
     "ListenerSasl",
+    "ListenerTls",
     "SecurityConfig",
     "SecurityConfigError",
     "parse_security",
 )
 
 PLAINTEXT: Final = "PLAINTEXT"
+SSL: Final = "SSL"
 SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
-_TLS: Final = frozenset({"SSL", "SASL_SSL"})
+SASL_SSL: Final = "SASL_SSL"
+_TLS: Final = frozenset({SSL, SASL_SSL})
+_SASL: Final = frozenset({SASL_PLAINTEXT, SASL_SSL})
 DEFAULT_PROTOCOL_MAP: Final = {name: name for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
                                                        "SASL_SSL")}
 
@@ -77,7 +103,7 @@ SECURITY_SETTINGS: Final = frozenset({
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
-})
+}) | TLS_SETTINGS
 
 #: The authorizer a node may name: Kafka's KRaft ACL authorizer (KIP-801).
 STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -87,12 +113,15 @@ STANDARD_AUTHORIZER: Final = "org.apache.kafka.metadata.authorizer.StandardAutho
 LISTENER_SECURITY_SETTINGS: Final = frozenset({
     "listener.name.<listener>.sasl.enabled.mechanisms",
     "listener.name.<listener>.<mechanism>.sasl.jaas.config",
+    "listener.name.<listener>.<ssl setting>",
 })
 
-#: ``listener.name.<l>.sasl.enabled.mechanisms`` and
-#: ``listener.name.<l>.<mechanism>.sasl.jaas.config``.
+#: ``listener.name.<l>.sasl.enabled.mechanisms``,
+#: ``listener.name.<l>.<mechanism>.sasl.jaas.config`` and
+#: ``listener.name.<l>.ssl.<...>``.
 LISTENER_SECURITY_SETTING: Final = re.compile(
-    r"listener\.name\.([a-z0-9_-]+)\.(sasl\.enabled\.mechanisms|([a-z0-9-]+)\.sasl\.jaas\.config)")
+    r"listener\.name\.([a-z0-9_-]+)\.(sasl\.enabled\.mechanisms|([a-z0-9-]+)\.sasl\.jaas\.config"
+    r"|(ssl\.[a-z.]+))")
 
 _DEFAULT_FAILURE_DELAY_MS: Final = 100
 
@@ -124,11 +153,26 @@ class ListenerSasl:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerTls:
+    """An SSL or SASL_SSL listener's settings and the contexts built from
+    them: the server's, and the client's this node connects to it with."""
+
+    listener: str
+    settings: TlsSettings
+    server: ssl.SSLContext = field(compare=False, repr=False)
+    client: ssl.SSLContext = field(compare=False, repr=False)
+    # Names a client from its certificate (SSL); None on SASL_SSL, where
+    # the SASL login names it.
+    principal: Callable[[Any], str] | None = field(compare=False, repr=False, default=None)
+
+
+@dataclass(frozen=True, slots=True)
 class SecurityConfig:
     """Every listener's security protocol and the SASL listeners' settings."""
 
     protocols: tuple[tuple[str, str], ...] = ()
     sasl: tuple[ListenerSasl, ...] = ()
+    tls: tuple[ListenerTls, ...] = ()
     # inter.broker.listener.name as set (None: the first broker listener).
     inter_broker_listener_name: str | None = None
     inter_broker_mechanism: str = "GSSAPI"
@@ -152,12 +196,27 @@ class SecurityConfig:
                 return entry
         return None
 
+    def listener_tls(self, listener: str) -> ListenerTls | None:
+        """The listener's TLS settings and contexts; None without TLS."""
+        for entry in self.tls:
+            if entry.listener == listener:
+                return entry
+        return None
+
     def client_credentials(self, listener: str) -> SaslCredentials | None:
         """What this node authenticates with on ``listener`` (the
         inter-broker mechanism's JAAS username and password); None when the
-        listener is PLAINTEXT."""
+        listener is not SASL."""
         entry = self.listener_sasl(listener)
         return None if entry is None else entry.client_credentials(self.inter_broker_mechanism)
+
+    def client_security(self, listener: str) -> ConnectionSecurity:
+        """How this node connects to ``listener`` as a client: its TLS
+        client context and SASL credentials, as the listener needs."""
+        sasl, tls = self.client_credentials(listener), self.listener_tls(listener)
+        if sasl is None and tls is None:
+            return PLAINTEXT_SECURITY
+        return ConnectionSecurity(sasl=sasl, tls=None if tls is None else tls.client)
 
 
 def parse_security(
@@ -178,16 +237,11 @@ def parse_security(
                 raise SecurityConfigError("listener.security.protocol.map",
                                           f"no security protocol for listener {name}")
             protocol = PLAINTEXT
-        if protocol in _TLS:
+        if protocol != PLAINTEXT and name in controller_listeners:
             raise SecurityConfigError(
                 "listener.security.protocol.map",
-                f"listener {name} is {protocol}: TLS is not supported (PLAINTEXT and "
-                "SASL_PLAINTEXT are)")
-        if protocol == SASL_PLAINTEXT and name in controller_listeners:
-            raise SecurityConfigError(
-                "listener.security.protocol.map",
-                f"controller listener {name} is SASL_PLAINTEXT: SASL is supported on broker "
-                "listeners only")
+                f"controller listener {name} is {protocol}: TLS and SASL are supported on "
+                "broker listeners only")
         protocols[name] = protocol
 
     default_mechanisms = _mechanisms("sasl.enabled.mechanisms",
@@ -196,10 +250,10 @@ def parse_security(
     sasl: list[ListenerSasl] = []
     for name in listeners:
         prefix = f"listener.name.{name.lower()}."
-        if protocols[name] != SASL_PLAINTEXT:
+        if protocols[name] not in _SASL:
             for key in [k for k in props if k.startswith(prefix) and "sasl." in k]:
                 raise SecurityConfigError(key, f"listener {name} is {protocols[name]}, not "
-                                               "SASL_PLAINTEXT")
+                                               "SASL_PLAINTEXT or SASL_SSL")
             continue
         setting = prefix + "sasl.enabled.mechanisms"
         mechanisms = (_mechanisms(setting, props[setting]) if setting in props
@@ -227,8 +281,18 @@ def parse_security(
             if (found := client_credentials(entry)) is not None)
         sasl.append(ListenerSasl(name, mechanisms, users, credentials))
 
+    tls = tuple(_listener_tls(props, name, protocols[name]) for name in listeners
+                if protocols[name] in _TLS)
+    for key in props:
+        match = LISTENER_SECURITY_SETTING.fullmatch(key)
+        if match is not None and match.group(4) is not None:
+            listener = next(n for n in listeners if n.lower() == match.group(1))
+            if protocols[listener] not in _TLS:
+                raise SecurityConfigError(key, f"listener {listener} is {protocols[listener]}, "
+                                               "not SSL or SASL_SSL")
+
     inter_mechanism = props.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip()
-    if inter_broker_listener is not None and protocols.get(inter_broker_listener) == SASL_PLAINTEXT:
+    if inter_broker_listener is not None and protocols.get(inter_broker_listener) in _SASL:
         entry = next(e for e in sasl if e.listener == inter_broker_listener)
         if inter_mechanism not in entry.mechanisms:
             raise SecurityConfigError(
@@ -262,6 +326,7 @@ def parse_security(
     return SecurityConfig(
         protocols=tuple(protocols.items()),
         sasl=tuple(sasl),
+        tls=tls,
         inter_broker_listener_name=props.get("inter.broker.listener.name", "").strip() or None,
         inter_broker_mechanism=inter_mechanism,
         failed_authentication_delay_ms=delay,
@@ -270,6 +335,24 @@ def parse_security(
         super_users=super_users,
         allow_everyone_if_no_acl=allow_text == "true",
     )
+
+
+def _listener_tls(props: Mapping[str, str], listener: str, protocol: str) -> ListenerTls:
+    """The TLS settings of ``listener`` (its ``listener.name.<l>.ssl.*``
+    over the node-wide ``ssl.*``) and the contexts built from them."""
+    prefix = f"listener.name.{listener.lower()}."
+    if protocol == SASL_SSL and prefix + "ssl.client.auth" not in props:
+        # KIP-684: on SASL_SSL the node-wide ssl.client.auth does not apply.
+        props = {k: v for k, v in props.items() if k != "ssl.client.auth"}
+    try:
+        settings = tls_settings(props, prefix)
+        server = server_context(settings)
+        client = client_context(settings)
+        mapper = PrincipalMapper.parse(settings.principal_mapping_rules)
+    except TlsConfigError as exc:
+        raise SecurityConfigError(exc.setting, str(exc).partition(": ")[2]) from None
+    principal = functools.partial(peer_principal, mapper=mapper) if protocol == SSL else None
+    return ListenerTls(listener, settings, server, client, principal)
 
 
 def _int(props: Mapping[str, str], setting: str, default: int, minimum: int) -> int:
@@ -333,6 +416,10 @@ def _jaas_settings(
         if listener is None:
             raise SecurityConfigError(key, f"no listener named {match.group(1)!r} (listeners: "
                                            f"{', '.join(sorted(by_lower))})")
+        if match.group(4) is not None:
+            if match.group(4) not in TLS_SETTINGS:
+                raise SecurityConfigError(key, "unknown setting")
+            continue  # read by _listener_tls
         if match.group(3) is None:
             continue  # sasl.enabled.mechanisms, read by the caller
         mechanism = match.group(3).upper()

@@ -45,8 +45,8 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from raftlog.net import KafkaProtocolClient
 from raftlog.net import kio_fixes as dt_resp
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode, TransportError
-from raftlog.security.sasl import SaslCredentials
 
 from .admin_cli import CliError, _Admin, _error_name, _metadata, _run_admin, add_command_config
 
@@ -58,14 +58,14 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
 
 class _Brokers:
     """Clients for specific brokers (by id), from a Metadata answer (which
-    names each broker's endpoint on the listener asked: ``sasl`` fits them
+    names each broker's endpoint on the listener asked: ``security`` fits them
     all)."""
 
     def __init__(self, metadata: md_resp.MetadataResponse, timeout_ms: int,
-                 sasl: SaslCredentials | None = None) -> None:
+                 security: ConnectionSecurity = PLAINTEXT_SECURITY) -> None:
         self.addresses = {int(b.node_id): (str(b.host), int(b.port)) for b in metadata.brokers}
         self.timeout_ms = timeout_ms
-        self.sasl = sasl
+        self.security = security
         self._clients: dict[int, KafkaProtocolClient] = {}
 
     async def send(self, broker_id: int, request: Any, version: int) -> Any:
@@ -77,7 +77,7 @@ class _Brokers:
             client = KafkaProtocolClient(*address, client_id="raftlog-transactions",
                                          request_timeout_ms=self.timeout_ms,
                                          connect_timeout_ms=min(self.timeout_ms, 5000),
-                                         sasl=self.sasl)
+                                         security=self.security)
             self._clients[broker_id] = client
         try:
             return await client.send(request, version)
@@ -157,7 +157,7 @@ async def _describe(brokers: _Brokers, transactional_id: str) -> tuple[
 def cmd_transactions(args: argparse.Namespace) -> int:
     async def body(admin: _Admin) -> int:
         metadata = await _metadata(admin, None)
-        brokers = _Brokers(metadata, args.timeout_ms, admin.sasl)
+        brokers = _Brokers(metadata, args.timeout_ms, admin.security)
         try:
             code: int = await _run(args, metadata, brokers)
             return code

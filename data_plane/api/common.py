@@ -16,8 +16,8 @@ from data_plane.broker.replica_manager import ReplicaManager
 from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.image import BrokerRegistration, MetadataImage
 from raftlog.net import RequestContext
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode
-from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("NO_THROTTLE", "NO_THROTTLE_MS", "UNREQUESTED_OPERATIONS", "BrokerApiContext", "endpoint_of")
 
@@ -45,7 +45,7 @@ class BrokerApiContext:
     cluster_id: str
     listener_name: str = "PLAINTEXT"
     #: What the coordinators authenticate with on ``listener_name`` (SASL).
-    sasl: SaslCredentials | None = None
+    security: ConnectionSecurity = PLAINTEXT_SECURITY
     #: Created with the context when not given (one set per broker listener).
     coordinators: BrokerCoordinators = field(default=None)  # type: ignore[assignment]
     #: KIP-227 fetch sessions, created with the context when not given; sized
@@ -62,7 +62,7 @@ class BrokerApiContext:
             object.__setattr__(self, "coordinators",  # type: ignore[unreachable]
                                BrokerCoordinators(self.metadata, self.replicas,
                                                   listener_name=self.listener_name,
-                                                  sasl=self.sasl))
+                                                  security=self.security))
         if self.authorization is None:
             object.__setattr__(self, "authorization",
                                AclAuthorization.from_config(self.replicas.static_config))

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from data_plane.broker.metadata_api import BrokerMetadata
 from metadata_quorum.image import BrokerRegistration
-from raftlog.net.client import KafkaProtocolClient
-from raftlog.security.sasl import SaslCredentials
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity, KafkaProtocolClient
 
 __all__ = ("BrokerClients", "endpoint")
 
@@ -28,12 +27,12 @@ class BrokerClients:
     """A client per broker (see the module docstring)."""
 
     def __init__(self, metadata: BrokerMetadata, listener_name: str, *, client_id: str,
-                 request_timeout_ms: int, sasl: SaslCredentials | None = None) -> None:
+                 request_timeout_ms: int, security: ConnectionSecurity = PLAINTEXT_SECURITY) -> None:
         self.metadata = metadata
         self.listener_name = listener_name
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
-        self.sasl = sasl
+        self.security = security
         self._clients: dict[int, tuple[tuple[str, int], KafkaProtocolClient]] = {}
 
     def get(self, broker_id: int) -> KafkaProtocolClient | None:
@@ -47,7 +46,7 @@ class BrokerClients:
         if cached is not None and cached[0] == address:
             return cached[1]
         client = KafkaProtocolClient(address[0], address[1], client_id=self.client_id,
-                                     request_timeout_ms=self.request_timeout_ms, sasl=self.sasl)
+                                     request_timeout_ms=self.request_timeout_ms, security=self.security)
         self._clients[broker_id] = (address, client)
         return client
 

@@ -33,8 +33,8 @@ from data_plane.txn.txn_log import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
 )
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode
-from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("BrokerCoordinators",)
 
@@ -62,7 +62,7 @@ class BrokerCoordinators:
     """Coordinator services of one broker (see the module docstring)."""
 
     def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager, *,
-                 listener_name: str = "PLAINTEXT", sasl: SaslCredentials | None = None
+                 listener_name: str = "PLAINTEXT", security: ConnectionSecurity = PLAINTEXT_SECURITY
                  ) -> None:
         self.metadata = metadata
         self.replicas = replicas
@@ -89,7 +89,7 @@ class BrokerCoordinators:
         self.txn_topic_partitions = int(config.get(
             "transaction.state.log.num.partitions", DEFAULT_NUM_PARTITIONS))
         self.transactions = TxnCoordinatorRuntime(
-            metadata, replicas, self.producer_ids, listener_name=listener_name, sasl=sasl,
+            metadata, replicas, self.producer_ids, listener_name=listener_name, security=security,
             num_partitions=self.txn_topic_partitions,
             abort_check_interval_ms=int(config.get(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -97,7 +97,7 @@ class BrokerCoordinators:
             max_timeout_ms=int(config.get("transaction.max.timeout.ms",
                                           DEFAULT_MAX_TXN_TIMEOUT_MS)))
         self.verifier = TxnVerifier(metadata, replicas, self.transactions_or_start,
-                                    listener_name=listener_name, sasl=sasl)
+                                    listener_name=listener_name, security=security)
         self._started = False
         self._creating: dict[str, asyncio.Task[None]] = {}
         replicas.add_close_hook(self.close)

@@ -21,24 +21,24 @@ async def attach_data_side(services: BrokerServices) -> None:
               "auto.create.topics.enable": "true" if config.auto_create_topics_enable else "false",
               "unclean.leader.election.enable":
                   "true" if config.unclean_leader_election_enable else "false"}
-    security = config.security
-    if security.acls_enabled:  # read by data_plane.api.authorization
+    settings = config.security
+    if settings.acls_enabled:  # read by data_plane.api.authorization
         static.update({"authorizer.class.name": STANDARD_AUTHORIZER,
-                       "super.users": ";".join(sorted(security.super_users)),
+                       "super.users": ";".join(sorted(settings.super_users)),
                        "allow.everyone.if.no.acl.found":
-                           "true" if security.allow_everyone_if_no_acl else "false"})
+                           "true" if settings.allow_everyone_if_no_acl else "false"})
     # The inter-broker listener (inter.broker.listener.name, else the first
     # broker listener) is what followers fetch on and brokers call each other
-    # on, authenticating as the listener's JAAS config says when it is SASL.
+    # on, with TLS and SASL as the listener's settings say.
     # Client requests are answered with the addresses of the listener each
     # came in on (RequestContext).
     listener_name = config.inter_broker_listener_name
-    sasl = config.security.client_credentials(listener_name)
+    security = settings.client_security(listener_name)
     replicas = ReplicaManager(services.metadata, log_dirs=config.log_dirs, static_config=static)
     fetchers = ReplicaFetcherManager(replicas, listener_name=listener_name,
-                                     client_factory=fetcher_client_factory(sasl))
+                                     client_factory=fetcher_client_factory(security))
     api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name,
-                           sasl=sasl)
+                           security=security)
     services.handlers.update(broker_handlers(api))
     services.supported.update(BROKER_API_VERSIONS)
     services.replicas = replicas

@@ -48,9 +48,8 @@ from data_plane.replication.types import (
     Role,
     TopicPartition,
 )
-from raftlog.net.client import KafkaProtocolClient
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity, KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, NetError
-from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("ClientFactory", "ReplicaFetcherManager")
 
@@ -66,18 +65,18 @@ _RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 _FULL_BUILD_INTERVAL_MS = 1_000
 
 
-def _default_client(host: str, port: int, sasl: SaslCredentials | None = None
+def _default_client(host: str, port: int, security: ConnectionSecurity = PLAINTEXT_SECURITY
                     ) -> KafkaProtocolClient:
     return KafkaProtocolClient(
         host, port, client_id="raftlog-replica-fetcher", request_timeout_ms=10_000,
-        connect_timeout_ms=3_000, sasl=sasl,
+        connect_timeout_ms=3_000, security=security,
     )
 
 
-def fetcher_client_factory(sasl: SaslCredentials | None) -> ClientFactory:
-    """The fetchers' clients, authenticating with ``sasl`` (the inter-broker
-    listener's credentials) when it is given."""
-    return _default_client if sasl is None else functools.partial(_default_client, sasl=sasl)
+def fetcher_client_factory(security: ConnectionSecurity) -> ClientFactory:
+    """The fetchers' clients, connecting as ``security`` says (the
+    inter-broker listener's TLS and SASL settings)."""
+    return functools.partial(_default_client, security=security)
 
 
 class ReplicaFetcherManager:

@@ -38,8 +38,8 @@ from data_plane.broker.broker_clients import BrokerClients, endpoint
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.waits import wait_event
 from data_plane.txn.markers import TxnMarkerRequest
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode
-from raftlog.security.sasl import SaslCredentials
 
 __all__ = ("FINAL_MARKER_ERRORS", "TxnMarkerChannel")
 
@@ -60,14 +60,14 @@ class TxnMarkerChannel:
     """Delivers transaction markers to partition leaders (see the module docstring)."""
 
     def __init__(self, metadata: BrokerMetadata, listener_name: str, on_written: OnWritten,
-                 *, sasl: SaslCredentials | None = None) -> None:
+                 *, security: ConnectionSecurity = PLAINTEXT_SECURITY) -> None:
         self.metadata = metadata
         self.listener_name = listener_name
         self.on_written = on_written
         self._queued: list[TxnMarkerRequest] = []
         self._in_flight: set[int] = set()
         self._clients = BrokerClients(metadata, listener_name, client_id="txn-marker-channel",
-                                      request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS, sasl=sasl)
+                                      request_timeout_ms=MARKER_REQUEST_TIMEOUT_MS, security=security)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()

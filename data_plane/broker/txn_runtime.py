@@ -57,9 +57,9 @@ from data_plane.txn.txn_log import (
     partition_for,
 )
 from data_plane.txn.txn_metadata import TxnMetadata
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode
 from raftlog.records import BatchBuilder, decode_records, parse_header
-from raftlog.security.sasl import SaslCredentials
 from raftlog.storage import Log
 
 __all__ = ("TxnCoordinatorRuntime",)
@@ -110,7 +110,7 @@ class TxnCoordinatorRuntime:
 
     def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager,
                  producer_ids: ProducerIdManager, *, listener_name: str,
-                 sasl: SaslCredentials | None = None,
+                 security: ConnectionSecurity = PLAINTEXT_SECURITY,
                  num_partitions: int = DEFAULT_NUM_PARTITIONS,
                  abort_check_interval_ms: int = DEFAULT_ABORT_CHECK_INTERVAL_MS,
                  max_timeout_ms: int | None = None) -> None:
@@ -121,7 +121,7 @@ class TxnCoordinatorRuntime:
         self.abort_check_interval_ms = abort_check_interval_ms
         self.max_timeout_ms = max_timeout_ms
         self.channel = TxnMarkerChannel(metadata, listener_name, self._on_marker_written,
-                                        sasl=sasl)
+                                        security=security)
         self._ids = _ReservedIds()
         self._slots: dict[int, _Slot] = {}
         self._tasks: set[asyncio.Task[None]] = set()

@@ -35,9 +35,9 @@ from data_plane.broker.broker_clients import BrokerClients
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.replication.types import AppendResult, TopicPartition
 from data_plane.txn.txn_log import TRANSACTION_STATE_TOPIC
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode
 from raftlog.records import RecordError, parse_header
-from raftlog.security.sasl import SaslCredentials
 
 if TYPE_CHECKING:
     from data_plane.broker.replica_manager import ProduceOutcome, ReplicaManager
@@ -66,13 +66,13 @@ class TxnVerifier:
 
     def __init__(self, metadata: BrokerMetadata, replicas: ReplicaManager,
                  runtime: Callable[[], TxnCoordinatorRuntime], *, listener_name: str,
-                 sasl: SaslCredentials | None = None) -> None:
+                 security: ConnectionSecurity = PLAINTEXT_SECURITY) -> None:
         self.metadata = metadata
         self.replicas = replicas
         self._runtime = runtime
         self.listener_name = listener_name
         self._clients = BrokerClients(metadata, listener_name, client_id="txn-verification",
-                                      request_timeout_ms=VERIFY_REQUEST_TIMEOUT_MS, sasl=sasl)
+                                      request_timeout_ms=VERIFY_REQUEST_TIMEOUT_MS, security=security)
 
     async def close(self) -> None:
         await self._clients.close()

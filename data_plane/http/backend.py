@@ -62,11 +62,11 @@ from data_plane.groups.describe import parse_assignment
 from metadata_quorum.image import BrokerRegistration, MetadataImage
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
+from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import ErrorCode, TransportError
 from raftlog.records import BatchBuilder, decode_records, iter_batches
 from raftlog.records.partitioner import partition_for_key
 from raftlog.runtime import wire
-from raftlog.security.sasl import SaslCredentials
 
 __all__ = (
     "ClusterBackend",
@@ -285,7 +285,7 @@ class NodeBackend:
     ``image`` returns the node's latest metadata image; ``driver`` is the
     node's `RaftDriver` (None on none); ``voters`` maps controller ids to
     their controller listener; ``listener_name`` picks which broker listener
-    to dial, and ``sasl`` is what to authenticate with on it (SASL_PLAINTEXT).
+    to dial, and ``security`` is how to connect to it (TLS and SASL as it needs).
     """
 
     def __init__(
@@ -297,7 +297,7 @@ class NodeBackend:
         driver: Any,
         voters: Mapping[int, tuple[str, int]],
         listener_name: str | None,
-        sasl: SaslCredentials | None = None,
+        security: ConnectionSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         self._cluster_id = cluster_id
         self._node_id = node_id
@@ -305,7 +305,7 @@ class NodeBackend:
         self._driver = driver
         self._voters = dict(voters)
         self._listener_name = listener_name
-        self._sasl = sasl
+        self._security = security
         self._clients: dict[tuple[str, int], KafkaProtocolClient] = {}
         self._round_robin = itertools.count()
 
@@ -334,7 +334,7 @@ class NodeBackend:
             client = KafkaProtocolClient(
                 *address, client_id=f"raftlog-rest-{self._node_id}",
                 request_timeout_ms=_TIMEOUT_MS + 5000, connect_timeout_ms=2000,
-                reconnect_backoff_max_ms=200, sasl=self._sasl,
+                reconnect_backoff_max_ms=200, security=self._security,
             )
             self._clients[address] = client
         return client

@@ -462,14 +462,16 @@ class NodeCollector(Collector):
             "(or its override) or max.connections.", value=quotas.refused)
         succeeded = CounterMetricFamily(
             "kafka_server_socket_server_metrics_successful_authentication",
-            "Connections that completed SASL authentication, per listener.",
+            "Connections that authenticated (a SASL login, or a TLS client on an SSL "
+            "listener), per listener.",
             labels=["listener"])
         failed = CounterMetricFamily(
             "kafka_server_socket_server_metrics_failed_authentication",
-            "SASL authentications refused (wrong credentials, unknown mechanism), "
-            "per listener.", labels=["listener"])
+            "Authentications refused (wrong SASL credentials, unknown mechanism, a TLS "
+            "certificate no ssl.principal.mapping.rules rule maps), per listener.",
+            labels=["listener"])
         for server in self.sources.listeners:
-            if server.authenticates:
+            if server.authenticates or server.tls:
                 succeeded.add_metric([server.listener_name], server.authentications)
                 failed.add_metric([server.listener_name], server.failed_authentications)
         yield succeeded

@@ -85,7 +85,7 @@ class NodeHttp:
             image=self.sources.image, driver=self.sources.driver,
             voters=self.config.voter_addresses,
             listener_name=self.config.inter_broker_listener_name if brokers else None,
-            sasl=self.config.security.client_credentials(self.config.inter_broker_listener_name),
+            security=self.config.security.client_security(self.config.inter_broker_listener_name),
         )
         self._server = HttpServer(
             build_app(self._backend, self.metrics, broker_state=self.sources.broker_state),

@@ -6,7 +6,12 @@ versions from kio). Shells: ``server.KafkaProtocolServer``,
 ``client.KafkaProtocolClient`` and ``client.NetworkClient``.
 """
 
-from raftlog.net.client import KafkaProtocolClient, NetworkClient
+from raftlog.net.client import (
+    PLAINTEXT_SECURITY,
+    ConnectionSecurity,
+    KafkaProtocolClient,
+    NetworkClient,
+)
 from raftlog.net.codec import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder
 from raftlog.net.errors import (
     ConnectFailedError,
@@ -30,8 +35,10 @@ from raftlog.net.server import (
 __all__ = (
     "DEFAULT_MAX_REQUEST_BYTES",
     "NO_RESPONSE",
+    "PLAINTEXT_SECURITY",
     "ApiSchemas",
     "ConnectFailedError",
+    "ConnectionSecurity",
     "DisconnectedError",
     "EncodedBody",
     "ErrorCode",

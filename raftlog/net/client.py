@@ -15,8 +15,13 @@ Following Kafka's ``NetworkClient``:
 - After a failed connect or a lost connection, the next attempt waits
   ``reconnect.backoff.ms`` (50) doubling per consecutive failure up to
   ``reconnect.backoff.max.ms`` (1000), with +/-20% jitter.
-- With ``sasl`` credentials, every new connection authenticates after the
-  ApiVersions handshake (SaslHandshake v1, then SaslAuthenticate until the
+- With TLS (``security.tls``, an ``ssl.SSLContext``), every connection
+  first completes a TLS handshake; the context decides whether the
+  server's certificate and host name are checked (Kafka's
+  ``ssl.endpoint.identification.algorithm``). A failed handshake is a
+  failed connect.
+- With SASL credentials (``security.sasl``), every new connection
+  authenticates after the ApiVersions handshake (SaslHandshake v1, then SaslAuthenticate until the
   mechanism completes) before any request is sent on it. A refusal fails
   the connection with SaslAuthenticationFailedError and counts as a failed
   connect (backoff), as Kafka's clients retry a broker's authentication.
@@ -29,6 +34,7 @@ import contextlib
 import logging
 import random
 import socket
+import ssl
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -53,6 +59,7 @@ from raftlog.net.errors import (
     ProtocolError,
     RequestTimeoutError,
     SaslAuthenticationFailedError,
+    TlsHandshakeFailedError,
     UnsupportedVersionError,
 )
 from raftlog.security.sasl import (
@@ -61,12 +68,34 @@ from raftlog.security.sasl import (
     SaslCredentials,
     sasl_client,
 )
+from raftlog.values import value
 
-__all__ = ("KafkaProtocolClient", "NetworkClient")
+__all__ = ("PLAINTEXT_SECURITY", "ConnectionSecurity", "KafkaProtocolClient", "NetworkClient")
 
 log = logging.getLogger(__name__)
 
 _JITTER: Final = 0.2
+
+
+@value
+class ConnectionSecurity:
+    """How a client's connections are secured (Kafka's security.protocol):
+    PLAINTEXT with neither, SSL with ``tls``, SASL_PLAINTEXT with ``sasl``,
+    SASL_SSL with both."""
+
+    sasl: SaslCredentials | None = None
+    # The client context: CAs, optional client certificate, host name check.
+    tls: ssl.SSLContext | None = None
+
+    @property
+    def protocol(self) -> str:
+        """Kafka's name for it: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        if self.sasl is None:
+            return "PLAINTEXT" if self.tls is None else "SSL"
+        return "SASL_PLAINTEXT" if self.tls is None else "SASL_SSL"
+
+
+PLAINTEXT_SECURITY: Final = ConnectionSecurity()
 
 
 class _Link(asyncio.Protocol):
@@ -179,7 +208,7 @@ class KafkaProtocolClient:
         software_name: str = "raftlog",
         software_version: str = "0.1.0",
         rng: random.Random | None = None,
-        sasl: SaslCredentials | None = None,
+        security: ConnectionSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         self.host = host
         self.port = port
@@ -201,7 +230,7 @@ class KafkaProtocolClient:
         self._peer_versions: dict[int, tuple[int, int]] | None = None
         self._negotiated: dict[int, int] | None = None
         self._closed = False
-        self.sasl = sasl
+        self.security = security
 
     # --- public -----------------------------------------------------------------
 
@@ -319,8 +348,8 @@ class KafkaProtocolClient:
             self._link = link
             if self.negotiate_api_versions:
                 await self._handshake(link, deadline)
-            if self.sasl is not None:
-                await self._authenticate(link, self.sasl, deadline)
+            if self.security.sasl is not None:
+                await self._authenticate(link, self.security.sasl, deadline)
             self._failures = 0
             return link
 
@@ -329,10 +358,21 @@ class KafkaProtocolClient:
         link = _Link(self, ClientConnection(self.client_id, self.max_response_bytes))
         try:
             async with asyncio.timeout(timeout_s):
-                await asyncio.get_running_loop().create_connection(
-                    lambda: link, self.host, self.port
-                )
-        except (OSError, TimeoutError) as exc:
+                if self.security.tls is None:
+                    await asyncio.get_running_loop().create_connection(
+                        lambda: link, self.host, self.port
+                    )
+                else:
+                    await asyncio.get_running_loop().create_connection(
+                        lambda: link, self.host, self.port, ssl=self.security.tls,
+                        server_hostname=self.host, ssl_handshake_timeout=max(timeout_s, 0.001),
+                    )
+        except ssl.SSLCertVerificationError as exc:
+            self._note_failure()
+            raise TlsHandshakeFailedError(
+                f"TLS handshake with {self.host}:{self.port} failed: {exc.verify_message}"
+            ) from exc
+        except (OSError, TimeoutError) as exc:  # other ssl.SSLErrors are OSErrors
             self._note_failure()
             raise ConnectFailedError(f"connect to {self.host}:{self.port} failed: {exc!r}") from exc
         return link

@@ -34,6 +34,7 @@ __all__ = (
     "RequestTimeoutError",
     "ResponseDecodeError",
     "SaslAuthenticationFailedError",
+    "TlsHandshakeFailedError",
     "TransportError",
     "UnknownApiKeyError",
     "UnsupportedVersionError",
@@ -122,6 +123,11 @@ class ConnectFailedError(DisconnectedError):
 class SaslAuthenticationFailedError(ConnectFailedError):
     """The peer refused this client's SASL authentication (or offered no
     mechanism it has); the connection was closed."""
+
+
+class TlsHandshakeFailedError(ConnectFailedError):
+    """This client could not verify the peer's certificate (not signed by a
+    trusted CA, or not for the host name dialled): retrying cannot mend it."""
 
 
 class RequestTimeoutError(TransportError):

@@ -34,6 +34,7 @@ import collections
 import contextlib
 import logging
 import socket
+import ssl
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -65,6 +66,10 @@ __all__ = (
 )
 
 log = logging.getLogger(__name__)
+
+# How long a TLS listener waits for a client's handshake (asyncio's default
+# is 60 s; Kafka bounds it by its connection setup).
+_TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
 
 
 @value
@@ -160,6 +165,13 @@ class KafkaProtocolServer:
     ``authenticator``: a SASL listener (SASL_PLAINTEXT): each connection gets
     a new `SaslServerAuthenticator` and serves nothing but ApiVersions and
     the SASL exchange until it completes; None: PLAINTEXT.
+    ``tls``: an SSL or SASL_SSL listener: every connection completes a TLS
+    handshake with this server context before its first byte is read (a
+    failed handshake only closes that connection). ``tls_principal`` names
+    the client from its TLS session (its certificate's mapped subject, or
+    ANONYMOUS without one): that is the connection's user on an SSL
+    listener; on SASL_SSL the SASL login is. It may raise ValueError (no
+    mapping rule matched): the connection then fails authentication.
 
     Raises ValueError for an inconsistent handler/supported table.
     """
@@ -176,6 +188,8 @@ class KafkaProtocolServer:
         max_in_flight_per_connection: int = 100,
         connection_quotas: ConnectionQuotas | None = None,
         authenticator: Callable[[], SaslServerAuthenticator] | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_principal: Callable[[Any], str] | None = None,
     ) -> None:
         if API_VERSIONS_KEY in handlers:
             raise ValueError("ApiVersions is built in; do not register a handler for it")
@@ -197,14 +211,21 @@ class KafkaProtocolServer:
         self._idle_sweep: asyncio.TimerHandle | None = None
         self._last_refusal_log = 0.0
         self._authenticator = authenticator
+        self._tls = tls
+        self._tls_principal = tls_principal
         # Counted SASL outcomes (Kafka's successful-/failed-authentication-total).
         self.authentications = 0
         self.failed_authentications = 0
 
     @property
     def authenticates(self) -> bool:
-        """Whether connections authenticate with SASL (SASL_PLAINTEXT)."""
+        """Whether connections authenticate with SASL (SASL_PLAINTEXT, SASL_SSL)."""
         return self._authenticator is not None
+
+    @property
+    def tls(self) -> bool:
+        """Whether connections are TLS (SSL, SASL_SSL)."""
+        return self._tls is not None
 
     @property
     def port(self) -> int:
@@ -218,9 +239,15 @@ class KafkaProtocolServer:
         if self._server is not None:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _ConnectionProtocol(self), self.host, self._port
-        )
+        if self._tls is None:
+            self._server = await loop.create_server(
+                lambda: _ConnectionProtocol(self), self.host, self._port
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: _ConnectionProtocol(self), self.host, self._port, ssl=self._tls,
+                ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
+            )
         if self._quotas is not None and self._quotas.limits.idle_ms >= 0:
             self._idle_sweep = loop.call_later(self._sweep_interval_s(), self._sweep_idle)
 
@@ -409,6 +436,27 @@ class _ConnectionProtocol(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._server._connections.add(self)
+        if self._server._tls is not None and not self._tls_user(transport):
+            self._closing = True
+            transport.close()
+
+    def _tls_user(self, transport: asyncio.BaseTransport) -> bool:
+        """Name the connection's user from its TLS session (an SSL
+        listener; SASL_SSL's login replaces it). False: refused."""
+        principal = self._server._tls_principal
+        if principal is None:
+            return True
+        try:
+            user = principal(transport.get_extra_info("ssl_object"))
+        except ValueError as exc:
+            self._server.failed_authentications += 1
+            log.info("%s: authentication failed for a connection from %s: %s",
+                     self._server.listener_name, self._peer, exc)
+            return False
+        if self._server._authenticator is None:
+            self._connection.user = user
+            self._server.authentications += 1
+        return True
 
     def data_received(self, data: bytes) -> None:
         if self._closing:

@@ -1,12 +1,15 @@
 """The CLI's ``--command-config FILE`` (data_plane.client_config): Kafka's
-client properties in, SASL credentials (or PLAINTEXT) out, and a readable
-refusal for anything the CLI's two clients could not both use."""
+client properties in, SASL credentials and a TLS context (or PLAINTEXT)
+out, and a readable refusal for anything the CLI's two clients could not
+both use."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
+import tls_pki
 
 from data_plane.client_config import (
     PLAINTEXT_CLIENT,
@@ -82,17 +85,73 @@ def test_no_file_an_empty_file_and_plaintext_all_mean_plaintext(tmp_path: Path) 
 
 
 def test_a_property_the_cli_cannot_pass_on_is_named_not_dropped() -> None:
-    message = _refusal({"security.protocol": "SASL_PLAINTEXT", "request.timeout.ms": "5000",
-                        "ssl.truststore.location": "/etc/truststore.jks"})
-    assert "request.timeout.ms, ssl.truststore.location: not supported here" in message
-    assert "sasl.jaas.config" in message  # what it does take
+    # ssl.client.auth is a listener's setting, not a client's.
+    message = _refusal({"security.protocol": "SASL_SSL", "request.timeout.ms": "5000",
+                        "ssl.client.auth": "required"})
+    assert "request.timeout.ms, ssl.client.auth: not supported here" in message
+    assert "sasl.jaas.config" in message and "ssl.truststore.location" in message
 
 
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
-def test_tls_protocols_are_refused(protocol: str) -> None:
-    message = _refusal({"security.protocol": protocol})
-    assert f"security.protocol={protocol}" in message
-    assert "PLAINTEXT or SASL_PLAINTEXT" in message
+def test_an_unknown_protocol_is_refused() -> None:
+    message = _refusal({"security.protocol": "KERBEROS"})
+    assert "security.protocol=KERBEROS" in message
+    assert "PLAINTEXT or SSL or SASL_PLAINTEXT or SASL_SSL" in message
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
+    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=(), clients=("alice",))
+
+
+def test_ssl_with_a_pem_truststore_and_a_pkcs12_keystore(pki: tls_pki.Pki) -> None:
+    security = client_security({
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem),
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(pki.identities["alice"].p12),
+        "ssl.keystore.password": pki.password})
+    assert security.protocol == "SSL" and security.sasl is None
+    assert isinstance(security.tls, ssl.SSLContext) and security.tls.check_hostname
+    assert security.connection.tls is security.tls
+    settings = security.librdkafka()
+    assert settings["security.protocol"] == "SSL"
+    assert settings["ssl.endpoint.identification.algorithm"] == "https"
+    assert settings["ssl.ca.pem"].startswith("-----BEGIN CERTIFICATE-----")
+    assert "BEGIN CERTIFICATE" in settings["ssl.certificate.pem"]
+    assert "PRIVATE KEY" in settings["ssl.key.pem"]
+
+
+def test_sasl_ssl_combines_a_login_and_tls_without_hostname_checks(pki: tls_pki.Pki) -> None:
+    security = client_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice", "sasl.password": "alice-secret",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem),
+        "ssl.endpoint.identification.algorithm": ""})
+    assert security.protocol == "SASL_SSL"
+    assert security.sasl == SaslCredentials("PLAIN", "alice", "alice-secret")
+    assert security.tls is not None and not security.tls.check_hostname
+    settings = security.librdkafka()
+    assert settings["ssl.endpoint.identification.algorithm"] == "none"
+    assert "ssl.certificate.pem" not in settings  # no keystore: no client certificate
+    assert settings["sasl.username"] == "alice"
+
+
+def test_tls_refusals_name_the_setting_without_echoing_the_password(pki: tls_pki.Pki) -> None:
+    message = _refusal({"security.protocol": "SSL", "ssl.keystore.type": "PKCS12",
+                        "ssl.keystore.location": str(pki.identities["alice"].p12),
+                        "ssl.keystore.password": "not-the-password"})
+    assert "ssl.keystore.password" in message and "not-the-password" not in message
+    message = _refusal({"security.protocol": "SSL",
+                        "ssl.truststore.location": "/nonexistent/ca.pem"})
+    assert "ssl.truststore.location" in message
+
+
+@pytest.mark.parametrize("protocol", [{}, {"security.protocol": "SASL_PLAINTEXT",
+                                           "sasl.mechanism": "PLAIN", "sasl.username": "a",
+                                           "sasl.password": "b"}])
+def test_ssl_settings_without_tls_are_refused(protocol: dict[str, str]) -> None:
+    message = _refusal({**protocol, "ssl.truststore.location": "/etc/ca.pem"})
+    assert "ssl.truststore.location set, but security.protocol is" in message
+    assert "(SSL or SASL_SSL use them)" in message
 
 
 def test_gssapi_is_refused_named_or_by_default() -> None:
@@ -144,12 +203,13 @@ def test_a_jaas_config_without_usable_credentials_is_refused(jaas: str, expected
 def test_sasl_settings_with_plaintext_are_refused(key: str) -> None:
     for protocol in ({}, {"security.protocol": "PLAINTEXT"}):
         message = _refusal({**protocol, key: "PLAIN"})
-        assert f"{key} set, but security.protocol is PLAINTEXT (set it to SASL_PLAINTEXT)" in message
+        assert f"{key} set, but security.protocol is PLAINTEXT (SASL_PLAINTEXT or SASL_SSL " \
+            "use them)" in message
 
 
 def test_refusals_name_the_file(tmp_path: Path) -> None:
-    path = _file(tmp_path, "security.protocol=SSL\n")
-    with pytest.raises(ClientConfigError, match=f"^{path}: security.protocol=SSL"):
+    path = _file(tmp_path, "security.protocol=TLS\n")
+    with pytest.raises(ClientConfigError, match=f"^{path}: security.protocol=TLS"):
         load_command_config(path)
 
 
@@ -172,10 +232,15 @@ def test_librdkafka_settings() -> None:
         "sasl.username": "bob", "sasl.password": "bob-secret"}
 
 
-def test_librdkafka_accepts_the_settings() -> None:
+def test_librdkafka_accepts_the_settings(pki: tls_pki.Pki) -> None:
     from confluent_kafka import Producer
 
-    security = ClientSecurity(SaslCredentials("PLAIN", "alice", "alice-secret"))
-    # No broker is contacted until a record is produced; a name librdkafka
-    # does not know would raise KafkaException here.
-    Producer({"bootstrap.servers": "127.0.0.1:1", **security.librdkafka()}).flush(0)
+    tls = client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                           "sasl.username": "alice", "sasl.password": "alice-secret",
+                           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem),
+                           "ssl.keystore.type": "PEM",
+                           "ssl.keystore.location": str(pki.identities["alice"].pem)})
+    for security in (ClientSecurity(SaslCredentials("PLAIN", "alice", "alice-secret")), tls):
+        # No broker is contacted until a record is produced; a name librdkafka
+        # does not know, or PEM text it cannot load, would raise KafkaException here.
+        Producer({"bootstrap.servers": "127.0.0.1:1", **security.librdkafka()}).flush(0)

@@ -62,8 +62,9 @@ def test_the_cluster_authenticates_itself_and_reports_its_credentials(
 ) -> None:
     # wait_ready probed every broker's SASL listener with the nodes' own
     # credentials (Metadata listing all three brokers).
-    credentials = cluster.client_sasl
+    credentials = cluster.client_security.sasl
     assert credentials is not None
+    assert cluster.client_security.protocol == "SASL_PLAINTEXT"
     assert (credentials.mechanism, credentials.username) == ("PLAIN", "broker")
 
 

@@ -20,7 +20,13 @@ from kio.schema.sasl_handshake.v1 import request as handshake_req
 from kio.schema.sasl_handshake.v1 import response as handshake_resp
 from net_messages import metadata_request, vote_request, vote_response
 
-from raftlog.net import KafkaProtocolClient, KafkaProtocolServer, RequestContext, registry
+from raftlog.net import (
+    ConnectionSecurity,
+    KafkaProtocolClient,
+    KafkaProtocolServer,
+    RequestContext,
+    registry,
+)
 from raftlog.net.codec import decode_response, encode_request
 from raftlog.net.connection import (
     ImmediateResponse,
@@ -259,7 +265,8 @@ def test_client_authenticates_and_handlers_see_the_user(
         async with KafkaProtocolServer("127.0.0.1", 0, {52: _who},
                                        authenticator=authenticator) as server:
             client = KafkaProtocolClient("127.0.0.1", server.port,
-                                         sasl=SaslCredentials(mechanism, user, password))
+                                         security=ConnectionSecurity(
+                                             sasl=SaslCredentials(mechanism, user, password)))
             await client.send(vote_request(2))
             await client.send(vote_request(2))  # same connection, authenticated once
             assert seen == [user, user]
@@ -288,7 +295,8 @@ def test_wrong_password_fails_after_the_failure_delay() -> None:
             "127.0.0.1", 0, {52: _who}, authenticator=lambda: authenticator(300),
         ) as server:
             client = KafkaProtocolClient("127.0.0.1", server.port,
-                                         sasl=SaslCredentials(PLAIN, "alice", "wrong"))
+                                         security=ConnectionSecurity(
+                                             sasl=SaslCredentials(PLAIN, "alice", "wrong")))
             started = time.monotonic()
             with pytest.raises(SaslAuthenticationFailedError) as info:
                 await client.send(vote_request(2))
@@ -304,7 +312,8 @@ def test_a_plaintext_listener_refuses_a_sasl_client() -> None:
     async def main() -> None:
         async with KafkaProtocolServer("127.0.0.1", 0, {52: _who}) as server:
             client = KafkaProtocolClient("127.0.0.1", server.port,
-                                         sasl=SaslCredentials(PLAIN, "alice", "alice-secret"))
+                                         security=ConnectionSecurity(
+                                             sasl=SaslCredentials(PLAIN, "alice", "alice-secret")))
             with pytest.raises(SaslAuthenticationFailedError, match=r"ILLEGAL_SASL_STATE|illegal"):
                 await client.send(vote_request(2))
             await client.close()
