@@ -1,0 +1,344 @@
+"""TLS on real 3-node clusters: Kafka's SSL and SASL_SSL listeners.
+
+The mutual-TLS cluster's only broker listener is SSL with
+``ssl.client.auth=required``: the brokers replicate to each other over it
+with their own certificate (acks=all with min.insync.replicas=2 needs both
+followers), every client must present a certificate signed by the cluster's
+CA, and the principal is the certificate's subject, mapped by
+``ssl.principal.mapping.rules`` and checked against ACLs. A client without a
+certificate, with one from another CA, or not trusting the brokers' CA gets
+nothing. The SASL_SSL cluster encrypts with TLS and names clients by their
+SASL login (PLAIN and SCRAM)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tls_pki
+from cluster_helpers import cli, eventually
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient
+
+from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+pytestmark = pytest.mark.timeout(300)
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# Client certificates (OU=clients) are named by their CN; anything else
+# (the brokers' certificate) by its whole subject.
+MAPPING = "RULE:^CN=([^,]*),OU=clients,.*$/$1/,DEFAULT"
+BROKER_PRINCIPAL = "User:CN=broker,OU=brokers,O=raftlog"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
+    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
+                            clients=("admin", "alice", "bob"))
+
+
+@pytest.fixture(scope="module")
+def rogue(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
+    """Another CA, trusted by nobody, with a client 'alice' of its own."""
+    return tls_pki.make_pki(tmp_path_factory.mktemp("rogue"), servers=(), clients=("alice",))
+
+
+def _start(directory: Path, properties: dict[str, str]) -> LocalCluster:
+    layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
+                                 properties={"min.insync.replicas": "2", **properties})
+    cluster = LocalCluster(directory, layout)
+    cluster.up(timeout_s=60)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def mtls(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    broker = pki.identities["broker"]
+    cluster = _start(tmp_path_factory.mktemp("mtls"), {
+        "listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(broker.p12),
+        "ssl.keystore.password": pki.password,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca_pem),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": MAPPING,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": f"{BROKER_PRINCIPAL};User:admin",
+    })
+    try:
+        yield cluster
+    finally:
+        cluster.stop(timeout_s=10)
+
+
+def tls(pki: tls_pki.Pki, user: str | None, *, ca: Path | None = None) -> dict[str, Any]:
+    """librdkafka settings: trust ``ca`` (default: the PKI's CA), present ``user``'s certificate."""
+    settings: dict[str, Any] = {"security.protocol": "SSL",
+                                "ssl.ca.location": str(ca or pki.ca_pem)}
+    if user is not None:
+        identity = pki.identities[user]
+        settings.update({"ssl.certificate.location": str(identity.cert_pem),
+                         "ssl.key.location": str(identity.key_pem)})
+    return settings
+
+
+def command_config(tmp_path: Path, pki: tls_pki.Pki, user: str, *,
+                   truststore: Path | None = None) -> str:
+    """Kafka-tool client properties: PKCS12 keystore, PEM truststore."""
+    path = tmp_path / f"{user}-ssl.properties"
+    path.write_text(
+        "security.protocol=SSL\n"
+        f"ssl.keystore.type=PKCS12\nssl.keystore.location={pki.identities[user].p12}\n"
+        f"ssl.keystore.password={pki.password}\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={truststore or pki.ca_pem}\n",
+        encoding="utf-8")
+    return str(path)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def produce(cluster: LocalCluster, settings: dict[str, Any], topic: str,
+            values: range) -> list[str]:
+    """Deliver ``values``; the error names, one per record ("" when delivered)."""
+    outcomes: list[str] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 10_000, "retries": 0, **settings})
+    for v in values:
+        producer.produce(topic, str(v).encode(), partition=0, on_delivery=lambda err, msg:
+                         outcomes.append("" if err is None else err.name()))
+    producer.flush(30)
+    return outcomes
+
+
+def test_the_cluster_connects_to_itself_over_tls(mtls: LocalCluster) -> None:
+    # wait_ready probed every broker's SSL listener with the nodes' own
+    # certificate (Metadata listing all three brokers).
+    assert mtls.client_security.protocol == "SSL"
+
+
+def test_mutual_tls_names_clients_by_certificate_for_acls(
+    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+) -> None:
+    b = mtls.bootstrap_servers
+    admin_config = command_config(tmp_path, pki, "admin")
+    ok(cli("topics", "create", "--topic", "orders", "--partitions", "1",
+           "--replication-factor", "3", "--bootstrap-server", b,
+           "--command-config", admin_config))
+
+    # alice's certificate maps to User:alice, who may do nothing yet.
+    refused = produce(mtls, tls(pki, "alice"), "orders", range(3))
+    assert refused and set(refused) == {"TOPIC_AUTHORIZATION_FAILED"}, refused
+
+    ok(cli("acls", "--add", "--allow-principal", "User:alice", "--producer", "--topic",
+           "orders", "--bootstrap-server", b, "--command-config", admin_config))
+    listed = ok(cli("acls", "--list", "--topic", "orders", "--bootstrap-server", b,
+                    "--command-config", admin_config))
+    assert "principal=User:alice" in listed
+
+    def delivered() -> None:
+        assert produce(mtls, tls(pki, "alice"), "orders", range(1)) == [""]
+
+    eventually(delivered, timeout_s=20)  # the ACL reaches the leader a moment later
+    # acks=all with min.insync.replicas=2: both followers fetched over mutual TLS.
+    assert produce(mtls, tls(pki, "alice"), "orders", range(1, 200)) == [""] * 199
+
+    from kafka import KafkaConsumer, TopicPartition  # kafka-python, as the super user
+
+    admin_identity = pki.identities["admin"]
+    reader = KafkaConsumer(bootstrap_servers=b, security_protocol="SSL",
+                           ssl_cafile=str(pki.ca_pem), ssl_certfile=str(admin_identity.cert_pem),
+                           ssl_keyfile=str(admin_identity.key_pem), enable_auto_commit=False,
+                           consumer_timeout_ms=15_000)
+    reader.assign([TopicPartition("orders", 0)])
+    reader.seek(TopicPartition("orders", 0), 0)
+    values = [int(m.value) for m in reader][:200]
+    reader.close()
+    assert values == list(range(200))
+
+    # bob has a certificate from the right CA but no ACL.
+    assert set(produce(mtls, tls(pki, "bob"), "orders", range(2))) == \
+        {"TOPIC_AUTHORIZATION_FAILED"}
+
+
+def test_clients_without_a_trusted_certificate_get_nothing(
+    mtls: LocalCluster, pki: tls_pki.Pki, rogue: tls_pki.Pki,
+) -> None:
+    for settings in ({"security.protocol": "SSL", "ssl.ca.location": str(pki.ca_pem)},  # none
+                     tls(rogue, "alice", ca=pki.ca_pem),  # signed by a CA the brokers distrust
+                     {}):  # PLAINTEXT on an SSL port
+        admin = AdminClient({"bootstrap.servers": mtls.bootstrap_servers, **settings})
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=3)
+
+    # The client does not trust the brokers' CA: librdkafka says so.
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": mtls.bootstrap_servers, "error_cb": errors.append,
+                         "message.timeout.ms": 3000, **tls(pki, "alice", ca=rogue.ca_pem)})
+    producer.produce("orders", b"never")
+    producer.flush(10)
+
+    def refused() -> None:
+        assert any(e.code() == KafkaError._SSL for e in errors), errors
+
+    eventually(refused, timeout_s=15)
+
+
+def test_the_cli_reports_an_untrusted_broker_certificate(
+    mtls: LocalCluster, pki: tls_pki.Pki, rogue: tls_pki.Pki, tmp_path: Path,
+) -> None:
+    config = command_config(tmp_path, pki, "admin", truststore=rogue.ca_pem)
+    started = time.monotonic()
+    result = cli("topics", "list", "--bootstrap-server", mtls.bootstrap_servers,
+                 "--command-config", config)
+    assert result.returncode == 2, (result.stdout, result.stderr)  # one line, no traceback
+    assert "TLS handshake" in result.stderr and "certificate" in result.stderr, result.stderr
+    assert time.monotonic() - started < 20  # at once, not at the command's timeout
+
+
+def _http(cluster: LocalCluster, node_id: int) -> str:
+    return f"http://{cluster.layout.host}:{cluster.layout.node(node_id).http_port}"
+
+
+def test_rest_produce_reaches_the_leader_over_tls_and_logins_are_counted(
+    mtls: LocalCluster,
+) -> None:
+    base = _http(mtls, 1)
+    with urllib.request.urlopen(base + "/healthz", timeout=10) as response:
+        cluster_id = json.loads(response.read())["cluster_id"]
+    request = urllib.request.Request(
+        f"{base}/v3/clusters/{cluster_id}/topics/orders/records",
+        data=json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": "rest"}}).encode(),
+        method="POST", headers={"Content-Type": "application/json"})
+
+    def produced() -> None:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert json.loads(response.read())["error_code"] == 200
+
+    eventually(produced, timeout_s=20)
+    counted = 0.0
+    for n in (1, 2, 3):
+        text = urllib.request.urlopen(_http(mtls, n) + "/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith("kafka_server_socket_server_metrics_successful_authentication_"
+                               'total{listener="PLAINTEXT"}'):
+                counted += float(line.split()[-1])
+    assert counted >= 6  # at least the followers' and probes' connections
+
+
+# --- SASL_SSL ----------------------------------------------------------------------
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="broker" password="broker-secret" '
+              'user_broker="broker-secret" user_alice="alice-secret";')
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[LocalCluster]:
+    cluster = _start(tmp_path_factory.mktemp("sasl-ssl"), {
+        "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:PLAINTEXT",
+        # A PEM keystore (KIP-651): key and chain in one file.
+        "listener.name.plaintext.ssl.keystore.type": "PEM",
+        "listener.name.plaintext.ssl.keystore.location": str(pki.identities["broker"].pem),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca_pem),
+        # Not for SASL_SSL without the listener prefix (KIP-684): ignored.
+        "ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    })
+    try:
+        yield cluster
+    finally:
+        cluster.stop(timeout_s=10)
+
+
+def sasl_tls(pki: tls_pki.Pki, user: str, password: str,
+             mechanism: str = "PLAIN") -> dict[str, Any]:
+    return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca_pem),
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+
+
+def test_sasl_ssl_logins_over_tls_without_client_certificates(
+    sasl_ssl: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+) -> None:
+    assert sasl_ssl.client_security.protocol == "SASL_SSL"
+    b = sasl_ssl.bootstrap_servers
+    alice = tmp_path / "alice.properties"
+    alice.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+                     "sasl.username=alice\nsasl.password=alice-secret\n"
+                     f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n",
+                     encoding="utf-8")
+    ok(cli("topics", "create", "--topic", "secure", "--partitions", "1",
+           "--replication-factor", "3", "--bootstrap-server", b, "--command-config", str(alice)))
+    ok(cli("configs", "alter", "--user", "bob", "--add-config",
+           "SCRAM-SHA-512=[iterations=4096,password=bob-secret]", "--bootstrap-server", b,
+           "--command-config", str(alice)))
+
+    bob = sasl_tls(pki, "bob", "bob-secret", "SCRAM-SHA-512")
+
+    def bob_delivers() -> None:
+        assert produce(sasl_ssl, bob, "secure", range(1)) == [""]
+
+    eventually(bob_delivers, timeout_s=20)  # the credential reaches every broker
+    assert produce(sasl_ssl, bob, "secure", range(1, 100)) == [""] * 99
+
+    from kafka import KafkaProducer  # kafka-python: PLAIN over SASL_SSL
+
+    other = KafkaProducer(bootstrap_servers=b, acks="all", security_protocol="SASL_SSL",
+                          ssl_cafile=str(pki.ca_pem), sasl_mechanism="PLAIN",
+                          sasl_plain_username="alice", sasl_plain_password="alice-secret")
+    for i in range(100, 150):
+        other.send("secure", str(i).encode(), partition=0).get(timeout=30)
+    other.close()
+
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "secure",
+                         "enable.auto.commit": False, **bob})
+    consumer.assign([CTP("secure", 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(values) < 150 and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            values.append(int(msg.value()))
+    consumer.close()
+    assert values == list(range(150))
+
+    # CLI consume over SASL_SSL, through librdkafka.
+    consumed = ok(cli("consume", "--topic", "secure", "--from-beginning", "--max-messages", "5",
+                      "--bootstrap-server", b, "--command-config", str(alice)))
+    assert consumed.split() == ["0", "1", "2", "3", "4"]
+
+
+def test_sasl_ssl_refuses_a_wrong_password_and_plaintext(
+    sasl_ssl: LocalCluster, pki: tls_pki.Pki,
+) -> None:
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": sasl_ssl.bootstrap_servers,
+                         "error_cb": errors.append, "message.timeout.ms": 3000,
+                         **sasl_tls(pki, "alice", "wrong")})
+    producer.produce("secure", b"never")
+    producer.flush(10)
+
+    def refused() -> None:
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+    eventually(refused, timeout_s=15)
+    # SASL without TLS on a SASL_SSL port gets nothing.
+    admin = AdminClient({"bootstrap.servers": sasl_ssl.bootstrap_servers,
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "alice", "sasl.password": "alice-secret"})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=3)
