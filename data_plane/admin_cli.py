@@ -40,9 +40,10 @@ reported as a `CliError` (one line, exit 2).
 
 Every command that takes ``--bootstrap-server`` (here and in the other
 ``*_cli`` modules) also takes Kafka's ``--command-config FILE``: the client
-properties (`data_plane.client_config`) its clients log in with on a
-SASL_PLAINTEXT listener. Controller listeners are always PLAINTEXT, so
-``--bootstrap-controller`` connections do not use it. A refused login is
+properties (`data_plane.client_config`) its clients connect with to a TLS
+or SASL listener; so does every command that takes
+``--bootstrap-controller``, for the controller listener. A refused login,
+a broker certificate that cannot be verified, or an authorizer's refusal is
 not retried: it fails the command at once, as in Kafka's tools.
 """
 
@@ -59,7 +60,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from kio.schema.create_partitions.v3 import request as cp_req
 from kio.schema.create_partitions.v3 import response as cp_resp
@@ -247,9 +248,17 @@ class _Admin:
                 if error is None:
                     return response
                 last_error = f"{address[0]}:{address[1]}: {error}"
+                if error.startswith(_REFUSALS):
+                    # The ACLs say no: asking again, or another node, will not change it.
+                    raise CliError(last_error)
             if time.monotonic() >= self._deadline:
                 raise CliError(last_error)
             await asyncio.sleep(0.2)
+
+
+#: Answers no retry mends (an authorizer's refusal).
+_REFUSALS: Final = ("CLUSTER_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
+                    "GROUP_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 
 
 def _run_admin(args: argparse.Namespace, body: Callable[[_Admin], Awaitable[int]]) -> int:
@@ -258,9 +267,7 @@ def _run_admin(args: argparse.Namespace, body: Callable[[_Admin], Awaitable[int]
     brokers = getattr(args, "bootstrap_server", None)
     bootstrap = brokers or args.bootstrap_controller
     security = command_security(args)
-    # Controller listeners are always PLAINTEXT in raftlog: the security
-    # settings are for brokers only.
-    connection = security.connection if brokers else PLAINTEXT_SECURITY
+    connection = security.connection
 
     async def run() -> int:
         admin = _Admin(_parse_bootstrap(bootstrap), args.timeout_ms, connection)
@@ -282,7 +289,7 @@ def add_command_config(parser: argparse.ArgumentParser, *, controllers: bool = F
             "and sasl.password), ssl.truststore.*, ssl.keystore.*, "
             "ssl.endpoint.identification.algorithm")
     if controllers:
-        text += "; for --bootstrap-server only (controller listeners are PLAINTEXT)"
+        text += "; with --bootstrap-controller, for the controller listener"
     parser.add_argument("--command-config", metavar="FILE", help=text)
 
 
@@ -899,6 +906,7 @@ def _admin_options(parser: argparse.ArgumentParser, *, broker: bool = False) -> 
         add_command_config(parser, controllers=True)
     else:
         parser.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT[,...]")
+        add_command_config(parser, controllers=True)
     parser.add_argument("--timeout-ms", type=int, default=15_000,
                         help="give up after this long without an acceptable answer")
 

@@ -55,7 +55,7 @@ from raftlog.net.errors import ErrorCode, TransportError
 from raftlog.runtime import wire
 from raftlog.runtime.local_quorum import free_ports
 
-from .config import ConfigError, load_config
+from .config import ConfigError, NodeConfig, load_config
 from .storage_format import StorageError, format_storage, random_uuid
 
 __all__ = (
@@ -312,8 +312,9 @@ class LocalCluster:
         self.pids: dict[int, int] = {}
         # Processes started by this object (reaped with wait); others by PID only.
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        # client_security, and the properties file (path, mtime) it came from.
-        self._client_security: tuple[tuple[str, int], ConnectionSecurity] | None = None
+        # Node configurations read for client_security and
+        # controller_security: path -> ((path, mtime), config).
+        self._configs: dict[str, tuple[tuple[str, int], NodeConfig]] = {}
 
     # --- files ---------------------------------------------------------------------
 
@@ -365,18 +366,31 @@ class LocalCluster:
     def client_security(self) -> ConnectionSecurity:
         """How a client connects to the brokers' ``kafka_port`` listener:
         as the nodes do on their inter-broker listener (its TLS settings and
-        SASL credentials; PLAINTEXT when it has neither). Read again only
-        when the first broker's properties file changes."""
-        brokers = self.layout.brokers
-        if not brokers or not self.config_path(brokers[0].node_id).is_file():
+        SASL credentials; PLAINTEXT when it has neither)."""
+        config = self._node_config(self.layout.brokers)
+        if config is None:
             return PLAINTEXT_SECURITY
-        path = self.config_path(brokers[0].node_id)
+        return config.security.client_security(config.inter_broker_listener_name)
+
+    @property
+    def controller_security(self) -> ConnectionSecurity:
+        """How a client connects to the controllers' ``controller_port``
+        listener: as the nodes themselves do."""
+        config = self._node_config(self.layout.controllers)
+        return PLAINTEXT_SECURITY if config is None else config.security.controller_security()
+
+    def _node_config(self, nodes: Sequence[NodeLayout]) -> NodeConfig | None:
+        """The first of ``nodes``' configuration (None before it is
+        written), read again only when its properties file changes."""
+        if not nodes or not self.config_path(nodes[0].node_id).is_file():
+            return None
+        path = self.config_path(nodes[0].node_id)
         stamp = (str(path), path.stat().st_mtime_ns)
-        if self._client_security is None or self._client_security[0] != stamp:
-            config = load_config(str(path), {})
-            self._client_security = (stamp, config.security.client_security(
-                config.inter_broker_listener_name))
-        return self._client_security[1]
+        cached = self._configs.get(str(path))
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, load_config(str(path), {}))
+            self._configs[str(path)] = cached
+        return cached[1]
 
     def write_configs(self) -> None:
         """Write every node's ``server.properties`` and ``cluster.json``."""
@@ -682,7 +696,8 @@ class LocalCluster:
         for node in self.layout.controllers:
             if node.node_id not in alive - paused or node.controller_port is None:
                 continue
-            async with probe_client(host, node.controller_port, timeout_ms) as client:
+            async with probe_client(host, node.controller_port, timeout_ms,
+                                    security=self.controller_security) as client:
                 if quorum is None:
                     request = wire.encode_request(DescribeQuorumRequest(), destination=-1)
                     response = await send_or_none(client, request, 2)

@@ -64,6 +64,7 @@ from raftlog.runtime.transport import KafkaTransport, raft_handlers
 from raftlog.security.sasl import PLAIN, SaslServer, plain_server, scram_server
 from raftlog.security.scram import ScramCredential
 
+from .api.authorization import AclAuthorization
 from .broker.client_quotas import QuotaWindow
 from .broker.connection_rate_quotas import IpConnectionRates
 from .broker.controller_channel import QuorumControllerChannel
@@ -78,6 +79,7 @@ from .broker.metadata_publisher import (
 )
 from .broker.services import BrokerServices, DataSide
 from .config import NodeConfig
+from .controller_acls import authorize_controller_handlers
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
 from .storage_format import check_formatted
@@ -195,6 +197,7 @@ async def run_node(
         fetch_max_wait_ms=quorum.fetch_max_wait_ms,
         cluster_id=cluster_id,
         local_endpoint=endpoints.get(config.node_id),
+        security=config.security.controller_security(),
     )
     driver = RaftDriver(
         core=core,
@@ -227,6 +230,12 @@ async def run_node(
         service.attach(driver)
         handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
         handlers.update(controller_handlers(service))
+        if config.security.acls_enabled:
+            handlers = authorize_controller_handlers(
+                handlers,
+                AclAuthorization(config.security.super_users,
+                                 config.security.allow_everyone_if_no_acl),
+                functools.partial(_committed_image, service))
         if http is not None:
             handlers = http.instrument(handlers)
         supported = dict(wire.SUPPORTED_VERSIONS)
@@ -242,6 +251,10 @@ async def run_node(
                 max_in_flight_per_connection=1000,
                 max_request_bytes=max_request_bytes,
                 connection_quotas=connection_quotas,
+                authenticator=sasl_authenticator(
+                    config, controller_listener.name,
+                    functools.partial(_committed_image, service)),
+                **_tls_options(config, controller_listener.name),
             )
         )
 
@@ -256,6 +269,7 @@ async def run_node(
                 request_timeout_ms=quorum.request_timeout_ms,
                 retry_backoff_ms=max(quorum.retry_backoff_ms, 50),
                 client_id=f"raftlog-broker-{config.node_id}",
+                security=config.security.controller_security(),
             ),
             publisher,
         )
@@ -410,6 +424,10 @@ def _tls_options(config: NodeConfig, listener: str) -> dict[str, Any]:
     if settings is None:
         return {}
     return {"tls": settings.server, "tls_principal": settings.principal}
+
+
+def _committed_image(service: ControllerService) -> MetadataImage:
+    return service.controller.committed_image
 
 
 def _image_of(lifecycle: BrokerLifecycle) -> MetadataImage:

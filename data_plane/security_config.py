@@ -8,9 +8,12 @@ KIP-103):
   SASL_SSL). When the map is set, every listener must be in it. When it is
   not, a listener with another name (``CONTROLLER``, ``EXTERNAL``) is
   PLAINTEXT: Kafka does that for controller listeners only.
-- Protocols served: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL on broker
-  listeners. A controller listener is PLAINTEXT: anything else is refused at
-  start-up (the quorum's own connections neither encrypt nor authenticate).
+- Protocols served: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL, on broker
+  and controller listeners alike. Every node dials the controllers on the
+  first of ``controller.listener.names``, so a broker-only node's map names
+  that listener's protocol too, and its ``listener.name.<controller>.*``
+  settings say how to connect (a truststore, a client certificate, the
+  JAAS ``username`` and ``password`` of ``sasl.mechanism.controller.protocol``).
 - TLS listeners take Kafka's ``ssl.*`` settings (`raftlog.security.tls`),
   each also per listener as ``listener.name.<listener>.ssl.*``, which wins.
   Every context is built here, so an unreadable keystore or a wrong
@@ -29,7 +32,9 @@ KIP-103):
   it connects to that listener (inter-broker).
 - ``inter.broker.listener.name`` (default: the first broker listener) and
   ``sasl.mechanism.inter.broker.protocol`` (Kafka's default GSSAPI: it must
-  be set when the inter-broker listener is SASL).
+  be set when the inter-broker listener is SASL);
+  ``sasl.mechanism.controller.protocol`` likewise for the controller
+  listener.
 - ``connection.failed.authentication.delay.ms`` (100): how long a failed
   authentication's answer is held before the connection is closed.
 - ``sasl.server.max.receive.size`` (524288): the largest frame a SASL
@@ -97,6 +102,7 @@ SECURITY_SETTINGS: Final = frozenset({
     "listener.security.protocol.map",
     "sasl.enabled.mechanisms",
     "sasl.mechanism.inter.broker.protocol",
+    "sasl.mechanism.controller.protocol",
     "inter.broker.listener.name",
     "connection.failed.authentication.delay.ms",
     "sasl.server.max.receive.size",
@@ -159,7 +165,9 @@ class ListenerTls:
 
     listener: str
     settings: TlsSettings
-    server: ssl.SSLContext = field(compare=False, repr=False)
+    # None for a listener this node only dials (a broker-only node's view
+    # of the controller listener).
+    server: ssl.SSLContext | None = field(compare=False, repr=False)
     client: ssl.SSLContext = field(compare=False, repr=False)
     # Names a client from its certificate (SSL); None on SASL_SSL, where
     # the SASL login names it.
@@ -176,6 +184,10 @@ class SecurityConfig:
     # inter.broker.listener.name as set (None: the first broker listener).
     inter_broker_listener_name: str | None = None
     inter_broker_mechanism: str = "GSSAPI"
+    # The first of controller.listener.names (what every node dials the
+    # controllers on) and sasl.mechanism.controller.protocol.
+    controller_listener_name: str | None = None
+    controller_mechanism: str = "GSSAPI"
     failed_authentication_delay_ms: int = _DEFAULT_FAILURE_DELAY_MS
     # sasl.server.max.receive.size: the largest frame before login.
     max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
@@ -203,20 +215,30 @@ class SecurityConfig:
                 return entry
         return None
 
-    def client_credentials(self, listener: str) -> SaslCredentials | None:
-        """What this node authenticates with on ``listener`` (the
-        inter-broker mechanism's JAAS username and password); None when the
-        listener is not SASL."""
+    def client_credentials(self, listener: str,
+                           mechanism: str | None = None) -> SaslCredentials | None:
+        """What this node authenticates with on ``listener``: ``mechanism``'s
+        (default: the inter-broker mechanism's) JAAS username and password;
+        None when the listener is not SASL."""
         entry = self.listener_sasl(listener)
-        return None if entry is None else entry.client_credentials(self.inter_broker_mechanism)
+        return None if entry is None else entry.client_credentials(
+            mechanism or self.inter_broker_mechanism)
 
-    def client_security(self, listener: str) -> ConnectionSecurity:
+    def client_security(self, listener: str, mechanism: str | None = None) -> ConnectionSecurity:
         """How this node connects to ``listener`` as a client: its TLS
-        client context and SASL credentials, as the listener needs."""
-        sasl, tls = self.client_credentials(listener), self.listener_tls(listener)
+        client context and SASL credentials (``mechanism``'s, default the
+        inter-broker one), as the listener needs."""
+        sasl, tls = self.client_credentials(listener, mechanism), self.listener_tls(listener)
         if sasl is None and tls is None:
             return PLAINTEXT_SECURITY
         return ConnectionSecurity(sasl=sasl, tls=None if tls is None else tls.client)
+
+    def controller_security(self) -> ConnectionSecurity:
+        """How this node connects to the controllers (the first controller
+        listener, with sasl.mechanism.controller.protocol)."""
+        if self.controller_listener_name is None:
+            return PLAINTEXT_SECURITY
+        return self.client_security(self.controller_listener_name, self.controller_mechanism)
 
 
 def parse_security(
@@ -229,26 +251,27 @@ def parse_security(
     SecurityConfigError naming the first bad setting."""
     explicit = props.get("listener.security.protocol.map", "").strip()
     protocol_map = _protocol_map(explicit) if explicit else dict(DEFAULT_PROTOCOL_MAP)
+    controller = controller_listeners[0] if controller_listeners else None
+    # The listeners this node serves, and the controller listener it only
+    # dials (a broker-only node).
+    dialled = (controller,) if controller is not None and controller not in listeners else ()
+    known = listeners + dialled
     protocols: dict[str, str] = {}
-    for name in listeners:
+    for name in known:
         protocol = protocol_map.get(name)
         if protocol is None:
             if explicit:
                 raise SecurityConfigError("listener.security.protocol.map",
                                           f"no security protocol for listener {name}")
             protocol = PLAINTEXT
-        if protocol != PLAINTEXT and name in controller_listeners:
-            raise SecurityConfigError(
-                "listener.security.protocol.map",
-                f"controller listener {name} is {protocol}: TLS and SASL are supported on "
-                "broker listeners only")
         protocols[name] = protocol
 
     default_mechanisms = _mechanisms("sasl.enabled.mechanisms",
                                      props.get("sasl.enabled.mechanisms", "GSSAPI"))
-    jaas = _jaas_settings(props, listeners)
+    controller_mechanism = props.get("sasl.mechanism.controller.protocol", "GSSAPI").strip()
+    jaas = _jaas_settings(props, known)
     sasl: list[ListenerSasl] = []
-    for name in listeners:
+    for name in known:
         prefix = f"listener.name.{name.lower()}."
         if protocols[name] not in _SASL:
             for key in [k for k in props if k.startswith(prefix) and "sasl." in k]:
@@ -256,8 +279,14 @@ def parse_security(
                                                "SASL_PLAINTEXT or SASL_SSL")
             continue
         setting = prefix + "sasl.enabled.mechanisms"
-        mechanisms = (_mechanisms(setting, props[setting]) if setting in props
-                      else default_mechanisms)
+        mechanisms: tuple[str, ...]
+        if name in dialled:  # only the mechanism this node logs in with
+            mechanisms = (controller_mechanism,)
+            setting = "sasl.mechanism.controller.protocol"
+        elif setting in props:
+            mechanisms = _mechanisms(setting, props[setting])
+        else:
+            mechanisms = default_mechanisms
         for mechanism in mechanisms:
             if mechanism not in SUPPORTED_MECHANISMS:
                 raise SecurityConfigError(
@@ -270,7 +299,7 @@ def parse_security(
                 raise SecurityConfigError(
                     _jaas_key(name, mechanism),
                     f"{mechanism} is not enabled on listener {name}")
-        if PLAIN in mechanisms and PLAIN not in entries:
+        if PLAIN in mechanisms and PLAIN not in entries and name not in dialled:
             raise SecurityConfigError(
                 _jaas_key(name, PLAIN),
                 f"is required: PLAIN is enabled on listener {name}, and its users are the "
@@ -281,12 +310,12 @@ def parse_security(
             if (found := client_credentials(entry)) is not None)
         sasl.append(ListenerSasl(name, mechanisms, users, credentials))
 
-    tls = tuple(_listener_tls(props, name, protocols[name]) for name in listeners
-                if protocols[name] in _TLS)
+    tls = tuple(_listener_tls(props, name, protocols[name], serves=name not in dialled)
+                for name in known if protocols[name] in _TLS)
     for key in props:
         match = LISTENER_SECURITY_SETTING.fullmatch(key)
         if match is not None and match.group(4) is not None:
-            listener = next(n for n in listeners if n.lower() == match.group(1))
+            listener = next(n for n in known if n.lower() == match.group(1))
             if protocols[listener] not in _TLS:
                 raise SecurityConfigError(key, f"listener {listener} is {protocols[listener]}, "
                                                "not SSL or SASL_SSL")
@@ -304,6 +333,19 @@ def parse_security(
                 _jaas_key(inter_broker_listener, inter_mechanism),
                 "needs username and password options: the brokers authenticate with them "
                 f"on the inter-broker listener {inter_broker_listener}")
+
+    if controller is not None and protocols[controller] in _SASL:
+        entry = next(e for e in sasl if e.listener == controller)
+        if controller_mechanism not in entry.mechanisms:
+            raise SecurityConfigError(
+                "sasl.mechanism.controller.protocol",
+                f"{controller_mechanism} is not enabled on the controller listener "
+                f"{controller} (enabled: {', '.join(entry.mechanisms)})")
+        if entry.client_credentials(controller_mechanism) is None:
+            raise SecurityConfigError(
+                _jaas_key(controller, controller_mechanism),
+                "needs username and password options: every node authenticates with them "
+                f"on the controller listener {controller}")
 
     delay = _int(props, "connection.failed.authentication.delay.ms", _DEFAULT_FAILURE_DELAY_MS, 0)
     max_receive = _int(props, "sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE_BYTES, 1)
@@ -329,6 +371,8 @@ def parse_security(
         tls=tls,
         inter_broker_listener_name=props.get("inter.broker.listener.name", "").strip() or None,
         inter_broker_mechanism=inter_mechanism,
+        controller_listener_name=controller,
+        controller_mechanism=controller_mechanism,
         failed_authentication_delay_ms=delay,
         max_receive_bytes=max_receive,
         acls_enabled=bool(authorizer),
@@ -337,16 +381,18 @@ def parse_security(
     )
 
 
-def _listener_tls(props: Mapping[str, str], listener: str, protocol: str) -> ListenerTls:
+def _listener_tls(props: Mapping[str, str], listener: str, protocol: str, *,
+                  serves: bool = True) -> ListenerTls:
     """The TLS settings of ``listener`` (its ``listener.name.<l>.ssl.*``
-    over the node-wide ``ssl.*``) and the contexts built from them."""
+    over the node-wide ``ssl.*``) and the contexts built from them (the
+    client's only when this node does not serve it)."""
     prefix = f"listener.name.{listener.lower()}."
     if protocol == SASL_SSL and prefix + "ssl.client.auth" not in props:
         # KIP-684: on SASL_SSL the node-wide ssl.client.auth does not apply.
         props = {k: v for k, v in props.items() if k != "ssl.client.auth"}
     try:
         settings = tls_settings(props, prefix)
-        server = server_context(settings)
+        server = server_context(settings) if serves else None
         client = client_context(settings)
         mapper = PrincipalMapper.parse(settings.principal_mapping_rules)
     except TlsConfigError as exc:

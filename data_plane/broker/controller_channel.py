@@ -26,7 +26,7 @@ from typing import Protocol
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from raftlog.net import KafkaProtocolClient
+from raftlog.net import PLAINTEXT_SECURITY, ConnectionSecurity, KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, NetError
 
 __all__ = (
@@ -93,6 +93,7 @@ class QuorumControllerChannel:
         request_timeout_ms: int = 5000,
         retry_backoff_ms: int = 100,
         client_id: str = "raftlog-broker",
+        security: ConnectionSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         if not controllers:
             raise ValueError("no controllers to talk to")
@@ -102,6 +103,7 @@ class QuorumControllerChannel:
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._client_id = client_id
+        self._security = security
         self._clients: dict[int, KafkaProtocolClient] = {}
         self._active: int | None = None
         self._next = 0  # rotation index into _order
@@ -172,6 +174,7 @@ class QuorumControllerChannel:
                 client_id=self._client_id,
                 request_timeout_ms=self._request_timeout_ms,
                 connect_timeout_ms=min(self._request_timeout_ms, 1000),
+                security=self._security,
             )
             self._clients[node_id] = client
         return client

@@ -31,7 +31,14 @@ from raftlog.consensus.messages import (
     Request,
     Response,
 )
-from raftlog.net import Handler, KafkaApiError, NetworkClient, RequestContext
+from raftlog.net import (
+    PLAINTEXT_SECURITY,
+    ConnectionSecurity,
+    Handler,
+    KafkaApiError,
+    NetworkClient,
+    RequestContext,
+)
 from raftlog.net.errors import RequestTimeoutError, TransportError
 from raftlog.runtime import wire
 from raftlog.runtime.driver import RaftDriver
@@ -46,7 +53,8 @@ class KafkaTransport:
 
     ``addresses`` maps node id -> (host, port) of its controller listener.
     ``request_timeout_ms`` is ``controller.quorum.request.timeout.ms``; fetch
-    requests get ``fetch_max_wait_ms`` on top (they long-poll).
+    requests get ``fetch_max_wait_ms`` on top (they long-poll). ``security``:
+    how the controller listener wants connections (TLS, SASL).
     """
 
     def __init__(
@@ -58,6 +66,7 @@ class KafkaTransport:
         fetch_max_wait_ms: int,
         cluster_id: str | None = None,
         local_endpoint: wire.Endpoint | None = None,
+        security: ConnectionSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         self.local_id = local_id
         self.cluster_id = cluster_id
@@ -67,9 +76,11 @@ class KafkaTransport:
             addresses,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms + fetch_max_wait_ms,
+            security=security,
         )
         self._control_pool = NetworkClient(
-            addresses, client_id=client_id, request_timeout_ms=request_timeout_ms
+            addresses, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._known = frozenset(addresses)
 

@@ -80,9 +80,9 @@ def test_an_explicit_map_names_protocols_and_the_inter_broker_listener() -> None
     ({"listener.security.protocol.map": "SASL_PLAINTEXT"},
      "listener.security.protocol.map", "is not LISTENER:PROTOCOL"),
     ({"listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"},
-     "listener.security.protocol.map", "TLS and SASL are supported on broker listeners only"),
+     "listener.name.controller.plain.sasl.jaas.config", "PLAIN is enabled on listener CONTROLLER"),
     ({"listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SSL"},
-     "listener.security.protocol.map", "CONTROLLER is SSL"),
+     "ssl.keystore.location", "needs a keystore"),
     ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms",
      "GSSAPI is not supported"),
     ({"sasl.enabled.mechanisms": "SCRAM-SHA-256"},
@@ -152,3 +152,49 @@ def test_the_pre_login_receive_size_has_kafkas_default_and_can_be_set() -> None:
     assert config.security.max_receive_bytes == 4096
     with pytest.raises(ConfigError, match="must be >= 1"):
         parse_config({**BASE, "sasl.server.max.receive.size": "0"}, {})
+
+
+CONTROLLER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                   'username="controller" password="c-secret" user_controller="c-secret";')
+
+
+def test_a_sasl_controller_listener_and_the_mechanism_nodes_dial_it_with() -> None:
+    props = {**BASE, "listener.security.protocol.map":
+             "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+             "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS}
+    with pytest.raises(ConfigError) as info:  # Kafka's default is GSSAPI
+        parse_config(props, {})
+    assert info.value.setting == "sasl.mechanism.controller.protocol"
+    assert "GSSAPI is not enabled on the controller listener CONTROLLER" in str(info.value)
+
+    config = parse_config({**props, "sasl.mechanism.controller.protocol": "PLAIN"}, {})
+    assert config.security.controller_listener_name == "CONTROLLER"
+    security = config.security.controller_security()
+    assert security.protocol == "SASL_PLAINTEXT"
+    assert security.sasl == SaslCredentials(PLAIN, "controller", "c-secret")
+    controller = config.security.listener_sasl("CONTROLLER")
+    assert controller is not None and dict(controller.plain_users) == {"controller": "c-secret"}
+
+
+def test_a_broker_only_node_needs_just_its_own_login_for_a_sasl_controller_listener() -> None:
+    props = {
+        "node.id": "4", "process.roles": "broker", "log.dirs": "/data/a",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "PLAINTEXT://127.0.0.1:9092", "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.mechanism.controller.protocol": "SCRAM-SHA-256",
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config(props, {})
+    assert info.value.setting == "listener.name.controller.scram-sha-256.sasl.jaas.config"
+
+    config = parse_config({**props, "listener.name.controller.scram-sha-256.sasl.jaas.config":
+                           SCRAM_JAAS}, {})
+    assert config.security.controller_security().sasl == SaslCredentials(
+        SCRAM_SHA_256, "admin", "admin-secret")
+    assert config.security.client_security("PLAINTEXT").protocol == "PLAINTEXT"
+
+    # Without the controller listener in the map, the map is incomplete.
+    with pytest.raises(ConfigError, match="no security protocol for listener CONTROLLER"):
+        parse_config({**props, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}, {})

@@ -124,3 +124,25 @@ def test_the_environment_overrides_a_listeners_ssl_setting(pki: tls_pki.Pki) -> 
     with pytest.raises(ConfigError) as info:
         parse_config({**BASE, **_ssl(pki)}, environ)
     assert info.value.setting == key
+
+
+def test_a_tls_controller_listener_and_a_broker_only_node_that_dials_it(pki: tls_pki.Pki) -> None:
+    config = parse_config({**BASE, **_ssl(pki), "listener.security.protocol.map":
+                           "INTERNAL:SSL,EXTERNAL:PLAINTEXT,CONTROLLER:SSL"}, {})
+    controller = config.security.listener_tls("CONTROLLER")
+    assert controller is not None and controller.server is not None
+    assert config.security.controller_security().protocol == "SSL"
+
+    # A broker-only node serves no controller listener: a truststore is all
+    # it needs to dial one (no keystore, no server context).
+    broker = parse_config({
+        "node.id": "4", "process.roles": "broker", "log.dirs": "/data/a",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "PLAINTEXT://127.0.0.1:9092", "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "listener.name.controller.ssl.truststore.type": "PEM",
+        "listener.name.controller.ssl.truststore.location": str(pki.ca_pem)}, {})
+    dialled = broker.security.listener_tls("CONTROLLER")
+    assert dialled is not None and dialled.server is None
+    security = broker.security.controller_security()
+    assert security.protocol == "SSL" and security.tls is dialled.client
