@@ -1,7 +1,8 @@
 """ACLs on a real 3-node cluster (KIP-801's StandardAuthorizer): the broker
-listener is SASL_PLAINTEXT with PLAIN users, ``User:broker`` (the nodes'
-own login) and ``User:admin`` are super users, and everyone else may do
-only what an ACL allows. `raftlog acls` (kafka-acls.sh) manages the ACLs;
+and controller listeners are SASL_PLAINTEXT with PLAIN users, ``User:broker``
+(the nodes' own login, on both) and ``User:admin`` are super users, and
+everyone else may do only what an ACL allows, on brokers and controllers
+alike. `raftlog acls` (kafka-acls.sh) manages the ACLs;
 real clients (librdkafka) are refused and then served as ACLs come and go.
 Replication runs as the super user ``broker``: acks=all with
 min.insync.replicas=2 is acknowledged only after two followers fetched."""
@@ -37,10 +38,12 @@ JAAS = (f'{PLAIN} required username="broker" password="broker-secret" '
         + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
 PROPERTIES = {
     "min.insync.replicas": "2",
-    "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
     "sasl.enabled.mechanisms": "PLAIN",
     "sasl.mechanism.inter.broker.protocol": "PLAIN",
+    "sasl.mechanism.controller.protocol": "PLAIN",
     "listener.name.plaintext.plain.sasl.jaas.config": JAAS,
+    "listener.name.controller.plain.sasl.jaas.config": JAAS,
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:broker;User:admin",
 }
@@ -191,7 +194,7 @@ def test_cli_acls_add_list_and_remove(cluster: LocalCluster, tmp_path: Path) -> 
         f"Acl (pattern={resource}, entry={entry('User:acl-alice', 'READ')[1:]}) "
         "already exists.\n"), out.stdout
     text = cli("acls", "--list", "--principal", "User:acl-alice", "--bootstrap-controller",
-               cluster.bootstrap_controllers).stdout
+               cluster.bootstrap_controllers, *auth).stdout
     assert text == "\n".join(["ACLs for principal `User:acl-alice`",
                               f"Current ACLs for resource `{resource}`:", *alice, "", ""]), text
     admin_client = AdminClient({"bootstrap.servers": b, **login("admin")})
@@ -252,3 +255,34 @@ def test_internal_work_runs_as_the_super_user(cluster: LocalCluster) -> None:
             values.append(int(msg.value()))
     consumer.close()
     assert values == list(range(5))
+
+
+def test_the_controllers_authenticate_and_authorize_too(
+    cluster: LocalCluster, tmp_path: Path,
+) -> None:
+    """The quorum and the brokers log in to the controller listener as
+    ``broker`` (a super user: its Vote, Fetch, BrokerHeartbeat and
+    forwarded requests need CLUSTER_ACTION or more); a client that speaks
+    to the controllers is checked as a broker would check it."""
+    c = cluster.bootstrap_controllers
+    assert cluster.controller_security.protocol == "SASL_PLAINTEXT"
+    # The cluster came up and elected a leader: the quorum authenticated.
+    status = ok(cli("quorum", "describe", "--status", "--bootstrap-controller", c,
+                    "--command-config", command_config(tmp_path, "admin")))
+    assert "LeaderId" in status
+    # Without a login the controllers say nothing.
+    refused = cli("quorum", "describe", "--status", "--bootstrap-controller", c, "--timeout-ms", "3000")
+    assert refused.returncode == 2, refused.stdout
+    # alice logs in, but may not describe the quorum or change ACLs there.
+    alice = ("--command-config", command_config(tmp_path, "alice"))
+    denied = cli("quorum", "describe", "--status", "--bootstrap-controller", c, *alice)
+    assert denied.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr, \
+        denied.stderr
+    denied = cli("acls", "--add", "--allow-principal", "User:alice", "--operation", "All",
+                 "--topic", "*", "--bootstrap-controller", c, *alice)
+    assert denied.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr, \
+        denied.stderr
+    denied = cli("topics", "create", "--topic", "by-alice", "--partitions", "1",
+                 "--replication-factor", "3", "--bootstrap-controller", c, *alice)
+    assert denied.returncode == 2 and "TOPIC_AUTHORIZATION_FAILED" in denied.stderr, \
+        denied.stderr

@@ -1,8 +1,8 @@
 """TLS on real 3-node clusters: Kafka's SSL and SASL_SSL listeners.
 
-The mutual-TLS cluster's only broker listener is SSL with
-``ssl.client.auth=required``: the brokers replicate to each other over it
-with their own certificate (acks=all with min.insync.replicas=2 needs both
+The mutual-TLS cluster's broker and controller listeners are SSL with
+``ssl.client.auth=required``: the quorum runs over TLS, the brokers
+replicate to each other with their own certificate (acks=all with min.insync.replicas=2 needs both
 followers), every client must present a certificate signed by the cluster's
 CA, and the principal is the certificate's subject, mapped by
 ``ssl.principal.mapping.rules`` and checked against ACLs. A client without a
@@ -62,7 +62,7 @@ def _start(directory: Path, properties: dict[str, str]) -> LocalCluster:
 def mtls(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     broker = pki.identities["broker"]
     cluster = _start(tmp_path_factory.mktemp("mtls"), {
-        "listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:SSL",
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": str(broker.p12),
         "ssl.keystore.password": pki.password,
@@ -121,10 +121,24 @@ def produce(cluster: LocalCluster, settings: dict[str, Any], topic: str,
     return outcomes
 
 
-def test_the_cluster_connects_to_itself_over_tls(mtls: LocalCluster) -> None:
-    # wait_ready probed every broker's SSL listener with the nodes' own
-    # certificate (Metadata listing all three brokers).
+def test_the_cluster_connects_to_itself_over_tls(
+    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+) -> None:
+    # wait_ready probed every broker's and controller's SSL listener with
+    # the nodes' own certificate (Metadata listing all three brokers, a
+    # quorum with a leader): the quorum and the brokers' heartbeats ran over
+    # mutual TLS as the brokers' certificate, a super user.
     assert mtls.client_security.protocol == "SSL"
+    assert mtls.controller_security.protocol == "SSL"
+    c = mtls.bootstrap_controllers
+    status = ok(cli("quorum", "describe", "--status", "--bootstrap-controller", c,
+                    "--command-config", command_config(tmp_path, pki, "admin")))
+    assert "CurrentVoters:          [1,2,3]" in status, status
+    # bob's certificate is trusted, but bob may not describe the quorum.
+    denied = cli("quorum", "describe", "--status", "--bootstrap-controller", c,
+                 "--command-config", command_config(tmp_path, pki, "bob"))
+    assert denied.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr, \
+        denied.stderr
 
 
 def test_mutual_tls_names_clients_by_certificate_for_acls(
