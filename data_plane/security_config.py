@@ -321,31 +321,14 @@ def parse_security(
                                                "not SSL or SASL_SSL")
 
     inter_mechanism = props.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip()
-    if inter_broker_listener is not None and protocols.get(inter_broker_listener) in _SASL:
-        entry = next(e for e in sasl if e.listener == inter_broker_listener)
-        if inter_mechanism not in entry.mechanisms:
-            raise SecurityConfigError(
-                "sasl.mechanism.inter.broker.protocol",
-                f"{inter_mechanism} is not enabled on the inter-broker listener "
-                f"{inter_broker_listener} (enabled: {', '.join(entry.mechanisms)})")
-        if entry.client_credentials(inter_mechanism) is None:
-            raise SecurityConfigError(
-                _jaas_key(inter_broker_listener, inter_mechanism),
-                "needs username and password options: the brokers authenticate with them "
-                f"on the inter-broker listener {inter_broker_listener}")
-
-    if controller is not None and protocols[controller] in _SASL:
-        entry = next(e for e in sasl if e.listener == controller)
-        if controller_mechanism not in entry.mechanisms:
-            raise SecurityConfigError(
-                "sasl.mechanism.controller.protocol",
-                f"{controller_mechanism} is not enabled on the controller listener "
-                f"{controller} (enabled: {', '.join(entry.mechanisms)})")
-        if entry.client_credentials(controller_mechanism) is None:
-            raise SecurityConfigError(
-                _jaas_key(controller, controller_mechanism),
-                "needs username and password options: every node authenticates with them "
-                f"on the controller listener {controller}")
+    if inter_broker_listener is not None:
+        _check_client_login(sasl, protocols, inter_broker_listener, inter_mechanism,
+                            "sasl.mechanism.inter.broker.protocol", "inter-broker",
+                            "the brokers authenticate")
+    if controller is not None:
+        _check_client_login(sasl, protocols, controller, controller_mechanism,
+                            "sasl.mechanism.controller.protocol", "controller",
+                            "every node authenticates")
 
     delay = _int(props, "connection.failed.authentication.delay.ms", _DEFAULT_FAILURE_DELAY_MS, 0)
     max_receive = _int(props, "sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE_BYTES, 1)
@@ -379,6 +362,25 @@ def parse_security(
         super_users=super_users,
         allow_everyone_if_no_acl=allow_text == "true",
     )
+
+
+def _check_client_login(sasl: list[ListenerSasl], protocols: Mapping[str, str], listener: str,
+                        mechanism: str, setting: str, role: str, who: str) -> None:
+    """On a SASL ``listener`` this node dials (the inter-broker or the
+    controller one), ``mechanism`` must be enabled and its JAAS config
+    must give a username and password."""
+    if protocols.get(listener) not in _SASL:
+        return
+    entry = next(e for e in sasl if e.listener == listener)
+    if mechanism not in entry.mechanisms:
+        raise SecurityConfigError(
+            setting, f"{mechanism} is not enabled on the {role} listener {listener} "
+                     f"(enabled: {', '.join(entry.mechanisms)})")
+    if entry.client_credentials(mechanism) is None:
+        raise SecurityConfigError(
+            _jaas_key(listener, mechanism),
+            f"needs username and password options: {who} with them on the {role} listener "
+            f"{listener}")
 
 
 def _listener_tls(props: Mapping[str, str], listener: str, protocol: str, *,

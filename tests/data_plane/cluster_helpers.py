@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -60,3 +62,35 @@ def eventually(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.2)
+
+
+def http_base(cluster: LocalCluster, node_id: int) -> str:
+    return f"http://{cluster.layout.host}:{cluster.layout.node(node_id).http_port}"
+
+
+def rest_produce(cluster: LocalCluster, topic: str, value: str, *, node_id: int = 1,
+                 timeout_s: float = 40) -> dict[str, Any]:
+    """POST one record to partition 0 of ``topic`` through node ``node_id``'s
+    REST API (v3); its JSON answer."""
+    base = http_base(cluster, node_id)
+    with urllib.request.urlopen(base + "/healthz", timeout=10) as response:
+        cluster_id = json.loads(response.read())["cluster_id"]
+    request = urllib.request.Request(
+        f"{base}/v3/clusters/{cluster_id}/topics/{topic}/records",
+        data=json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": value}}).encode(),
+        method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
+
+
+def metric_total(cluster: LocalCluster, prefix: str) -> float:
+    """The sum over every node's /metrics of the samples whose line starts
+    with ``prefix`` (a name and its labels)."""
+    total = 0.0
+    for node in cluster.layout.nodes:
+        text = urllib.request.urlopen(http_base(cluster, node.node_id) + "/metrics",
+                                      timeout=10).read().decode()
+        total += sum(float(line.split()[-1]) for line in text.splitlines()
+                     if line.startswith(prefix))
+    return total

@@ -9,7 +9,6 @@ SCRAM-SHA-256 and -512 until a mechanism is deleted."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 import urllib.request
@@ -17,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import cli, eventually, module_cluster_with
+from cluster_helpers import (
+    cli,
+    eventually,
+    http_base,
+    metric_total,
+    module_cluster_with,
+    rest_produce,
+)
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -122,8 +128,8 @@ def test_a_client_without_sasl_gets_no_answer(cluster: LocalCluster) -> None:
         admin.list_topics(timeout=3)
 
 
-def _http(cluster: LocalCluster, node_id: int) -> str:
-    return f"http://{cluster.layout.host}:{cluster.layout.node(node_id).http_port}"
+_AUTHENTICATIONS = ('kafka_server_socket_server_metrics_{}_authentication_total'
+                    '{{listener="PLAINTEXT"}}')
 
 
 def test_rest_produce_goes_through_the_sasl_listener_and_logins_are_counted(
@@ -131,30 +137,12 @@ def test_rest_produce_goes_through_the_sasl_listener_and_logins_are_counted(
 ) -> None:
     # The REST API reaches partition leaders over the inter-broker listener,
     # authenticating with the node's own credentials.
-    base = _http(cluster, 1)
-    with urllib.request.urlopen(base + "/healthz", timeout=10) as response:
-        cluster_id = json.loads(response.read())["cluster_id"]
-    request = urllib.request.Request(
-        f"{base}/v3/clusters/{cluster_id}/topics/sasl-plain/records",
-        data=json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": "rest"}}).encode(),
-        method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=40) as response:
-        assert response.status == 200
-        assert json.loads(response.read())["offset"] >= 250
+    assert rest_produce(cluster, "sasl-plain", "rest")["offset"] >= 250
 
     def counted() -> None:
-        text = "".join(urllib.request.urlopen(_http(cluster, n) + "/metrics", timeout=10)
-                       .read().decode() for n in (1, 2, 3))
-        ok = failed = 0.0
-        for line in text.splitlines():
-            if line.startswith("kafka_server_socket_server_metrics_successful_authentication_"
-                               'total{listener="PLAINTEXT"}'):
-                ok += float(line.split()[-1])
-            if line.startswith("kafka_server_socket_server_metrics_failed_authentication_"
-                               'total{listener="PLAINTEXT"}'):
-                failed += float(line.split()[-1])
-        assert ok >= 6  # at least the fetchers' and the clients' logins
-        assert failed >= 1  # the wrong password above
+        # At least the fetchers' and the clients' logins; the wrong password above.
+        assert metric_total(cluster, _AUTHENTICATIONS.format("successful")) >= 6
+        assert metric_total(cluster, _AUTHENTICATIONS.format("failed")) >= 1
 
     eventually(counted, timeout_s=10)
 
@@ -377,7 +365,7 @@ def test_user_quotas_measure_the_authenticated_user(cluster: LocalCluster, tmp_p
     assert producer.flush(30) == 0
 
     def measured() -> None:
-        text = "".join(urllib.request.urlopen(_http(cluster, n) + "/metrics", timeout=10)
+        text = "".join(urllib.request.urlopen(http_base(cluster, n) + "/metrics", timeout=10)
                        .read().decode() for n in (1, 2, 3))
         # A user quota's sensor is the user's, shared by its client ids
         # (Kafka's (user, "") sensor): its series names alice.

@@ -12,17 +12,15 @@ SASL login (PLAIN and SCRAM)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tls_pki
-from cluster_helpers import cli, eventually
+from cluster_helpers import cli, eventually, metric_total, rest_produce
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient
@@ -220,34 +218,16 @@ def test_the_cli_reports_an_untrusted_broker_certificate(
     assert time.monotonic() - started < 20  # at once, not at the command's timeout
 
 
-def _http(cluster: LocalCluster, node_id: int) -> str:
-    return f"http://{cluster.layout.host}:{cluster.layout.node(node_id).http_port}"
-
-
 def test_rest_produce_reaches_the_leader_over_tls_and_logins_are_counted(
     mtls: LocalCluster,
 ) -> None:
-    base = _http(mtls, 1)
-    with urllib.request.urlopen(base + "/healthz", timeout=10) as response:
-        cluster_id = json.loads(response.read())["cluster_id"]
-    request = urllib.request.Request(
-        f"{base}/v3/clusters/{cluster_id}/topics/orders/records",
-        data=json.dumps({"partition_id": 0, "value": {"type": "STRING", "data": "rest"}}).encode(),
-        method="POST", headers={"Content-Type": "application/json"})
-
     def produced() -> None:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert json.loads(response.read())["error_code"] == 200
+        assert rest_produce(mtls, "orders", "rest", timeout_s=10)["error_code"] == 200
 
     eventually(produced, timeout_s=20)
-    counted = 0.0
-    for n in (1, 2, 3):
-        text = urllib.request.urlopen(_http(mtls, n) + "/metrics", timeout=10).read().decode()
-        for line in text.splitlines():
-            if line.startswith("kafka_server_socket_server_metrics_successful_authentication_"
-                               'total{listener="PLAINTEXT"}'):
-                counted += float(line.split()[-1])
-    assert counted >= 6  # at least the followers' and probes' connections
+    # At least the followers' and the probes' connections.
+    assert metric_total(mtls, "kafka_server_socket_server_metrics_successful_authentication_"
+                              'total{listener="PLAINTEXT"}') >= 6
 
 
 # --- SASL_SSL ----------------------------------------------------------------------
