@@ -250,10 +250,12 @@ def sigterm_as_exit() -> Iterator[None]:
 # ------------------------------------------------------------------- raftlog
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS,
+                 security: dict[str, object] | None = None) -> None:
+    """``security``: the client's security settings (librdkafka's names)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     topic = NewTopic(
         name, num_partitions=partitions, replication_factor=3,
         config={"min.insync.replicas": "2"},
@@ -288,11 +290,11 @@ def kafka_producer(bootstrap: str, **extra: object) -> object:
 
 def kafka_full_load(
     bootstrap: str, topic: str, payloads: list[bytes], records: int, compression: str,
-    pids: list[int],
+    pids: list[int], security: dict[str, object] | None = None,
 ) -> tuple[int, Phase, list[float], int]:
     """Produce ``records`` as fast as librdkafka takes them (linger.ms=5, its default)."""
     producer = kafka_producer(
-        bootstrap, **{"compression.type": compression, "linger.ms": 5}
+        bootstrap, **{"compression.type": compression, "linger.ms": 5, **(security or {})}
     )
     latencies: list[float] = []
     errors = 0

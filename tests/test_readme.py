@@ -113,7 +113,7 @@ def test_nemeses_named_exist() -> None:
 def test_bench_commands_use_real_options() -> None:
     lines = [line for lang, body in code_blocks() if lang != "python"
              for line in body.splitlines() if line.startswith(".venv/bin/python bench/")]
-    assert len(lines) == 5
+    assert len(lines) == 6
     for line in lines:
         script, *options = shlex.split(line)[1:]
         source = (ROOT / script).read_text(encoding="utf-8")
