@@ -705,17 +705,23 @@ def _config_resource(args: argparse.Namespace) -> tuple[int, str, str]:
     return _BROKER_RESOURCE, "", "brokers in the cluster"
 
 
+async def _prefer_broker(admin: _Admin, name: str) -> None:
+    """Ask broker ``name`` (an id) first: what it alone can answer or check
+    (its configs, a keystore it must load), as Kafka's admin client does."""
+    metadata = await _metadata(admin, [])
+    broker = next((b for b in metadata.brokers if str(int(b.node_id)) == name), None)
+    if broker is None:
+        raise CliError(f"broker {name} is not in the cluster")
+    admin.prefer(str(broker.host), int(broker.port))
+
+
 async def _describe_broker_configs(
     admin: _Admin, name: str
-) -> list[tuple[str, str, int, bool]]:
-    """(key, value, config source, read only) of a broker (``name`` its id,
+) -> list[tuple[str, str | None, int, bool]]:
+    """(key, value (None: sensitive), config source, read only) of a broker (``name`` its id,
     asked of that broker) or of the cluster default (``name`` "")."""
     if name:
-        metadata = await _metadata(admin, [])
-        broker = next((b for b in metadata.brokers if str(int(b.node_id)) == name), None)
-        if broker is None:
-            raise CliError(f"broker {name} is not in the cluster")
-        admin.prefer(str(broker.host), int(broker.port))
+        await _prefer_broker(admin, name)
     request = dcfg_req.DescribeConfigsRequest(
         resources=(dcfg_req.DescribeConfigsResource(
             resource_type=i8(_BROKER_RESOURCE), resource_name=name, configuration_keys=None),),
@@ -724,7 +730,7 @@ async def _describe_broker_configs(
     response: dcfg_resp.DescribeConfigsResponse = await admin.first(
         request, 4, lambda r: None if r.results[0].error_code == ErrorCode.none
         else _error_name(r.results[0].error_code))
-    return [(str(c.name), "" if c.value is None else str(c.value), int(c.config_source),
+    return [(str(c.name), None if c.value is None else str(c.value), int(c.config_source),
              bool(c.read_only)) for c in response.results[0].configs]
 
 
@@ -785,17 +791,20 @@ def cmd_configs(args: argparse.Namespace) -> int:
             heading = "All configs" if args.all else (
                 "Dynamic configs" if name else "Default configs")
             print(f"{heading} for {label} are:")
-            for key, value, source, read_only in sorted(entries):
+            for key, current, source, read_only in sorted(entries, key=lambda e: e[0]):
+                shown = "null sensitive=true" if current is None else current  # kafka-configs.sh
                 if args.all:
                     flags = " (read-only)" if read_only else ""
-                    print(f"  {key}={value} {_SOURCE_NAMES.get(source, source)}{flags}")
+                    print(f"  {key}={shown} {_SOURCE_NAMES.get(source, source)}{flags}")
                 elif source == dynamic:
-                    print(f"  {key}={value}")
+                    print(f"  {key}={shown}")
             return 0
         ops: list[ConfigOp] = [(k, _SET, v) for item in args.add_config or ()
                                for k, v in parse_add_config(item)]
         ops += [(k.strip(), _DELETE, None)
                 for item in args.delete_config or () for k in item.split(",") if k.strip()]
+        if rtype == _BROKER_RESOURCE and name and not getattr(args, "bootstrap_controller", None):
+            await _prefer_broker(admin, name)
         answers = await incremental_alter_configs(admin, [(rtype, name, ops)])
         _check(answers[0], f"alter the configs of {label}")
         print(f"Completed updating {'default ' if rtype == _BROKER_RESOURCE and not name else ''}"

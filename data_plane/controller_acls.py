@@ -140,6 +140,7 @@ class _ControllerApi:
 
     authorization: AclAuthorization
     metadata: _Forwarder
+    keystores: None = None  # a broker's keystore checks are for the broker named
 
     @property
     def image(self) -> MetadataImage:

@@ -42,12 +42,31 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class _Ca:
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+    name: x509.Name
+    ski: x509.SubjectKeyIdentifier
+
+
+@dataclass(frozen=True)
 class Pki:
     directory: Path
     password: str
     ca_pem: Path  # the CA certificate
     truststore_p12: Path  # the CA certificate alone (Java-readable), under password
     identities: dict[str, Identity]
+    ca: _Ca | None = None  # to issue more (renew)
+
+    def renew(self, name: str, *, stem: str | None = None) -> Identity:
+        """A new key and certificate for identity ``name``, from the same CA
+        and with the same subject and names (a renewed certificate), written
+        as ``<stem>.pem`` and so on (default ``<name>-renewed``)."""
+        assert self.ca is not None
+        old = self.identities[name]
+        server = ",OU=brokers," in old.dn
+        return _issue(self.ca, name, server, self.directory, stem or f"{name}-renewed",
+                      self.password, datetime.datetime.now(datetime.UTC))
 
     def keystore_settings(self, name: str, form: StoreForm = "pem") -> dict[str, str]:
         """``ssl.keystore.*`` settings for an identity: a PEM file, inline PEM
@@ -106,46 +125,54 @@ def make_pki(directory: Path, *, servers: Sequence[str] = ("broker",), clients: 
     truststore.write_bytes(pkcs12.serialize_java_truststore(
         [pkcs12.PKCS12Certificate(ca, b"raftlog test ca")], encryption))
 
-    identities = {}
-    for name in names:
-        server = name in servers
-        key = ec.generate_private_key(ec.SECP256R1())
-        unit = "brokers" if server else "clients"
-        subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "raftlog"),
-                             x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit),
-                             x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        usages = ([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
-                  else [ExtendedKeyUsageOID.CLIENT_AUTH])
-        builder = (_builder(subject, ca_name, key.public_key(), now)
-                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                   .add_extension(_key_usage(certificate_sign=False), critical=True)
-                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                                  critical=False)
-                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(
-                       ca_ski), critical=False))
-        if server:
-            builder = builder.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-        certificate = builder.sign(ca_key, hashes.SHA256())
-        key_text = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption())
-        chain_text = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in (certificate, ca))
-        files = {suffix: directory / f"{name}{suffix}"
-                 for suffix in (".pem", ".cert.pem", ".key.pem", ".p12")}
-        files[".pem"].write_bytes(key_text + chain_text)
-        files[".cert.pem"].write_bytes(chain_text)
-        files[".key.pem"].write_bytes(key_text)
-        files[".p12"].write_bytes(pkcs12.serialize_key_and_certificates(
-            name.encode(), key, certificate, [ca], encryption))
-        for path in (files[".pem"], files[".key.pem"], files[".p12"]):
-            path.chmod(0o600)
-        identities[name] = Identity(
-            name=name, pem=files[".pem"], cert_pem=files[".cert.pem"], key_pem=files[".key.pem"],
-            p12=files[".p12"], dn=f"CN={name},OU={unit},O=raftlog")
+    ca_state = _Ca(ca_key, ca, ca_name, ca_ski)
+    identities = {name: _issue(ca_state, name, name in servers, directory, name, password, now)
+                  for name in names}
     return Pki(directory=directory, password=password, ca_pem=ca_pem, truststore_p12=truststore,
-               identities=identities)
+               identities=identities, ca=ca_state)
+
+
+def _issue(ca_state: _Ca, name: str, server: bool, directory: Path, stem: str, password: str,
+           now: datetime.datetime) -> Identity:
+    """A key and a certificate for ``name`` signed by the CA, written as
+    ``<stem>.pem``, ``.cert.pem``, ``.key.pem`` and ``.p12``."""
+    ca, ca_key, ca_name, ca_ski = ca_state.certificate, ca_state.key, ca_state.name, ca_state.ski
+    encryption = serialization.BestAvailableEncryption(password.encode())
+    key = ec.generate_private_key(ec.SECP256R1())
+    unit = "brokers" if server else "clients"
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "raftlog"),
+                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit),
+                         x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
+              else [ExtendedKeyUsageOID.CLIENT_AUTH])
+    builder = (_builder(subject, ca_name, key.public_key(), now)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(_key_usage(certificate_sign=False), critical=True)
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                              critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(
+                   ca_ski), critical=False))
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+    certificate = builder.sign(ca_key, hashes.SHA256())
+    key_text = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+    chain_text = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in (certificate, ca))
+    files = {suffix: directory / f"{stem}{suffix}"
+             for suffix in (".pem", ".cert.pem", ".key.pem", ".p12")}
+    files[".pem"].write_bytes(key_text + chain_text)
+    files[".cert.pem"].write_bytes(chain_text)
+    files[".key.pem"].write_bytes(key_text)
+    files[".p12"].write_bytes(pkcs12.serialize_key_and_certificates(
+        name.encode(), key, certificate, [ca], encryption))
+    for path in (files[".pem"], files[".key.pem"], files[".p12"]):
+        path.chmod(0o600)
+    return Identity(name=name, pem=files[".pem"], cert_pem=files[".cert.pem"],
+                    key_pem=files[".key.pem"], p12=files[".p12"],
+                    dn=f"CN={name},OU={unit},O=raftlog")
 
 
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey,

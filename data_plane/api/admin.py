@@ -61,9 +61,11 @@ from data_plane.broker.log_configs import (
     effective_topic_config,
     topic_config_sources,
 )
+from data_plane.tls_reload import DYNAMIC_KEYSTORE, is_sensitive
 from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
-from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE
+from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource
+from metadata_quorum.records.types import ConfigResourceType
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 from raftlog.net.registry import convert_request
@@ -458,17 +460,17 @@ async def handle_alter_configs(api: BrokerApiContext, ctx: RequestContext, reque
 
 async def _alter_configs(api: BrokerApiContext, ctx: RequestContext, request: Any,
                          api_key: int) -> Any:
-    """AlterConfigs or IncrementalAlterConfigs: forwarded, the resources the
-    principal may not ALTER_CONFIGS answered here."""
-    if api.authorization is None:
-        return await _forward(api, request, api_key, _config_failures(request))
+    """AlterConfigs or IncrementalAlterConfigs: forwarded, but answered here
+    for the resources the principal may not ALTER_CONFIGS and for keystore
+    changes of this broker's TLS listeners that would not load
+    (`data_plane.tls_reload`)."""
     counts = Counter((int(r.resource_type), str(r.resource_name)) for r in request.resources)
     refused: list[dict[str, object]] = []
     kept = []
     answered: set[tuple[int, str]] = set()
     for resource in request.resources:
         key = (int(resource.resource_type), str(resource.resource_name))
-        error = _config_access_error(api, ctx, AclOperation.ALTER_CONFIGS, *key)
+        error, message = _alter_refusal(api, ctx, resource, key, api_key)
         if error is None:
             kept.append(resource)
             continue
@@ -479,11 +481,32 @@ async def _alter_configs(api: BrokerApiContext, ctx: RequestContext, request: An
         refused.append({
             "resource_type": key[0], "resource_name": key[1],
             "error_code": ErrorCode.invalid_request if duplicate else error,
-            "error_message": "Duplicate resource." if duplicate
-            else _denied(AclOperation.ALTER_CONFIGS, _config_resource_text(*key))})
+            "error_message": "Duplicate resource." if duplicate else message})
+    if not refused:
+        return await _forward(api, request, api_key, _config_failures(request))
     rest = dataclasses.replace(request, resources=tuple(kept)) if kept else None
     return await _forward_allowed(api, request, api_key, "responses", rest, refused,
                                   _config_failures)
+
+
+def _alter_refusal(api: BrokerApiContext, ctx: RequestContext, resource: Any,
+                   key: tuple[int, str], api_key: int) -> tuple[ErrorCode | None, str | None]:
+    """Why this broker answers ``resource``'s alteration itself: not
+    authorized, or a keystore change it cannot load; (None, None) to forward it."""
+    if api.authorization is not None:
+        error = _config_access_error(api, ctx, AclOperation.ALTER_CONFIGS, *key)
+        if error is not None:
+            return error, _denied(AclOperation.ALTER_CONFIGS, _config_resource_text(*key))
+    keystores = api.keystores
+    if keystores is None or key != (BROKER_RESOURCE, str(api.metadata.broker_id)):
+        return None, None
+    deleting = api_key == INCREMENTAL_ALTER_CONFIGS_KEY
+    changes = {str(c.name): (None if deleting and int(c.config_operation) == 1 else c.value)
+               for c in resource.configs if DYNAMIC_KEYSTORE.fullmatch(str(c.name))}
+    if not changes:
+        return None, None
+    problem = keystores.check(api.image, changes)
+    return (None, None) if problem is None else (ErrorCode.invalid_config, problem)
 
 
 def _config_access_error(api: BrokerApiContext, ctx: RequestContext, operation: AclOperation,
@@ -736,7 +759,14 @@ async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, re
             sources = _broker_sources(api)
             configs = [_entry(k, v, _SOURCE_IDS.get(sources.get(k, ""), _DEFAULT),
                               read_only=k not in BROKER_CONFIG_VALIDATORS)
-                       for k, v in sorted(api.replicas.broker_config.items())]
+                       for k, v in sorted(api.replicas.broker_config.items())
+                       if not DYNAMIC_KEYSTORE.fullmatch(k)]
+            # KIP-226 keystores: set per broker, secrets shown without their value.
+            configs += [_entry(k, None if is_sensitive(k) else v, _DYNAMIC_BROKER,
+                               read_only=False, sensitive=is_sensitive(k))
+                        for k, v in sorted(api.image.config(ConfigResource(
+                            ConfigResourceType.BROKER, name)).items())
+                        if DYNAMIC_KEYSTORE.fullmatch(k)]
         else:
             error = ErrorCode.invalid_request
         if keys is not None:
@@ -752,7 +782,8 @@ def _broker_sources(api: BrokerApiContext) -> dict[str, str]:
     return broker_config_sources(api.replicas.static_config, api.image, api.metadata.broker_id)
 
 
-def _entry(name: str, value: str, source: int, *, read_only: bool) -> Mapping[str, object]:
+def _entry(name: str, value: str | None, source: int, *, read_only: bool,
+           sensitive: bool = False) -> Mapping[str, object]:
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_default": source == _DEFAULT, "is_sensitive": False, "synonyms": [],
+            "is_default": source == _DEFAULT, "is_sensitive": sensitive, "synonyms": [],
             "config_type": 0, "documentation": None}

@@ -13,6 +13,7 @@ from data_plane.api.fetch_session import FetchSessionCache
 from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.tls_reload import KeystoreReloader
 from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.image import BrokerRegistration, MetadataImage
 from raftlog.net import RequestContext
@@ -54,6 +55,9 @@ class BrokerApiContext:
     #: ACL checks (`data_plane.api.authorization`); None: authorize nothing
     #: (no ``authorizer.class.name``). Created from the static config.
     authorization: AclAuthorization | None = field(default=None)
+    #: This broker's TLS listeners' dynamic keystores (`data_plane.tls_reload`);
+    #: None without a TLS listener.
+    keystores: KeystoreReloader | None = field(default=None)
 
     def __post_init__(self) -> None:
         # None (the field default) means "create one"; the annotations say

@@ -9,6 +9,7 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.services import BrokerServices
 from data_plane.kafka_api import BROKER_API_VERSIONS, BrokerApiContext, broker_handlers
 from data_plane.security_config import STANDARD_AUTHORIZER
+from data_plane.tls_reload import KeystoreReloader
 
 __all__ = ("attach_data_side",)
 
@@ -37,8 +38,14 @@ async def attach_data_side(services: BrokerServices) -> None:
     replicas = ReplicaManager(services.metadata, log_dirs=config.log_dirs, static_config=static)
     fetchers = ReplicaFetcherManager(replicas, listener_name=listener_name,
                                      client_factory=fetcher_client_factory(security))
+    # KIP-226: a TLS listener's keystore may be replaced through the
+    # metadata log; applied as each image is replayed.
+    keystores = (KeystoreReloader(settings, config.node_id)
+                 if any(tls.server is not None for tls in settings.tls) else None)
+    if keystores is not None:
+        services.metadata.subscribe(lambda image, previous: keystores.apply(image))
     api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name,
-                           security=security)
+                           security=security, keystores=keystores)
     services.handlers.update(broker_handlers(api))
     services.supported.update(BROKER_API_VERSIONS)
     services.replicas = replicas

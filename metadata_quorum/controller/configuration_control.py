@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 
 from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource, MetadataImage
 from metadata_quorum.records import ConfigRecord, ConfigResourceType, MetadataRecord
@@ -181,6 +182,19 @@ BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
 }
 
 
+#: KIP-226's dynamic keystore of one broker's TLS listener:
+#: ``listener.name.<listener>.ssl.keystore.*`` and ``...ssl.key.password``.
+#: Per broker only (a keystore is one broker's); the broker named checks that
+#: it loads before the change is forwarded (data_plane.tls_reload).
+LISTENER_KEYSTORE_CONFIG: Final = re.compile(
+    r"listener\.name\.([a-z0-9_-]+)\."
+    r"(ssl\.keystore\.(?:type|location|password|key|certificate\.chain)|ssl\.key\.password)")
+
+
+def _not_empty(value: str) -> str | None:
+    return None if value.strip() else "value is empty"
+
+
 def topic_config_error(key: str, value: str | None) -> str | None:
     """Why ``key=value`` is not a valid topic config, or None."""
     validator = TOPIC_CONFIG_VALIDATORS.get(key)
@@ -299,6 +313,12 @@ def _alter_one(
     produced = []
     for op in resource.ops:
         validator = validators.get(op.key)
+        if validator is None and resource.type is ConfigResourceType.BROKER \
+                and LISTENER_KEYSTORE_CONFIG.fullmatch(op.key):
+            if resource.name == "":
+                return (ErrorCode.invalid_request, "Cannot update these configs at default "
+                        f"cluster level, broker id must be specified: {op.key}", [])
+            validator = _not_empty
         if validator is None:
             return ErrorCode.invalid_config, f"Unknown config name: {op.key}", []
         if op.op is ConfigOpType.DELETE:

@@ -212,11 +212,13 @@ def decode_record(value: bytes | bytearray | memoryview) -> MetadataRecord:
 
 def record_fields(record: MetadataRecord) -> dict[str, object]:
     """The record's fields as JSON-ready values (UUIDs and enums as strings/names,
-    bytes as base64); its ``REDACTED`` fields (SCRAM salts and keys) as
-    ``"(redacted)"``, as Kafka's ``RecordRedactor`` prints them."""
+    bytes as base64); its ``REDACTED`` fields (SCRAM salts and keys) and a
+    sensitive config's value as ``"(redacted)"``, as Kafka's
+    ``RecordRedactor`` prints them."""
     out: dict[str, object] = {}
+    secret_value = isinstance(record, ConfigRecord) and record.sensitive
     for name, _encode, _decode in record.FIELDS:
-        if name in record.REDACTED:
+        if name in record.REDACTED or (secret_value and name == "value"):
             out[name] = "(redacted)"
         else:
             out[name] = _jsonable(getattr(record, name))

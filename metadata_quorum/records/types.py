@@ -518,6 +518,13 @@ class ConfigRecord(_RecordBase):
             raise ValueError("config name must not be empty")
         check_string("value", self.value, nullable=True)
 
+    @property
+    def sensitive(self) -> bool:
+        """A secret's value (a keystore or key password, an inline private
+        key: Kafka's PASSWORD-typed configs), which dumps print as
+        ``(redacted)``, as Kafka's ``RecordRedactor`` does."""
+        return self.name.endswith(("password", "ssl.keystore.key"))
+
 
 #: The entity types of client quotas (KIP-546), each at most once per entity.
 QUOTA_ENTITY_TYPES = ("client-id", "ip", "user")

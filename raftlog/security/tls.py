@@ -63,8 +63,10 @@ __all__ = (
     "TlsSettings",
     "client_context",
     "distinguished_name",
+    "keystore_certificate",
     "peer_principal",
     "pem_material",
+    "reload_keystore",
     "server_context",
     "tls_settings",
 )
@@ -362,6 +364,26 @@ def client_context(settings: TlsSettings) -> ssl.SSLContext:
     context.check_hostname = settings.endpoint_identification_algorithm == "https"
     context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def reload_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
+    """Load ``settings``' keystore (key and chain) into ``context``, an
+    existing server or client context: handshakes from now on present it,
+    connections already made keep theirs (Kafka's dynamic keystore update,
+    KIP-226). Raises TlsConfigError as `server_context` does, and when there
+    is no keystore; ``context`` is unchanged then."""
+    key_and_chain = _keystore(settings)
+    if key_and_chain is None:
+        raise TlsConfigError(settings.setting("keystore_location"), "no keystore is set")
+    _load_key_and_chain(context, key_and_chain)
+
+
+def keystore_certificate(settings: TlsSettings) -> x509.Certificate | None:
+    """The keystore's own certificate (the chain's first), read as
+    `server_context` reads it; None without a keystore. Raises
+    TlsConfigError when the keystore cannot be read."""
+    key_and_chain = _keystore(settings)
+    return None if key_and_chain is None else key_and_chain.chain[0]
 
 
 @dataclass(frozen=True, slots=True, repr=False)

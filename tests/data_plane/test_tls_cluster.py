@@ -336,3 +336,83 @@ def test_sasl_ssl_refuses_a_wrong_password_and_plaintext(
                          "sasl.username": "alice", "sasl.password": "alice-secret"})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
+
+
+def _served_certificate(cluster: LocalCluster, node_id: int, pki: tls_pki.Pki) -> bytes:
+    """The certificate a new TLS connection to the node's broker listener gets."""
+    import socket
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(pki.ca_pem))
+    admin = pki.identities["admin"]
+    context.load_cert_chain(str(admin.cert_pem), str(admin.key_pem))
+    port = cluster.layout.node(node_id).kafka_port
+    assert port is not None
+    with socket.create_connection((cluster.layout.host, port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=cluster.layout.host) as tls_socket:
+        der = tls_socket.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def _der(path: Path) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return x509.load_pem_x509_certificates(path.read_bytes())[0].public_bytes(Encoding.DER)
+
+
+def test_a_brokers_keystore_is_replaced_without_a_restart(
+    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+) -> None:
+    """KIP-226: ``configs alter --broker 1`` with the listener's keystore
+    settings; broker 1 checks the new keystore, then loads it as it replays
+    the change, and new connections get the renewed certificate."""
+    b, admin = mtls.bootstrap_servers, ("--command-config", command_config(tmp_path, pki, "admin"))
+    old = _served_certificate(mtls, 1, pki)
+    renewed = pki.renew("broker", stem="broker-renewed-1")
+    assert old != _der(renewed.cert_pem)
+    ok(cli("configs", "alter", "--broker", "1", "--add-config",
+           "listener.name.plaintext.ssl.keystore.type=PKCS12,"
+           f"listener.name.plaintext.ssl.keystore.location={renewed.p12},"
+           f"listener.name.plaintext.ssl.keystore.password={pki.password}",
+           "--bootstrap-server", b, *admin))
+
+    def serves_the_renewed_certificate() -> None:
+        assert _served_certificate(mtls, 1, pki) == _der(renewed.cert_pem)
+
+    eventually(serves_the_renewed_certificate, timeout_s=20)
+    assert _served_certificate(mtls, 2, pki) == old  # broker 2 was not asked
+    described = ok(cli("configs", "describe", "--broker", "1", "--bootstrap-server", b, *admin))
+    assert f"listener.name.plaintext.ssl.keystore.location={renewed.p12}" in described
+    assert "listener.name.plaintext.ssl.keystore.password=null sensitive=true" in described
+    assert pki.password not in described
+
+    # Another subject (alice's certificate), or a wrong password, is refused
+    # by broker 1 before it reaches the metadata log.
+    for location, password, words in (
+            (pki.identities["alice"].p12, pki.password, "subject"),
+            (renewed.p12, "not-the-password-42", "ssl.keystore.password")):
+        refused = cli("configs", "alter", "--broker", "1", "--add-config",
+                      "listener.name.plaintext.ssl.keystore.type=PKCS12,"
+                      f"listener.name.plaintext.ssl.keystore.location={location},"
+                      f"listener.name.plaintext.ssl.keystore.password={password}",
+                      "--bootstrap-server", b, *admin)
+        assert refused.returncode == 2 and "INVALID_CONFIG" in refused.stderr \
+            and words in refused.stderr, refused.stderr
+        assert "not-the-password-42" not in refused.stderr
+    assert _served_certificate(mtls, 1, pki) == _der(renewed.cert_pem)
+    # Per broker only, as in Kafka.
+    refused = cli("configs", "alter", "--broker-defaults", "--add-config",
+                  f"listener.name.plaintext.ssl.keystore.location={renewed.p12}",
+                  "--bootstrap-server", b, *admin)
+    assert refused.returncode == 2 and "broker id must be specified" in refused.stderr, \
+        refused.stderr
+    # Replication still runs over the listener, new connections included.
+    ok(cli("topics", "create", "--topic", "after-rotation", "--partitions", "3",
+           "--replication-factor", "3", "--bootstrap-server", b, *admin))
+
+    def replicated() -> None:
+        assert produce(mtls, tls(pki, "admin"), "after-rotation", range(3)) == [""] * 3
+
+    eventually(replicated, timeout_s=20)

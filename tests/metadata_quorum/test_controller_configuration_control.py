@@ -178,3 +178,21 @@ def test_a_broker_and_the_cluster_default_take_dynamic_log_configs() -> None:
     ):
         bad = alter(ctx, BROKER, name, op)
         assert bad.response[0].error is code and bad.records == ()
+
+
+def test_a_listeners_keystore_is_a_per_broker_config_only() -> None:
+    """KIP-226: ``listener.name.<l>.ssl.keystore.*`` for one broker; as a
+    cluster default Kafka's message refuses it."""
+    ctx = Ctx()
+    ctx.add_brokers(1)
+    key = "listener.name.internal.ssl.keystore.location"
+    result = alter(ctx, BROKER, "1", AlterConfigOp(key, ConfigOpType.SET, "/etc/k.p12"))
+    assert result.records == (ConfigRecord(BROKER, "1", key, "/etc/k.p12"),)
+    refused = alter(ctx, BROKER, "", AlterConfigOp(key, ConfigOpType.SET, "/etc/k.p12"))
+    assert refused.records == ()
+    assert refused.response[0].error is ErrorCode.invalid_request
+    assert "broker id must be specified" in (refused.response[0].message or "")
+    # Not a keystore setting, and not a bare ssl.* one: unknown, as before.
+    for other in ("listener.name.internal.ssl.truststore.location", "ssl.keystore.location"):
+        unknown = alter(ctx, BROKER, "1", AlterConfigOp(other, ConfigOpType.SET, "x"))
+        assert unknown.response[0].error is ErrorCode.invalid_config
