@@ -87,6 +87,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.schema.unregister_broker.v0 import request as ub_req
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
+from metadata_quorum.bootstrap import BootstrapError, parse_add_scram
 from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
@@ -149,8 +150,10 @@ def cmd_server_start(args: argparse.Namespace) -> int:
 def cmd_storage_format(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
-        written = format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted)
-    except (ConfigError, StorageError) as exc:
+        records = [parse_add_scram(spec) for spec in args.add_scram or ()]
+        written = format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted,
+                                 bootstrap_records=records)
+    except (ConfigError, StorageError, BootstrapError) as exc:
         raise CliError(str(exc)) from None
     for directory in written:
         print(f"Formatting {directory} with cluster.id {args.cluster_id} (node.id {config.node_id})")
@@ -934,6 +937,10 @@ def register(sub: Any) -> None:
     fmt.add_argument("--cluster-id", required=True)
     fmt.add_argument("--config", required=True, metavar="FILE")
     fmt.add_argument("--ignore-formatted", action="store_true")
+    fmt.add_argument("--add-scram", action="append", metavar="MECHANISM=[name=N,password=P]",
+                     help="a SCRAM credential the new cluster starts with (KIP-900), e.g. "
+                          "'SCRAM-SHA-256=[name=broker,password=s]'; repeatable; give the same "
+                          "ones to every controller")
     fmt.set_defaults(func=cmd_storage_format)
     storage_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(
         func=cmd_storage_random_uuid

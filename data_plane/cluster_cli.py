@@ -23,6 +23,8 @@ import signal
 import threading
 from typing import Any
 
+from metadata_quorum.bootstrap import BootstrapError, parse_add_scram
+
 from .admin_cli import CliError
 from .local_cluster import (
     COMBINED,
@@ -56,7 +58,11 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
                 timeouts=Timeouts(),
                 properties=_properties(args.override),
             )
-            cluster = LocalCluster(directory, layout)
+            try:
+                records = [parse_add_scram(spec) for spec in args.add_scram or ()]
+            except BootstrapError as exc:
+                raise CliError(str(exc)) from None
+            cluster = LocalCluster(directory, layout, bootstrap_records=records)
             print(f"Formatting and starting a {len(layout.nodes)}-node cluster "
                   f"{cluster.cluster_id} in {directory}", flush=True)
         status = cluster.up(timeout_s=args.timeout_s)
@@ -144,6 +150,9 @@ def register_cluster(actions: Any) -> None:
     up.add_argument("--dir", default=".", help="data, configs, logs and pids (default: .)")
     up.add_argument("--detach", action="store_true",
                     help="return once ready; the last line is the bootstrap servers")
+    up.add_argument("--add-scram", action="append", metavar="MECHANISM=[name=N,password=P]",
+                    help="a SCRAM credential the new cluster starts with, as storage format "
+                         "--add-scram (KIP-900); repeatable")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="a server.properties setting for every node (new clusters)")
     up.add_argument("--timeout-s", type=float, default=60.0, help="readiness timeout")

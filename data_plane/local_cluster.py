@@ -48,6 +48,7 @@ from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import TopicName
 
+from metadata_quorum.records import MetadataRecord
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
@@ -305,11 +306,14 @@ class LocalCluster:
     """Node processes of one local cluster in ``directory`` (module doc)."""
 
     def __init__(self, directory: str | os.PathLike[str], layout: ClusterLayout,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None,
+                 bootstrap_records: Sequence[MetadataRecord] = ()) -> None:
         self.directory = Path(directory).resolve()
         self.layout = layout
         self.cluster_id = cluster_id or random_uuid()
         self.pids: dict[int, int] = {}
+        # KIP-900: written into every node's bootstrap file at the first format.
+        self.bootstrap_records = tuple(bootstrap_records)
         # Processes started by this object (reaped with wait); others by PID only.
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         # Node configurations read for client_security and
@@ -408,7 +412,8 @@ class LocalCluster:
         for node in self.layout.nodes:
             try:
                 config = load_config(str(self.config_path(node.node_id)))
-                written += format_storage(config, self.cluster_id, ignore_formatted=True)
+                written += format_storage(config, self.cluster_id, ignore_formatted=True,
+                                          bootstrap_records=self.bootstrap_records)
             except (ConfigError, StorageError) as exc:
                 raise LocalClusterError(f"node {node.node_id}: {exc}") from None
         return written

@@ -48,7 +48,9 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from metadata_quorum.bootstrap import BootstrapError, read_bootstrap
 from metadata_quorum.controller.result import ControllerConfig
+from metadata_quorum.records import MetadataRecord
 from raftlog.clock import SystemClock
 from raftlog.consensus.config import QuorumConfig
 from raftlog.consensus.core import KRaftCore
@@ -82,7 +84,7 @@ from .config import NodeConfig
 from .controller_acls import authorize_controller_handlers
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
-from .storage_format import check_formatted
+from .storage_format import StorageError, check_formatted
 
 if TYPE_CHECKING:
     from metadata_quorum.image import MetadataImage
@@ -127,7 +129,16 @@ def controller_config(config: NodeConfig, cluster_id: str) -> ControllerConfig:
         leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
         default_num_partitions=config.num_partitions,
         default_replication_factor=config.default_replication_factor,
+        bootstrap_records=_bootstrap_records(config),
     )
+
+
+def _bootstrap_records(config: NodeConfig) -> tuple[MetadataRecord, ...]:
+    """``storage format --add-scram``'s records (KIP-900); none without them."""
+    try:
+        return read_bootstrap(config.metadata_log_dir)
+    except BootstrapError as exc:
+        raise StorageError(str(exc)) from None
 
 
 async def run_node(

@@ -28,10 +28,13 @@ a fresh start.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from data_plane.config import NodeConfig, parse_properties
+from metadata_quorum.bootstrap import write_bootstrap
+from metadata_quorum.records import MetadataRecord
 from raftlog import kafka_uuid
 
 __all__ = (
@@ -137,9 +140,12 @@ def read_meta_properties(directory: str) -> MetaProperties | None:
 
 
 def format_storage(
-    config: NodeConfig, cluster_id: str, *, ignore_formatted: bool = False
+    config: NodeConfig, cluster_id: str, *, ignore_formatted: bool = False,
+    bootstrap_records: Sequence[MetadataRecord] = (),
 ) -> list[str]:
-    """Write ``meta.properties`` into every storage directory (creating it).
+    """Write ``meta.properties`` into every storage directory (creating it),
+    and ``bootstrap_records`` (``--add-scram``, KIP-900) into the metadata
+    log directory's bootstrap file when it is formatted now.
 
     Returns the directories formatted (skipping already-formatted ones when
     ``ignore_formatted``). Raises `AlreadyFormattedError` if any directory is
@@ -159,6 +165,8 @@ def format_storage(
         if directory in formatted:
             continue
         os.makedirs(directory, exist_ok=True)
+        if bootstrap_records and directory == config.metadata_log_dir:
+            write_bootstrap(directory, bootstrap_records)  # before meta.properties
         meta = MetaProperties(cluster_id, config.node_id, random_uuid())
         _write_durably(directory, META_PROPERTIES, meta.encode())
         written.append(directory)

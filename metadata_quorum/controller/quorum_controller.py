@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, Protocol, TypeVar, overload
 
+from metadata_quorum.bootstrap import BOOTSTRAP_FEATURE, bootstrap_batch
 from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
 from metadata_quorum.loader import CommittedBatchLike, MetadataLoader, SnapshotLike
@@ -446,6 +447,10 @@ class QuorumController:
         """Run timers (active only) and return the next deadline in ms."""
         if self._role is not ControllerRole.ACTIVE:
             return now_ms + self.config.broker_session_timeout_ms
+        if self.config.bootstrap_records and BOOTSTRAP_FEATURE not in self._latest.features:
+            # KIP-900: the cluster's first active controller writes them once.
+            self._write(ControllerResult(bootstrap_batch(self.config.bootstrap_records), None),
+                        now_ms)
         sessions = self._sessions_at(now_ms)
         self._write(fence_stale_brokers(self._latest, sessions, self.config, now_ms), now_ms)
         if self._next_balance_ms is None:

@@ -46,6 +46,9 @@ class ControllerConfig:
       ``num.partitions`` / ``default.replication.factor`` for a CreateTopics
       that passes -1.
     - ``producer_id_block_size``: 1000, as Kafka's ProducerIdsBlock.
+    - ``bootstrap_records``: what ``storage format --add-scram`` gave this
+      controller (`metadata_quorum.bootstrap`), written once per cluster by
+      the first active controller.
     """
 
     cluster_id: str = "raftlog-cluster"
@@ -57,6 +60,7 @@ class ControllerConfig:
     default_num_partitions: int = 1
     default_replication_factor: int = 1
     producer_id_block_size: int = 1000
+    bootstrap_records: tuple[MetadataRecord, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.cluster_id:
