@@ -416,3 +416,71 @@ def test_a_brokers_keystore_is_replaced_without_a_restart(
         assert produce(mtls, tls(pki, "admin"), "after-rotation", range(3)) == [""] * 3
 
     eventually(replicated, timeout_s=20)
+
+
+def test_acknowledged_records_survive_a_leader_kill_over_mutual_tls(
+    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+) -> None:
+    """SIGKILL the partition leader during an acks=all produce over TLS: the
+    client reconnects over TLS to the new leader, every acknowledged record
+    is read back, and the restarted node rejoins the ISR (its fetchers dial
+    the leader over TLS again). Last in the module: it restarts a node."""
+    import threading
+
+    b, admin = mtls.bootstrap_servers, ("--command-config", command_config(tmp_path, pki, "admin"))
+    ok(cli("topics", "create", "--topic", "failover", "--partitions", "1",
+           "--replication-factor", "3", "--bootstrap-server", b, *admin))
+    settings = tls(pki, "admin")
+    client = AdminClient({"bootstrap.servers": b, **settings})
+
+    def leader_and_isr() -> tuple[int, int]:
+        topic = client.list_topics("failover", timeout=10).topics["failover"]
+        assert 0 in topic.partitions, topic.error  # every broker has the topic a moment later
+        partition = topic.partitions[0]
+        return int(partition.leader), len(partition.isrs)
+
+    def full_isr() -> None:
+        assert leader_and_isr()[1] == 3
+
+    eventually(full_isr, timeout_s=20)
+    acked: list[int] = []
+    producer = Producer({"bootstrap.servers": b, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 60_000, **settings})
+    stop = threading.Event()
+
+    def run() -> None:
+        i = 0
+        while not stop.is_set():
+            producer.produce("failover", str(i).encode(), partition=0, on_delivery=lambda err, msg:
+                             acked.append(int(msg.value())) if err is None else None)
+            producer.poll(0.002)
+            i += 1
+        producer.flush(60)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        time.sleep(1.5)
+        leader = leader_and_isr()[0]
+        mtls.kill(leader)
+        time.sleep(3)
+        mtls.start(leader)
+        time.sleep(2)
+    finally:
+        stop.set()
+        worker.join(90)
+    assert len(acked) > 100, len(acked)
+    eventually(full_isr, timeout_s=60)  # the restarted node caught up over TLS
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "failover",
+                         "enable.auto.commit": False, **settings})
+    consumer.assign([CTP("failover", 0, 0)])
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60
+    while not set(acked) <= seen and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            seen.add(int(msg.value()))
+    consumer.close()
+    print(f"killed node {leader}; {len(acked)} acknowledged, "
+          f"{len(set(acked) & seen)} of them read back")
+    assert not set(acked) - seen, f"{len(set(acked) - seen)} acknowledged records lost"
