@@ -165,9 +165,12 @@ class KafkaProtocolServer:
     ``authenticator``: a SASL listener (SASL_PLAINTEXT): each connection gets
     a new `SaslServerAuthenticator` and serves nothing but ApiVersions and
     the SASL exchange until it completes; None: PLAINTEXT.
-    ``tls``: an SSL or SASL_SSL listener: every connection completes a TLS
-    handshake with this server context before its first byte is read (a
-    failed handshake only closes that connection). ``tls_principal`` names
+    ``tls``: an SSL or SASL_SSL listener: every connection is admitted
+    by the connection quotas as it is accepted, then completes a TLS
+    handshake with this server context before its first byte is read. A
+    failed handshake closes only that connection and counts as a failed
+    authentication (``failed_handshakes`` counts those alone); one not
+    done in 10 s is dropped. ``tls_principal`` names
     the client from its TLS session (its certificate's mapped subject, or
     ANONYMOUS without one): that is the connection's user on an SSL
     listener; on SASL_SSL the SASL login is. It may raise ValueError (no
@@ -216,6 +219,9 @@ class KafkaProtocolServer:
         # Counted SASL outcomes (Kafka's successful-/failed-authentication-total).
         self.authentications = 0
         self.failed_authentications = 0
+        # TLS handshakes that failed (also in failed_authentications).
+        self.failed_handshakes = 0
+        self._last_handshake_log = float("-inf")
 
     @property
     def authenticates(self) -> bool:
@@ -239,15 +245,13 @@ class KafkaProtocolServer:
         if self._server is not None:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
-        if self._tls is None:
-            self._server = await loop.create_server(
-                lambda: _ConnectionProtocol(self), self.host, self._port
-            )
-        else:
-            self._server = await loop.create_server(
-                lambda: _ConnectionProtocol(self), self.host, self._port, ssl=self._tls,
-                ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
-            )
+        # TLS listeners too accept plain TCP: each connection is counted
+        # against the connection quotas as it is accepted, then upgraded
+        # (`_TlsConnectionProtocol`), so a failed handshake is seen.
+        protocol = _ConnectionProtocol if self._tls is None else _TlsConnectionProtocol
+        self._server = await loop.create_server(
+            lambda: protocol(self), self.host, self._port
+        )
         if self._quotas is not None and self._quotas.limits.idle_ms >= 0:
             self._idle_sweep = loop.call_later(self._sweep_interval_s(), self._sweep_idle)
 
@@ -272,6 +276,19 @@ class KafkaProtocolServer:
                           connection.peer, int((now - connection.idle_since) * 1000))
                 connection.abort()
         self._idle_sweep = loop.call_later(self._sweep_interval_s(), self._sweep_idle)
+
+    def _handshake_failed(self, peer: tuple[str, int] | None, error: ssl.SSLError) -> None:
+        """Count a failed TLS handshake as a failed authentication (Kafka's
+        ``failed-authentication-total``) and log it, once a second at most:
+        anyone who can connect can fail a handshake."""
+        self.failed_authentications += 1
+        self.failed_handshakes += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._last_handshake_log >= 1.0:
+            self._last_handshake_log = now
+            log.info("%s: failed authentication with %s (SSL handshake failed: %s; "
+                     "%d failed handshakes so far)", self.listener_name, peer,
+                     error.reason or error, self.failed_handshakes)
 
     def _refused(self, peer: tuple[str, int] | None, why: str) -> None:
         now = asyncio.get_running_loop().time()
@@ -436,27 +453,6 @@ class _ConnectionProtocol(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._server._connections.add(self)
-        if self._server._tls is not None and not self._tls_user(transport):
-            self._closing = True
-            transport.close()
-
-    def _tls_user(self, transport: asyncio.BaseTransport) -> bool:
-        """Name the connection's user from its TLS session (an SSL
-        listener; SASL_SSL's login replaces it). False: refused."""
-        principal = self._server._tls_principal
-        if principal is None:
-            return True
-        try:
-            user = principal(transport.get_extra_info("ssl_object"))
-        except ValueError as exc:
-            self._server.failed_authentications += 1
-            log.info("%s: authentication failed for a connection from %s: %s",
-                     self._server.listener_name, self._peer, exc)
-            return False
-        if self._server._authenticator is None:
-            self._connection.user = user
-            self._server.authentications += 1
-        return True
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -658,6 +654,114 @@ class _ConnectionProtocol(asyncio.Protocol):
         elif not pause and self._read_paused:
             transport.resume_reading()
             self._read_paused = False
+
+
+class _TlsConnectionProtocol(_ConnectionProtocol):
+    """A connection to an SSL or SASL_SSL listener: accepted (and counted
+    against the connection quotas) as plain TCP, then upgraded with
+    ``loop.start_tls``. Until the upgraded transport is handed over,
+    received bytes wait in ``_early``: raw ones (uvloop starts reading as
+    soon as the connection is made) go to the TLS layer, decrypted ones to
+    the Kafka decoder once the user is named. A subclass, so that a
+    PLAINTEXT connection's ``data_received`` tests nothing for TLS."""
+
+    def __init__(self, server: KafkaProtocolServer) -> None:
+        super().__init__(server)
+        self._early: list[bytes] | None = []
+        self._handshake: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._closing:  # refused by the connection quotas
+            return
+        typing.cast(asyncio.Transport, transport).pause_reading()  # asyncio honours it
+        self._handshake = self._loop.create_task(self._start_tls(transport))
+
+    def data_received(self, data: bytes) -> None:
+        if self._early is not None:
+            self._early.append(data)
+        else:
+            _ConnectionProtocol.data_received(self, data)
+
+    async def _start_tls(self, raw: asyncio.BaseTransport) -> None:
+        """Upgrade an accepted connection to TLS; on failure, count it (an
+        SSL error is a failed authentication, as in Kafka; a peer gone or
+        silent for the handshake timeout is not) and drop the connection."""
+        server = self._server
+        assert server._tls is not None
+        try:
+            starting = self._loop.create_task(self._loop.start_tls(
+                typing.cast(asyncio.Transport, raw), self, server._tls, server_side=True,
+                ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S))
+            # One loop turn: start_tls's first step has put its TLS layer in
+            # front of ``raw`` (and paused it), not yet resumed reading.
+            await asyncio.sleep(0)
+            self._hand_over_early_bytes(raw)
+            tls = await starting
+        except ssl.SSLError as exc:
+            server._handshake_failed(self._peer, exc)
+            tls = None
+        except (TimeoutError, OSError) as exc:  # reset, EOF, handshake timeout
+            log.debug("%s: TLS handshake with %s did not complete: %r",
+                      server.listener_name, self._peer, exc)
+            tls = None
+        except BaseException:
+            raw.close()
+            self.connection_lost(None)
+            raise
+        finally:
+            self._handshake = None
+        if tls is None or tls.is_closing() or self._closing:
+            # The connection is gone (or was aborted mid-handshake): asyncio
+            # does not tell the protocol of a loss during the handshake.
+            raw.close()
+            if tls is not None:
+                tls.close()
+            self.connection_lost(None)
+            return
+        self._transport = tls
+        if not self._tls_user(tls):
+            self._closing = True
+            tls.close()
+            return
+        early, self._early = self._early, None
+        for data in early or ():
+            _ConnectionProtocol.data_received(self, data)
+
+    def _hand_over_early_bytes(self, raw: asyncio.BaseTransport) -> None:
+        """Give the TLS layer the raw bytes read before it took over (uvloop
+        starts reading as soon as the connection is made), in order, through
+        its buffered-protocol interface."""
+        layer: Any = raw.get_protocol()  # asyncio's or uvloop's SSLProtocol
+        if layer is self or not self._early:
+            return
+        for data in self._early:
+            view = memoryview(data)
+            while view:
+                buffer = layer.get_buffer(len(view))
+                size = min(len(buffer), len(view))
+                buffer[:size] = view[:size]
+                layer.buffer_updated(size)
+                view = view[size:]
+        self._early.clear()
+
+    def _tls_user(self, transport: asyncio.BaseTransport) -> bool:
+        """Name the connection's user from its TLS session (an SSL
+        listener; SASL_SSL's login replaces it). False: refused."""
+        principal = self._server._tls_principal
+        if principal is None:
+            return True
+        try:
+            user = principal(transport.get_extra_info("ssl_object"))
+        except ValueError as exc:
+            self._server.failed_authentications += 1
+            log.info("%s: authentication failed for a connection from %s: %s",
+                     self._server.listener_name, self._peer, exc)
+            return False
+        if self._server._authenticator is None:
+            self._connection.user = user
+            self._server.authentications += 1
+        return True
 
 
 def _peer(transport: asyncio.BaseTransport) -> tuple[str, int] | None:

@@ -183,15 +183,23 @@ def test_mutual_tls_names_clients_by_certificate_for_acls(
         {"TOPIC_AUTHORIZATION_FAILED"}
 
 
+FAILED_AUTHENTICATIONS = ('kafka_server_socket_server_metrics_failed_authentication_total'
+                          '{listener="PLAINTEXT"}')
+
+
 def test_clients_without_a_trusted_certificate_get_nothing(
     mtls: LocalCluster, pki: tls_pki.Pki, rogue: tls_pki.Pki,
 ) -> None:
+    failed_before = metric_total(mtls, FAILED_AUTHENTICATIONS)
     for settings in ({"security.protocol": "SSL", "ssl.ca.location": str(pki.ca_pem)},  # none
                      tls(rogue, "alice", ca=pki.ca_pem),  # signed by a CA the brokers distrust
                      {}):  # PLAINTEXT on an SSL port
         admin = AdminClient({"bootstrap.servers": mtls.bootstrap_servers, **settings})
         with pytest.raises(KafkaException):
             admin.list_topics(timeout=3)
+    # Each refused handshake is a failed authentication, as in Kafka
+    # (failed-authentication-total); the node logs it.
+    assert metric_total(mtls, FAILED_AUTHENTICATIONS) >= failed_before + 3
 
     # The client does not trust the brokers' CA: librdkafka says so.
     errors: list[KafkaError] = []

@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 import tls_pki
+import uvloop
 from net_messages import vote_request, vote_response
 
 from raftlog.net import ConnectionSecurity, KafkaProtocolClient, KafkaProtocolServer, RequestContext
+from raftlog.net.connection_quotas import ConnectionLimits, ConnectionQuotas
 from raftlog.net.errors import TlsHandshakeFailedError, TransportError
 from raftlog.net.sasl import SaslServerAuthenticator
 from raftlog.security.sasl import PLAIN, SaslCredentials, plain_server
@@ -68,8 +70,23 @@ async def _who(context: RequestContext, body: Any) -> Any:
     return vote_response(context.api_version)
 
 
+_loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+
+
+@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
+def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test on both loops: nodes run on uvloop, whose transports and
+    TLS layer differ from asyncio's (it reads before ``pause_reading`` in
+    ``connection_made`` takes effect, and caches protocol methods)."""
+    global _loop_factory
+    _loop_factory = uvloop.new_event_loop if request.param == "uvloop" else None
+    yield request.param
+    _loop_factory = None
+
+
 def run(coro: Awaitable[None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, 20))  # type: ignore[arg-type]
+    with asyncio.Runner(loop_factory=_loop_factory) as runner:
+        runner.run(asyncio.wait_for(coro, 20))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("client_auth,user,expected", [
@@ -176,5 +193,115 @@ def test_sasl_ssl_names_the_client_by_its_login(pki: tls_pki.Pki) -> None:
             await client.send(vote_request(2))
             assert seen == ["alice"]
             await client.close()
+
+    run(main())
+
+
+# --- the handshake, from accept to application data ------------------------------------------
+
+
+async def _until(predicate: Any, what: str) -> None:
+    for _ in range(200):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("who", ["untrusted certificate", "no certificate", "plaintext request"])
+def test_a_failed_handshake_is_a_counted_and_logged_failed_authentication(
+    pki: tls_pki.Pki, rogue: tls_pki.Pki, who: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka counts an SSL handshake failure in failed-authentication-total
+    and logs "Failed authentication ... (SSL handshake failed)"; the
+    listener keeps serving good clients."""
+    async def main() -> None:
+        seen.clear()
+        async with KafkaProtocolServer(
+            "127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "required"),
+            tls_principal=functools.partial(peer_principal, mapper=MAPPER),
+        ) as server:
+            if who == "plaintext request":
+                bad = KafkaProtocolClient("127.0.0.1", server.port, request_timeout_ms=3000)
+            else:
+                context = client_tls(rogue, "alice", trust=pki) if who == "untrusted certificate" \
+                    else client_tls(pki, None)
+                bad = KafkaProtocolClient("127.0.0.1", server.port, request_timeout_ms=3000,
+                                          security=ConnectionSecurity(tls=context))
+            with pytest.raises(TransportError):
+                await bad.send(vote_request(2))
+            await bad.close()
+            await _until(lambda: server.failed_handshakes == 1, "the failure to be counted")
+            assert server.failed_authentications == 1 and server.authentications == 0
+            await _until(lambda: not server._connections, "the connection to be dropped")
+            good = KafkaProtocolClient("127.0.0.1", server.port, security=ConnectionSecurity(
+                tls=client_tls(pki, "alice")))
+            await good.send(vote_request(2))
+            assert seen == ["alice"] and server.authentications == 1
+            assert server.failed_authentications == 1
+            await good.close()
+
+    with caplog.at_level("INFO", logger="raftlog.net.server"):
+        run(main())
+    failures = [r.getMessage() for r in caplog.records if "SSL handshake failed" in r.getMessage()]
+    assert len(failures) == 1, caplog.text
+    assert "failed authentication with ('127.0.0.1'" in failures[0]
+
+
+def test_a_peer_that_leaves_mid_handshake_is_not_a_failed_authentication(
+    pki: tls_pki.Pki,
+) -> None:
+    """A port probe (connect, close) or a reset is a disconnect, as in Kafka,
+    not an authentication failure; its connection is released."""
+    async def main() -> None:
+        quotas = ConnectionQuotas(ConnectionLimits(max_connections_per_ip=1))
+        async with KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"),
+                                       connection_quotas=quotas) as server:
+            _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            await _until(lambda: quotas.open == 1, "the probe to be counted")
+            writer.close()
+            await _until(lambda: quotas.open == 0, "the probe's connection to be released")
+            assert server.failed_authentications == 0 and not server._connections
+
+    run(main())
+
+
+def test_a_tls_connection_counts_against_the_limits_from_accept(pki: tls_pki.Pki) -> None:
+    """max.connections.per.ip counts a connection when it is accepted, before
+    its handshake: a peer holding connections open without ever handshaking
+    cannot get past the limit."""
+    async def main() -> None:
+        quotas = ConnectionQuotas(ConnectionLimits(max_connections_per_ip=1))
+        async with KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"),
+                                       connection_quotas=quotas) as server:
+            _, writer = await asyncio.open_connection("127.0.0.1", server.port)  # silent
+            await _until(lambda: quotas.open == 1, "the silent connection to be counted")
+            client = KafkaProtocolClient("127.0.0.1", server.port, request_timeout_ms=2000,
+                                         security=ConnectionSecurity(tls=client_tls(pki, None)))
+            with pytest.raises(TransportError):
+                await client.send(vote_request(2))
+            await client.close()
+            assert quotas.refused >= 1
+            writer.close()
+            await _until(lambda: quotas.open == 0, "the silent connection to be released")
+            client = KafkaProtocolClient("127.0.0.1", server.port,
+                                         security=ConnectionSecurity(tls=client_tls(pki, None)))
+            await client.send(vote_request(2))  # served once the slot is free
+            await client.close()
+
+    run(main())
+
+
+def test_closing_the_listener_drops_connections_mid_handshake(pki: tls_pki.Pki) -> None:
+    async def main() -> None:
+        server = KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"))
+        await server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        await _until(lambda: len(server._connections) == 1, "the connection to be accepted")
+        server.close()
+        await asyncio.wait_for(server.wait_closed(), 5)
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+        assert server.failed_authentications == 0
+        writer.close()
 
     run(main())
