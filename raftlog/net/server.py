@@ -669,6 +669,8 @@ class _TlsConnectionProtocol(_ConnectionProtocol):
         super().__init__(server)
         self._early: list[bytes] | None = []
         self._handshake: asyncio.Task[None] | None = None
+        # loop.start_tls, from its first step until the handshake ends.
+        self._starting: asyncio.Task[asyncio.Transport | None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -689,35 +691,46 @@ class _TlsConnectionProtocol(_ConnectionProtocol):
         silent for the handshake timeout is not) and drop the connection."""
         server = self._server
         assert server._tls is not None
+        tls: asyncio.Transport | None = None
         try:
-            starting = self._loop.create_task(self._loop.start_tls(
+            if raw.is_closing() or self._closing:
+                return  # gone before the TLS layer took over (a probe, a reset)
+            self._starting = starting = self._loop.create_task(self._loop.start_tls(
                 typing.cast(asyncio.Transport, raw), self, server._tls, server_side=True,
                 ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S))
             # One loop turn: start_tls's first step has put its TLS layer in
-            # front of ``raw`` (and paused it), not yet resumed reading.
+            # front of ``raw`` (and paused it); the layer's connection_made
+            # and the resumed reading come on the next turn.
             await asyncio.sleep(0)
-            self._hand_over_early_bytes(raw)
-            tls = await starting
+            if raw.is_closing() or self._closing:
+                # Cancelled, start_tls closes ``raw`` and drops the layer's
+                # connection_made, which would write to a closed transport.
+                starting.cancel()
+            else:
+                self._hand_over_early_bytes(raw)
+            try:
+                tls = await starting
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # start_tls alone was cancelled (above, or by `abort`).
         except ssl.SSLError as exc:
             server._handshake_failed(self._peer, exc)
-            tls = None
         except (TimeoutError, OSError) as exc:  # reset, EOF, handshake timeout
             log.debug("%s: TLS handshake with %s did not complete: %r",
                       server.listener_name, self._peer, exc)
-            tls = None
-        except BaseException:
-            raw.close()
-            self.connection_lost(None)
-            raise
         finally:
-            self._handshake = None
-        if tls is None or tls.is_closing() or self._closing:
-            # The connection is gone (or was aborted mid-handshake): asyncio
-            # does not tell the protocol of a loss during the handshake.
-            raw.close()
-            if tls is not None:
-                tls.close()
-            self.connection_lost(None)
+            self._handshake = self._starting = None
+            if tls is None or tls.is_closing() or self._closing:
+                # The connection is gone, failed or was aborted: asyncio does
+                # not tell the protocol of a loss during the handshake.
+                raw.close()
+                if tls is not None:
+                    tls.close()
+                self.connection_lost(None)
+                tls = None
+        if tls is None:
             return
         self._transport = tls
         if not self._tls_user(tls):
@@ -727,6 +740,16 @@ class _TlsConnectionProtocol(_ConnectionProtocol):
         early, self._early = self._early, None
         for data in early or ():
             _ConnectionProtocol.data_received(self, data)
+
+    def abort(self) -> None:
+        starting = self._starting
+        if starting is not None and not starting.done():
+            # Mid-handshake: cancel start_tls, which closes the raw transport
+            # before its TLS layer can use it; `_start_tls` cleans up.
+            self._closing = True
+            starting.cancel()
+            return
+        super().abort()
 
     def _hand_over_early_bytes(self, raw: asyncio.BaseTransport) -> None:
         """Give the TLS layer the raw bytes read before it took over (uvloop

@@ -9,7 +9,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-import tls_pki
 
 from data_plane.client_config import (
     PLAINTEXT_CLIENT,
@@ -18,6 +17,7 @@ from data_plane.client_config import (
     client_security,
     load_command_config,
 )
+from raftlog.security import dev_pki
 from raftlog.security.sasl import SaslCredentials
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -99,11 +99,11 @@ def test_an_unknown_protocol_is_refused() -> None:
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
-    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=(), clients=("alice",))
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
+    return dev_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=(), clients=("alice",))
 
 
-def test_ssl_with_a_pem_truststore_and_a_pkcs12_keystore(pki: tls_pki.Pki) -> None:
+def test_ssl_with_a_pem_truststore_and_a_pkcs12_keystore(pki: dev_pki.Pki) -> None:
     security = client_security({
         "security.protocol": "SSL",
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem),
@@ -120,7 +120,7 @@ def test_ssl_with_a_pem_truststore_and_a_pkcs12_keystore(pki: tls_pki.Pki) -> No
     assert "PRIVATE KEY" in settings["ssl.key.pem"]
 
 
-def test_sasl_ssl_combines_a_login_and_tls_without_hostname_checks(pki: tls_pki.Pki) -> None:
+def test_sasl_ssl_combines_a_login_and_tls_without_hostname_checks(pki: dev_pki.Pki) -> None:
     security = client_security({
         "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
         "sasl.username": "alice", "sasl.password": "alice-secret",
@@ -135,7 +135,7 @@ def test_sasl_ssl_combines_a_login_and_tls_without_hostname_checks(pki: tls_pki.
     assert settings["sasl.username"] == "alice"
 
 
-def test_tls_refusals_name_the_setting_without_echoing_the_password(pki: tls_pki.Pki) -> None:
+def test_tls_refusals_name_the_setting_without_echoing_the_password(pki: dev_pki.Pki) -> None:
     message = _refusal({"security.protocol": "SSL", "ssl.keystore.type": "PKCS12",
                         "ssl.keystore.location": str(pki.identities["alice"].p12),
                         "ssl.keystore.password": "not-the-password"})
@@ -232,7 +232,7 @@ def test_librdkafka_settings() -> None:
         "sasl.username": "bob", "sasl.password": "bob-secret"}
 
 
-def test_librdkafka_accepts_the_settings(pki: tls_pki.Pki) -> None:
+def test_librdkafka_accepts_the_settings(pki: dev_pki.Pki) -> None:
     from confluent_kafka import Producer
 
     tls = client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tls_pki
 from cluster_helpers import cli, eventually, metric_total, rest_produce
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient
 
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from raftlog.security import dev_pki
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,15 +37,15 @@ BROKER_PRINCIPAL = "User:CN=broker,OU=brokers,O=raftlog"
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
-    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
+    return dev_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
                             clients=("admin", "alice", "bob"))
 
 
 @pytest.fixture(scope="module")
-def rogue(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
+def rogue(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
     """Another CA, trusted by nobody, with a client 'alice' of its own."""
-    return tls_pki.make_pki(tmp_path_factory.mktemp("rogue"), servers=(), clients=("alice",))
+    return dev_pki.make_pki(tmp_path_factory.mktemp("rogue"), servers=(), clients=("alice",))
 
 
 def _start(directory: Path, properties: dict[str, str]) -> LocalCluster:
@@ -57,7 +57,7 @@ def _start(directory: Path, properties: dict[str, str]) -> LocalCluster:
 
 
 @pytest.fixture(scope="module")
-def mtls(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def mtls(pki: dev_pki.Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     broker = pki.identities["broker"]
     cluster = _start(tmp_path_factory.mktemp("mtls"), {
         "listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:SSL",
@@ -77,7 +77,7 @@ def mtls(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         cluster.stop(timeout_s=10)
 
 
-def tls(pki: tls_pki.Pki, user: str | None, *, ca: Path | None = None) -> dict[str, Any]:
+def tls(pki: dev_pki.Pki, user: str | None, *, ca: Path | None = None) -> dict[str, Any]:
     """librdkafka settings: trust ``ca`` (default: the PKI's CA), present ``user``'s certificate."""
     settings: dict[str, Any] = {"security.protocol": "SSL",
                                 "ssl.ca.location": str(ca or pki.ca_pem)}
@@ -88,7 +88,7 @@ def tls(pki: tls_pki.Pki, user: str | None, *, ca: Path | None = None) -> dict[s
     return settings
 
 
-def command_config(tmp_path: Path, pki: tls_pki.Pki, user: str, *,
+def command_config(tmp_path: Path, pki: dev_pki.Pki, user: str, *,
                    truststore: Path | None = None) -> str:
     """Kafka-tool client properties: PKCS12 keystore, PEM truststore."""
     path = tmp_path / f"{user}-ssl.properties"
@@ -120,7 +120,7 @@ def produce(cluster: LocalCluster, settings: dict[str, Any], topic: str,
 
 
 def test_the_cluster_connects_to_itself_over_tls(
-    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+    mtls: LocalCluster, pki: dev_pki.Pki, tmp_path: Path,
 ) -> None:
     # wait_ready probed every broker's and controller's SSL listener with
     # the nodes' own certificate (Metadata listing all three brokers, a
@@ -140,7 +140,7 @@ def test_the_cluster_connects_to_itself_over_tls(
 
 
 def test_mutual_tls_names_clients_by_certificate_for_acls(
-    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+    mtls: LocalCluster, pki: dev_pki.Pki, tmp_path: Path,
 ) -> None:
     b = mtls.bootstrap_servers
     admin_config = command_config(tmp_path, pki, "admin")
@@ -188,7 +188,7 @@ FAILED_AUTHENTICATIONS = ('kafka_server_socket_server_metrics_failed_authenticat
 
 
 def test_clients_without_a_trusted_certificate_get_nothing(
-    mtls: LocalCluster, pki: tls_pki.Pki, rogue: tls_pki.Pki,
+    mtls: LocalCluster, pki: dev_pki.Pki, rogue: dev_pki.Pki,
 ) -> None:
     failed_before = metric_total(mtls, FAILED_AUTHENTICATIONS)
     for settings in ({"security.protocol": "SSL", "ssl.ca.location": str(pki.ca_pem)},  # none
@@ -215,7 +215,7 @@ def test_clients_without_a_trusted_certificate_get_nothing(
 
 
 def test_the_cli_reports_an_untrusted_broker_certificate(
-    mtls: LocalCluster, pki: tls_pki.Pki, rogue: tls_pki.Pki, tmp_path: Path,
+    mtls: LocalCluster, pki: dev_pki.Pki, rogue: dev_pki.Pki, tmp_path: Path,
 ) -> None:
     config = command_config(tmp_path, pki, "admin", truststore=rogue.ca_pem)
     started = time.monotonic()
@@ -246,7 +246,7 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 
 
 @pytest.fixture(scope="module")
-def sasl_ssl(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory
+def sasl_ssl(pki: dev_pki.Pki, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[LocalCluster]:
     cluster = _start(tmp_path_factory.mktemp("sasl-ssl"), {
         "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:PLAINTEXT",
@@ -267,14 +267,14 @@ def sasl_ssl(pki: tls_pki.Pki, tmp_path_factory: pytest.TempPathFactory
         cluster.stop(timeout_s=10)
 
 
-def sasl_tls(pki: tls_pki.Pki, user: str, password: str,
+def sasl_tls(pki: dev_pki.Pki, user: str, password: str,
              mechanism: str = "PLAIN") -> dict[str, Any]:
     return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca_pem),
             "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
 
 
 def test_sasl_ssl_logins_over_tls_without_client_certificates(
-    sasl_ssl: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+    sasl_ssl: LocalCluster, pki: dev_pki.Pki, tmp_path: Path,
 ) -> None:
     assert sasl_ssl.client_security.protocol == "SASL_SSL"
     b = sasl_ssl.bootstrap_servers
@@ -325,7 +325,7 @@ def test_sasl_ssl_logins_over_tls_without_client_certificates(
 
 
 def test_sasl_ssl_refuses_a_wrong_password_and_plaintext(
-    sasl_ssl: LocalCluster, pki: tls_pki.Pki,
+    sasl_ssl: LocalCluster, pki: dev_pki.Pki,
 ) -> None:
     errors: list[KafkaError] = []
     producer = Producer({"bootstrap.servers": sasl_ssl.bootstrap_servers,
@@ -346,7 +346,7 @@ def test_sasl_ssl_refuses_a_wrong_password_and_plaintext(
         admin.list_topics(timeout=3)
 
 
-def _served_certificate(cluster: LocalCluster, node_id: int, pki: tls_pki.Pki) -> bytes:
+def _served_certificate(cluster: LocalCluster, node_id: int, pki: dev_pki.Pki) -> bytes:
     """The certificate a new TLS connection to the node's broker listener gets."""
     import socket
     import ssl
@@ -371,7 +371,7 @@ def _der(path: Path) -> bytes:
 
 
 def test_a_brokers_keystore_is_replaced_without_a_restart(
-    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+    mtls: LocalCluster, pki: dev_pki.Pki, tmp_path: Path,
 ) -> None:
     """KIP-226: ``configs alter --broker 1`` with the listener's keystore
     settings; broker 1 checks the new keystore, then loads it as it replays
@@ -427,7 +427,7 @@ def test_a_brokers_keystore_is_replaced_without_a_restart(
 
 
 def test_acknowledged_records_survive_a_leader_kill_over_mutual_tls(
-    mtls: LocalCluster, pki: tls_pki.Pki, tmp_path: Path,
+    mtls: LocalCluster, pki: dev_pki.Pki, tmp_path: Path,
 ) -> None:
     """SIGKILL the partition leader during an acks=all produce over TLS: the
     client reconnects over TLS to the new leader, every acknowledged record

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ssl
 
 import pytest
-import tls_pki
 
 from data_plane.config import KNOWN_SETTINGS, ConfigError, env_name, parse_config
+from raftlog.security import dev_pki
 
 BASE = {
     "node.id": "1",
@@ -26,12 +26,12 @@ BASE = {
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
-    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
+    return dev_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
                             clients=("alice",))
 
 
-def _ssl(pki: tls_pki.Pki, prefix: str = "") -> dict[str, str]:
+def _ssl(pki: dev_pki.Pki, prefix: str = "") -> dict[str, str]:
     return {f"{prefix}ssl.keystore.type": "PKCS12",
             f"{prefix}ssl.keystore.location": str(pki.identities["broker"].p12),
             f"{prefix}ssl.keystore.password": pki.password,
@@ -39,7 +39,7 @@ def _ssl(pki: tls_pki.Pki, prefix: str = "") -> dict[str, str]:
             f"{prefix}ssl.truststore.location": str(pki.ca_pem)}
 
 
-def test_an_ssl_inter_broker_listener_gets_server_and_client_contexts(pki: tls_pki.Pki) -> None:
+def test_an_ssl_inter_broker_listener_gets_server_and_client_contexts(pki: dev_pki.Pki) -> None:
     config = parse_config({**BASE, **_ssl(pki), "ssl.client.auth": "required"}, {})
     tls = config.security.listener_tls("INTERNAL")
     assert tls is not None
@@ -53,7 +53,7 @@ def test_an_ssl_inter_broker_listener_gets_server_and_client_contexts(pki: tls_p
 
 
 def test_per_listener_settings_win_and_sasl_ssl_ignores_the_global_client_auth(
-    pki: tls_pki.Pki,
+    pki: dev_pki.Pki,
 ) -> None:
     props = {**BASE, **_ssl(pki, "listener.name.internal."),
              "listener.security.protocol.map":
@@ -96,7 +96,7 @@ def test_per_listener_settings_win_and_sasl_ssl_ignores_the_global_client_auth(
      "listener.name.nope.ssl.client.auth", "no listener named 'nope'"),
 ])
 def test_bad_tls_settings_fail_start_up_naming_the_setting(
-    pki: tls_pki.Pki, change: dict[str, str], setting: str, words: str,
+    pki: dev_pki.Pki, change: dict[str, str], setting: str, words: str,
 ) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config({**BASE, **_ssl(pki), **change}, {})
@@ -105,7 +105,7 @@ def test_bad_tls_settings_fail_start_up_naming_the_setting(
 
 
 def test_an_ssl_listener_names_clients_by_their_mapped_certificate_subject(
-    pki: tls_pki.Pki,
+    pki: dev_pki.Pki,
 ) -> None:
     config = parse_config({**BASE, **_ssl(pki), "ssl.client.auth": "required",
                            "ssl.principal.mapping.rules":
@@ -115,7 +115,7 @@ def test_an_ssl_listener_names_clients_by_their_mapped_certificate_subject(
     assert tls.principal(None) == "ANONYMOUS"  # no TLS session object: no certificate
 
 
-def test_the_environment_overrides_a_listeners_ssl_setting(pki: tls_pki.Pki) -> None:
+def test_the_environment_overrides_a_listeners_ssl_setting(pki: dev_pki.Pki) -> None:
     assert {"ssl.keystore.location", "ssl.truststore.location", "ssl.client.auth",
             "ssl.principal.mapping.rules"} <= KNOWN_SETTINGS
     key = "listener.name.internal.ssl.keystore.password"
@@ -126,7 +126,7 @@ def test_the_environment_overrides_a_listeners_ssl_setting(pki: tls_pki.Pki) -> 
     assert info.value.setting == key
 
 
-def test_a_tls_controller_listener_and_a_broker_only_node_that_dials_it(pki: tls_pki.Pki) -> None:
+def test_a_tls_controller_listener_and_a_broker_only_node_that_dials_it(pki: dev_pki.Pki) -> None:
     config = parse_config({**BASE, **_ssl(pki), "listener.security.protocol.map":
                            "INTERNAL:SSL,EXTERNAL:PLAINTEXT,CONTROLLER:SSL"}, {})
     controller = config.security.listener_tls("CONTROLLER")

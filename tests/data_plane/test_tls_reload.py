@@ -9,7 +9,6 @@ import dataclasses
 import ssl
 
 import pytest
-import tls_pki
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
@@ -18,6 +17,7 @@ from data_plane.tls_reload import KeystoreReloader, is_sensitive
 from metadata_quorum.image import ConfigResource, MetadataImage, frozen_mapping
 from metadata_quorum.records import record_fields
 from metadata_quorum.records.types import ConfigRecord, ConfigResourceType
+from raftlog.security import dev_pki
 
 PREFIX = "listener.name.internal."
 BASE = {
@@ -29,8 +29,8 @@ BASE = {
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
-    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker", "other"),
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
+    return dev_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker", "other"),
                             clients=("alice",))
 
 
@@ -40,7 +40,7 @@ def _image(dynamic: dict[str, str]) -> MetadataImage:
         {resource: frozen_mapping(dynamic)}))
 
 
-def _served(context: ssl.SSLContext, pki: tls_pki.Pki) -> bytes:
+def _served(context: ssl.SSLContext, pki: dev_pki.Pki) -> bytes:
     """The certificate a handshake with a server on ``context`` presents."""
     async def main() -> bytes:
         server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0, ssl=context)
@@ -54,13 +54,13 @@ def _served(context: ssl.SSLContext, pki: tls_pki.Pki) -> bytes:
     return asyncio.run(main())
 
 
-def _der(identity: tls_pki.Identity) -> bytes:
+def _der(identity: dev_pki.Identity) -> bytes:
     certificate = x509.load_pem_x509_certificates(identity.cert_pem.read_bytes())[0]
     return certificate.public_bytes(Encoding.DER)
 
 
 def test_a_renewed_keystore_is_checked_then_loaded_into_the_running_contexts(
-    pki: tls_pki.Pki,
+    pki: dev_pki.Pki,
 ) -> None:
     config = parse_config({**BASE, **pki.keystore_settings("broker", "pkcs12"),
                            **pki.truststore_settings()}, {})
@@ -90,7 +90,7 @@ def test_a_renewed_keystore_is_checked_then_loaded_into_the_running_contexts(
       "ssl.keystore.password": "not-it"}, PREFIX + "ssl.keystore.password"),
 ])
 def test_a_keystore_that_would_not_do_is_refused_before_forwarding(
-    pki: tls_pki.Pki, change: dict[str, str], words: str,
+    pki: dev_pki.Pki, change: dict[str, str], words: str,
 ) -> None:
     config = parse_config({**BASE, **pki.keystore_settings("broker"),
                            **pki.truststore_settings()}, {})
@@ -102,7 +102,7 @@ def test_a_keystore_that_would_not_do_is_refused_before_forwarding(
     assert "not-it" not in problem
 
 
-def test_a_keystore_that_fails_on_replay_leaves_the_old_one(pki: tls_pki.Pki) -> None:
+def test_a_keystore_that_fails_on_replay_leaves_the_old_one(pki: dev_pki.Pki) -> None:
     config = parse_config({**BASE, **pki.keystore_settings("broker"),
                            **pki.truststore_settings()}, {})
     tls = config.security.listener_tls("INTERNAL")

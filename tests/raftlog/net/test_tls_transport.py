@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import socket
 import ssl
+import struct
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-import tls_pki
 import uvloop
 from net_messages import vote_request, vote_response
 
@@ -22,6 +24,7 @@ from raftlog.net import ConnectionSecurity, KafkaProtocolClient, KafkaProtocolSe
 from raftlog.net.connection_quotas import ConnectionLimits, ConnectionQuotas
 from raftlog.net.errors import TlsHandshakeFailedError, TransportError
 from raftlog.net.sasl import SaslServerAuthenticator
+from raftlog.security import dev_pki
 from raftlog.security.sasl import PLAIN, SaslCredentials, plain_server
 from raftlog.security.tls import (
     PrincipalMapper,
@@ -33,23 +36,23 @@ from raftlog.security.tls import (
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
-    return tls_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
+    return dev_pki.make_pki(tmp_path_factory.mktemp("pki"), servers=("broker",),
                             clients=("alice",))
 
 
 @pytest.fixture(scope="module")
-def rogue(tmp_path_factory: pytest.TempPathFactory) -> tls_pki.Pki:
-    return tls_pki.make_pki(tmp_path_factory.mktemp("rogue"), servers=(), clients=("alice",))
+def rogue(tmp_path_factory: pytest.TempPathFactory) -> dev_pki.Pki:
+    return dev_pki.make_pki(tmp_path_factory.mktemp("rogue"), servers=(), clients=("alice",))
 
 
-def server_tls(pki: tls_pki.Pki, client_auth: str) -> ssl.SSLContext:
+def server_tls(pki: dev_pki.Pki, client_auth: str) -> ssl.SSLContext:
     return server_context(TlsSettings(
         keystore_type="PEM", keystore_location=str(pki.identities["broker"].pem),
         truststore_type="PEM", truststore_location=str(pki.ca_pem), client_auth=client_auth))
 
 
-def client_tls(pki: tls_pki.Pki, user: str | None, *, trust: tls_pki.Pki | None = None
+def client_tls(pki: dev_pki.Pki, user: str | None, *, trust: dev_pki.Pki | None = None
                ) -> ssl.SSLContext:
     identity = None if user is None else pki.identities[user]
     return client_context(TlsSettings(
@@ -96,7 +99,7 @@ def run(coro: Awaitable[None]) -> None:
     ("none", "alice", "ANONYMOUS"),  # a certificate not asked for is not sent
 ])
 def test_handlers_see_the_certificates_mapped_subject(
-    pki: tls_pki.Pki, client_auth: str, user: str | None, expected: str,
+    pki: dev_pki.Pki, client_auth: str, user: str | None, expected: str,
 ) -> None:
     async def main() -> None:
         seen.clear()
@@ -116,7 +119,7 @@ def test_handlers_see_the_certificates_mapped_subject(
 
 
 def test_a_client_that_cannot_verify_the_server_fails_at_once(
-    pki: tls_pki.Pki, rogue: tls_pki.Pki,
+    pki: dev_pki.Pki, rogue: dev_pki.Pki,
 ) -> None:
     async def main() -> None:
         async with KafkaProtocolServer("127.0.0.1", 0, {52: _who},
@@ -133,7 +136,7 @@ def test_a_client_that_cannot_verify_the_server_fails_at_once(
 
 @pytest.mark.parametrize("who", ["no certificate", "another CA's certificate"])
 def test_a_listener_requiring_certificates_drops_clients_without_a_trusted_one(
-    pki: tls_pki.Pki, rogue: tls_pki.Pki, who: str,
+    pki: dev_pki.Pki, rogue: dev_pki.Pki, who: str,
 ) -> None:
     async def main() -> None:
         seen.clear()
@@ -151,7 +154,7 @@ def test_a_listener_requiring_certificates_drops_clients_without_a_trusted_one(
     run(main())
 
 
-def test_a_plaintext_client_gets_nothing_from_a_tls_listener(pki: tls_pki.Pki) -> None:
+def test_a_plaintext_client_gets_nothing_from_a_tls_listener(pki: dev_pki.Pki) -> None:
     async def main() -> None:
         async with KafkaProtocolServer("127.0.0.1", 0, {52: _who},
                                        tls=server_tls(pki, "none")) as server:
@@ -163,7 +166,7 @@ def test_a_plaintext_client_gets_nothing_from_a_tls_listener(pki: tls_pki.Pki) -
     run(main())
 
 
-def test_an_unmapped_certificate_fails_authentication(pki: tls_pki.Pki) -> None:
+def test_an_unmapped_certificate_fails_authentication(pki: dev_pki.Pki) -> None:
     strict = PrincipalMapper.parse("RULE:^CN=([^,]*),OU=admins,.*$/$1/")  # no DEFAULT
 
     async def main() -> None:
@@ -182,7 +185,7 @@ def test_an_unmapped_certificate_fails_authentication(pki: tls_pki.Pki) -> None:
     run(main())
 
 
-def test_sasl_ssl_names_the_client_by_its_login(pki: tls_pki.Pki) -> None:
+def test_sasl_ssl_names_the_client_by_its_login(pki: dev_pki.Pki) -> None:
     async def main() -> None:
         seen.clear()
         async with KafkaProtocolServer("127.0.0.1", 0, {52: _who}, authenticator=_plain,
@@ -210,7 +213,7 @@ async def _until(predicate: Any, what: str) -> None:
 
 @pytest.mark.parametrize("who", ["untrusted certificate", "no certificate", "plaintext request"])
 def test_a_failed_handshake_is_a_counted_and_logged_failed_authentication(
-    pki: tls_pki.Pki, rogue: tls_pki.Pki, who: str, caplog: pytest.LogCaptureFixture,
+    pki: dev_pki.Pki, rogue: dev_pki.Pki, who: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Kafka counts an SSL handshake failure in failed-authentication-total
     and logs "Failed authentication ... (SSL handshake failed)"; the
@@ -249,7 +252,7 @@ def test_a_failed_handshake_is_a_counted_and_logged_failed_authentication(
 
 
 def test_a_peer_that_leaves_mid_handshake_is_not_a_failed_authentication(
-    pki: tls_pki.Pki,
+    pki: dev_pki.Pki,
 ) -> None:
     """A port probe (connect, close) or a reset is a disconnect, as in Kafka,
     not an authentication failure; its connection is released."""
@@ -266,7 +269,7 @@ def test_a_peer_that_leaves_mid_handshake_is_not_a_failed_authentication(
     run(main())
 
 
-def test_a_tls_connection_counts_against_the_limits_from_accept(pki: tls_pki.Pki) -> None:
+def test_a_tls_connection_counts_against_the_limits_from_accept(pki: dev_pki.Pki) -> None:
     """max.connections.per.ip counts a connection when it is accepted, before
     its handshake: a peer holding connections open without ever handshaking
     cannot get past the limit."""
@@ -292,7 +295,7 @@ def test_a_tls_connection_counts_against_the_limits_from_accept(pki: tls_pki.Pki
     run(main())
 
 
-def test_closing_the_listener_drops_connections_mid_handshake(pki: tls_pki.Pki) -> None:
+def test_closing_the_listener_drops_connections_mid_handshake(pki: dev_pki.Pki) -> None:
     async def main() -> None:
         server = KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"))
         await server.start()
@@ -305,3 +308,49 @@ def test_closing_the_listener_drops_connections_mid_handshake(pki: tls_pki.Pki) 
         writer.close()
 
     run(main())
+
+
+def _client_hello(pki: dev_pki.Pki) -> bytes:
+    """A real ClientHello, as the first flight of a client trusting ``pki``."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = client_tls(pki, None).wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("close", ["eof", "reset"])
+def test_a_client_hello_then_a_close_leaves_no_error_behind(
+    pki: dev_pki.Pki, close: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A peer that sends its first flight and goes at once (a killed client,
+    a cut link) can close the connection before the TLS layer takes it
+    over: the layer must not then write to the closed transport (uvloop
+    logged "Exception in callback SSLProtocol.connection_made ... the
+    handler is closed"), and the connection is released."""
+    hello = _client_hello(pki)
+
+    async def main() -> None:
+        quotas = ConnectionQuotas(ConnectionLimits(max_connections_per_ip=100))
+        async with KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"),
+                                       connection_quotas=quotas) as server:
+            for _ in range(20):
+                sock = socket.create_connection(("127.0.0.1", server.port))
+                if close == "reset":
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                sock.sendall(hello)
+                sock.close()
+            await _until(lambda: quotas.open == 0 and not server._connections,
+                         "every connection to be released")
+            await asyncio.sleep(0.1)  # any callback left over would run now
+            assert server.failed_authentications == 0
+            good = KafkaProtocolClient("127.0.0.1", server.port, security=ConnectionSecurity(
+                tls=client_tls(pki, None)))
+            await good.send(vote_request(2))
+            await good.close()
+
+    with caplog.at_level("DEBUG"):
+        run(main())
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID, ObjectIdentifier
-from tls_pki import Pki, StoreForm, make_pki
 
+from raftlog.security.dev_pki import Pki, StoreForm, make_pki
 from raftlog.security.tls import (
     TLS_SETTINGS,
     NoMatchingRule,

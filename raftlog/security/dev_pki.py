@@ -1,13 +1,16 @@
-"""A throwaway PKI for TLS tests: one CA, server and client identities, each
-as the files Kafka's ``ssl.*`` settings point at (PEM and PKCS12).
+"""A throwaway PKI for tests, chaos runs and local clusters: one CA, server
+and client identities, each as the files Kafka's ``ssl.*`` settings point
+at (PEM and PKCS12). Not for production: keys are written unencrypted
+beside the stores, and everything expires in 30 days.
 
     pki = make_pki(tmp_path, servers=("broker",), clients=("alice",))
     props = pki.keystore_settings("broker", "pkcs12") | pki.truststore_settings("pem")
 
 Keys are EC P-256, so a few identities take well under a second. Server
-certificates carry SAN DNS:localhost and IP:127.0.0.1 and both serverAuth and
-clientAuth (brokers are clients of each other); client certificates carry
-clientAuth. Everything is valid from a day ago for 30 days.
+certificates carry SAN DNS:localhost and IP:127.0.0.1 (and ``hosts``) and
+both serverAuth and clientAuth (brokers are clients of each other); client
+certificates carry clientAuth. Everything is valid from a day ago for 30
+days.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 StoreForm = Literal["pem", "inline", "pkcs12"]
 
-CA_DN = "CN=raftlog test CA,O=raftlog"
+CA_DN = "CN=raftlog dev CA,O=raftlog"
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Pki:
     truststore_p12: Path  # the CA certificate alone (Java-readable), under password
     identities: dict[str, Identity]
     ca: _Ca | None = None  # to issue more (renew)
+    alt_names: tuple[x509.GeneralName, ...] = ()  # the server certificates'
 
     def renew(self, name: str, *, stem: str | None = None) -> Identity:
         """A new key and certificate for identity ``name``, from the same CA
@@ -65,8 +69,9 @@ class Pki:
         assert self.ca is not None
         old = self.identities[name]
         server = ",OU=brokers," in old.dn
-        return _issue(self.ca, name, server, self.directory, stem or f"{name}-renewed",
-                      self.password, datetime.datetime.now(datetime.UTC))
+        return _issue(self.ca, name, self.alt_names if server else None, self.directory,
+                      stem or f"{name}-renewed", self.password,
+                      datetime.datetime.now(datetime.UTC))
 
     def keystore_settings(self, name: str, form: StoreForm = "pem") -> dict[str, str]:
         """``ssl.keystore.*`` settings for an identity: a PEM file, inline PEM
@@ -97,10 +102,13 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def make_pki(directory: Path, *, servers: Sequence[str] = ("broker",), clients: Sequence[str] = (),
-             password: str = "test-secret") -> Pki:
+             password: str = "test-secret", hosts: Sequence[str] = ()) -> Pki:
     """Writes a CA and the identities into ``directory`` (created if need be).
-    Names must be plain (letters, digits, ``.``, ``_``, ``-``) and distinct."""
+    Names must be plain (letters, digits, ``.``, ``_``, ``-``) and distinct.
+    ``hosts``: more names (IP addresses or DNS names) the server
+    certificates are valid for, beside localhost and 127.0.0.1."""
     names = [*servers, *clients]
+    alt_names = _alt_names(hosts)
     for name in names:
         if not _NAME.fullmatch(name):
             raise ValueError(f"identity name {name!r} is not plain")
@@ -112,7 +120,7 @@ def make_pki(directory: Path, *, servers: Sequence[str] = ("broker",), clients: 
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "raftlog"),
-                         x509.NameAttribute(NameOID.COMMON_NAME, "raftlog test CA")])
+                         x509.NameAttribute(NameOID.COMMON_NAME, "raftlog dev CA")])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca = (_builder(ca_name, ca_name, ca_key.public_key(), now)
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -123,19 +131,35 @@ def make_pki(directory: Path, *, servers: Sequence[str] = ("broker",), clients: 
     ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     truststore = directory / "truststore.p12"
     truststore.write_bytes(pkcs12.serialize_java_truststore(
-        [pkcs12.PKCS12Certificate(ca, b"raftlog test ca")], encryption))
+        [pkcs12.PKCS12Certificate(ca, b"raftlog dev ca")], encryption))
 
     ca_state = _Ca(ca_key, ca, ca_name, ca_ski)
-    identities = {name: _issue(ca_state, name, name in servers, directory, name, password, now)
+    identities = {name: _issue(ca_state, name, alt_names if name in servers else None,
+                               directory, name, password, now)
                   for name in names}
     return Pki(directory=directory, password=password, ca_pem=ca_pem, truststore_p12=truststore,
-               identities=identities, ca=ca_state)
+               identities=identities, ca=ca_state, alt_names=alt_names)
 
 
-def _issue(ca_state: _Ca, name: str, server: bool, directory: Path, stem: str, password: str,
-           now: datetime.datetime) -> Identity:
+def _alt_names(hosts: Sequence[str]) -> tuple[x509.GeneralName, ...]:
+    names: list[x509.GeneralName] = [x509.DNSName("localhost"),
+                                     x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    for host in hosts:
+        try:
+            name: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+        except ValueError:
+            name = x509.DNSName(host)
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def _issue(ca_state: _Ca, name: str, alt_names: Sequence[x509.GeneralName] | None,
+           directory: Path, stem: str, password: str, now: datetime.datetime) -> Identity:
     """A key and a certificate for ``name`` signed by the CA, written as
-    ``<stem>.pem``, ``.cert.pem``, ``.key.pem`` and ``.p12``."""
+    ``<stem>.pem``, ``.cert.pem``, ``.key.pem`` and ``.p12``; a server's
+    (``alt_names`` given) is valid for those names."""
+    server = alt_names is not None
     ca, ca_key, ca_name, ca_ski = ca_state.certificate, ca_state.key, ca_state.name, ca_state.ski
     encryption = serialization.BestAvailableEncryption(password.encode())
     key = ec.generate_private_key(ec.SECP256R1())
@@ -153,10 +177,9 @@ def _issue(ca_state: _Ca, name: str, server: bool, directory: Path, stem: str, p
                               critical=False)
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(
                    ca_ski), critical=False))
-    if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
+    if alt_names is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(alt_names)),
+                                        critical=False)
     certificate = builder.sign(ca_key, hashes.SHA256())
     key_text = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                  serialization.NoEncryption())
