@@ -39,9 +39,9 @@ from raftlog.net import (
     NetworkClient,
     RequestContext,
 )
-from raftlog.net.errors import RequestTimeoutError, TransportError
+from raftlog.net.errors import ErrorCode, RequestTimeoutError, TransportError
 from raftlog.runtime import wire
-from raftlog.runtime.driver import RaftDriver
+from raftlog.runtime.driver import DriverStoppedError, RaftDriver
 
 __all__ = ("KafkaTransport", "raft_handlers")
 
@@ -139,10 +139,17 @@ def raft_handlers(
             )
         except wire.WireError as exc:
             raise KafkaApiError(exc.error_code, exc.message) from exc
-        if isinstance(request, DescribeQuorumRequest):
-            response: Response = await driver.describe_quorum()
-        else:
-            response = await driver.handle_request(source, request)
+        try:
+            if isinstance(request, DescribeQuorumRequest):
+                response: Response = await driver.describe_quorum()
+            else:
+                response = await driver.handle_request(source, request)
+        except DriverStoppedError as exc:
+            # A node shutting down (or whose driver failed) while peers still
+            # send: a retriable refusal, not a handler failure.
+            raise KafkaApiError(ErrorCode.broker_not_available,
+                                f"node {driver.node_id}: the quorum driver is not running"
+                                ) from exc
         return wire.encode_response(response, version=context.api_version, endpoints=known)
 
     return dict.fromkeys(wire.API_KEYS, handle)

@@ -21,14 +21,18 @@ from raftlog.consensus.config import QuorumConfig
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.errors import Errors, NotLeaderError
 from raftlog.consensus.messages import (
+    DescribeQuorumRequest,
     DescribeQuorumResponse,
     FetchRequest,
     Request,
     Response,
+    VoteRequest,
     VoteResponse,
 )
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, SnapshotLoad
 from raftlog.consensus.roles import ElectionState
+from raftlog.net import KafkaApiError, RequestContext
+from raftlog.net.errors import ErrorCode
 from raftlog.records import decode_records
 from raftlog.runtime import wire
 from raftlog.runtime.driver import (
@@ -37,6 +41,7 @@ from raftlog.runtime.driver import (
     ProposalOutcomeUnknownError,
     RaftDriver,
 )
+from raftlog.runtime.transport import raft_handlers
 from raftlog.testing.memory_log import MemoryLog
 
 VOTERS = (1, 2, 3)
@@ -380,5 +385,28 @@ def test_kip595_leader_change_answers_a_parked_fetch_at_once_not_at_the_fallback
         elapsed_ms = (loop.time() - started) * 1000
         assert response.error is Errors.NOT_LEADER_OR_FOLLOWER, response
         assert elapsed_ms < 200, elapsed_ms
+
+    run(_with_cluster(body))
+
+
+def test_a_stopped_driver_answers_peers_broker_not_available() -> None:
+    """A node shutting down still receives its peers' Raft requests (the
+    leader's EndQuorumEpoch, votes): they get a retriable error code, and
+    the server logs no handler failure."""
+    async def body(c: Cluster) -> None:
+        leader = await c.wait_leader()
+        follower = next(d for d in c.drivers.values() if d is not leader)
+        await follower.stop(resign=False)
+        handle = raft_handlers(follower)[52]
+        context = RequestContext(api_key=52, api_version=0, correlation_id=1, client_id=None,
+                                 peer=None, listener_name="CONTROLLER")
+        vote = wire.encode_request(
+            VoteRequest(leader.core.epoch + 1, leader.node_id, 0, 0), destination=follower.node_id)
+        with pytest.raises(KafkaApiError) as raised:
+            await handle(context, vote)
+        assert raised.value.error_code == ErrorCode.broker_not_available
+        with pytest.raises(KafkaApiError):
+            await raft_handlers(follower)[55](
+                context, wire.encode_request(DescribeQuorumRequest(), destination=-1))
 
     run(_with_cluster(body))
