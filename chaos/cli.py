@@ -55,6 +55,7 @@ def _options(a: argparse.Namespace, seed: int, out: str) -> RunOptions:
         mode=a.mode,
         workload=a.workload,
         group_protocol=a.group_protocol or "",
+        tls=a.tls,
         out=out,
     )
 
@@ -88,6 +89,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         "KIP-848) instead of assign-based consumers; adds the committed-unread check "
         "(send workload only)",
     )
+    p.add_argument(
+        "--tls", action="store_true",
+        help="every listener SSL with client certificates required (a throwaway CA "
+        "under the run's directory); the workload's clients connect over mutual TLS")
     p.add_argument(
         "--mode",
         choices=("auto", "proxy", "netns"),
@@ -176,5 +181,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"--nemesis {a.nemesis} --time-limit {a.time_limit:g} --rate {a.rate:g} "
         f"--workload {a.workload} --mode {a.mode}"
         + (f" --group-protocol {a.group_protocol}" if a.group_protocol else "")
+        + (" --tls" if a.tls else "")
     )
     return worst

@@ -21,6 +21,10 @@ returns ``(type, value)`` for the completion; the runner writes the
   to its end (ListOffsets latest: the high watermark, or the last stable
   offset under transactions, then reads up to it).
 
+Every client connects through an `Endpoint`: the bootstrap servers and, in
+a TLS run, the CA and the client's certificate (mutual TLS), as librdkafka,
+kafka-python and raftlog's own client each take them.
+
 Values are the generator's unique ints, written as decimal strings. In
 the keyed (compacted-topic) workload each record also has a key, the
 decimal ``key_of(value, keys)``; readers given ``keys`` check it, and a
@@ -32,6 +36,8 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -47,8 +53,55 @@ from confluent_kafka.admin import AdminClient
 
 from chaos.generator import key_of
 from chaos.history import JSON, OpType, classify_error
+from raftlog.net import PLAINTEXT_SECURITY, ConnectionSecurity
+from raftlog.security.tls import TlsSettings, client_context
 
 Outcome = tuple[OpType, JSON]
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """A TLS run's client files: the CA the brokers' certificates chain to,
+    and the client's own certificate and key (the listeners require one)."""
+
+    ca: Path
+    certificate: Path  # the chain: leaf, then CA
+    key: Path
+    pem: Path  # key and chain in one file (Kafka's PEM keystore)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the workload's clients connect, and how."""
+
+    servers: str  # host:port,...
+    tls: ClientTls | None = None
+
+    def librdkafka(self) -> dict[str, Any]:
+        """``bootstrap.servers`` and the security settings, for confluent-kafka."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.servers}
+        if self.tls is not None:
+            conf.update({"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca),
+                         "ssl.certificate.location": str(self.tls.certificate),
+                         "ssl.key.location": str(self.tls.key)})
+        return conf
+
+    def kafka_python(self) -> dict[str, Any]:
+        """The same for kafka-python (which checks the host name too)."""
+        conf: dict[str, Any] = {"bootstrap_servers": self.servers.split(",")}
+        if self.tls is not None:
+            conf.update(security_protocol="SSL", ssl_cafile=str(self.tls.ca),
+                        ssl_certfile=str(self.tls.certificate), ssl_keyfile=str(self.tls.key),
+                        ssl_check_hostname=True)
+        return conf
+
+    def security(self) -> ConnectionSecurity:
+        """The same for raftlog's own client (`raftlog.net.KafkaProtocolClient`)."""
+        if self.tls is None:
+            return PLAINTEXT_SECURITY
+        return ConnectionSecurity(tls=client_context(TlsSettings(
+            keystore_type="PEM", keystore_location=str(self.tls.pem),
+            truststore_type="PEM", truststore_location=str(self.tls.ca))))
 
 
 class SendClient(Protocol):
@@ -67,7 +120,7 @@ class ConfluentProducer:
 
     def __init__(
         self,
-        bootstrap: str,
+        endpoint: Endpoint,
         topic: str,
         *,
         idempotent: bool,
@@ -77,7 +130,7 @@ class ConfluentProducer:
         self.topic = topic
         self.timeout_s = timeout_s
         conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+            **endpoint.librdkafka(),
             "acks": "all",
             "enable.idempotence": idempotent,
             "linger.ms": 0,
@@ -170,13 +223,13 @@ class ConfluentProducer:
 class KafkaPythonProducer:
     """kafka-python producer (acks=all, no retries: no client-made duplicates)."""
 
-    def __init__(self, bootstrap: str, topic: str, *, timeout_s: float = 6.0) -> None:
+    def __init__(self, endpoint: Endpoint, topic: str, *, timeout_s: float = 6.0) -> None:
         from kafka import KafkaProducer  # type: ignore[import-untyped]
 
         self.topic = topic
         self.timeout_s = timeout_s
         self.p = KafkaProducer(
-            bootstrap_servers=bootstrap.split(","),
+            **endpoint.kafka_python(),
             acks="all",
             retries=0,
             request_timeout_ms=3000,
@@ -222,12 +275,12 @@ _POLLER_CONFIG: dict[str, Any] = {
 class ConfluentPoller:
     """Assign-based consumer over all partitions from 0; one poll = one batch."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, keys: int = 0) -> None:
+    def __init__(self, endpoint: Endpoint, topic: str, partitions: int, keys: int = 0) -> None:
         self.keys = keys
         self.c = Consumer(
             {
                 **_POLLER_CONFIG,
-                "bootstrap.servers": bootstrap,
+                **endpoint.librdkafka(),
                 "group.id": f"chaos-poll-{id(self)}",
                 "enable.auto.commit": False,
             }
@@ -246,7 +299,7 @@ class ConfluentGroupPoller:
     or the KIP-848 protocol; offsets of what each poll returned are committed
     automatically (librdkafka stores them as consume() returns them)."""
 
-    def __init__(self, bootstrap: str, topic: str, group_id: str, protocol: str,
+    def __init__(self, endpoint: Endpoint, topic: str, group_id: str, protocol: str,
                  keys: int = 0) -> None:
         self.keys = keys
         # The classic protocol's timeouts are the client's (KIP-848's are the
@@ -257,7 +310,7 @@ class ConfluentGroupPoller:
             {
                 **_POLLER_CONFIG,
                 **classic,
-                "bootstrap.servers": bootstrap,
+                **endpoint.librdkafka(),
                 "group.id": group_id,
                 "group.protocol": protocol,
                 "enable.auto.commit": True,
@@ -287,10 +340,10 @@ def _poll_batch(c: Any, keys: int) -> Outcome:
     return OpType.OK, {"records": records}
 
 
-def group_offsets(bootstrap: str, topic: str, partitions: int, group_id: str,
+def group_offsets(endpoint: Endpoint, topic: str, partitions: int, group_id: str,
                   timeout_s: float = 15.0) -> Outcome:
     """The group's committed offsets of ``topic`` (-1: none), for `CommittedUnread`."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient({**endpoint.librdkafka(), "log_level": 0})
     wanted = ConsumerGroupTopicPartitions(group_id, [CTP(topic, p) for p in range(partitions)])
     try:
         listed = admin.list_consumer_group_offsets([wanted], request_timeout=timeout_s)[
@@ -329,7 +382,7 @@ def _int(raw: bytes | str | None) -> int | None:
 
 
 def final_read(
-    bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0, keys: int = 0
+    endpoint: Endpoint, topic: str, partition: int, *, timeout_s: float = 30.0, keys: int = 0
 ) -> Outcome:
     """Read ``partition`` from 0 to its high watermark (ListOffsets latest)."""
     # Under read_committed the end is the last stable offset, and the last
@@ -338,7 +391,7 @@ def final_read(
     # whose offset is the consumer's position.
     c = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **endpoint.librdkafka(),
             "group.id": f"chaos-final-{partition}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -383,7 +436,7 @@ def final_read(
         c.close()
 
 
-def transactions_available(bootstrap: str, timeout_s: float = 8.0) -> bool:
+def transactions_available(endpoint: Endpoint, timeout_s: float = 8.0) -> bool:
     """Whether InitProducerId with a transactional id works on this cluster
     (transactions are being wired; the txn workload is used only if so)."""
     result: list[bool] = []
@@ -391,7 +444,7 @@ def transactions_available(bootstrap: str, timeout_s: float = 8.0) -> bool:
     def probe() -> None:
         try:
             p = Producer(
-                {"bootstrap.servers": bootstrap, "transactional.id": "chaos-probe", "log_level": 0}
+                {**endpoint.librdkafka(), "transactional.id": "chaos-probe", "log_level": 0}
             )
             p.init_transactions(timeout_s)
             result.append(True)

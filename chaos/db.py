@@ -40,6 +40,14 @@ clients stay in the root namespace and reach the nodes through a host-side
 veth into the bridge; readiness is polled per node address
 (`chaos.launcher.NetnsCluster`).
 
+**TLS** (``tls=True``). Every listener, the controllers' and the proxied
+replication ones included, is SSL with ``ssl.client.auth=required``:
+`make_tls` writes a throwaway CA (`raftlog.security.dev_pki`), one broker
+certificate valid for every node address (each node also presents it as
+a client, to its peers and controllers, which check the host name), and a
+client certificate for the workload (`endpoint`). The faults are the same;
+they now also cut connections mid-handshake.
+
 **Disks.** With ``disk_bytes`` every node's data dir is its own tmpfs of that
 size (root), so the disk-full fault fills one node's disk only; `release`
 copies them to ``<node dir>/data-final`` and unmounts them once the
@@ -57,6 +65,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from chaos.client import ClientTls, Endpoint
 from chaos.launcher import ChaosCluster, NetnsCluster
 from chaos.nemesis import netns, process
 from chaos.nemesis.grudges import Link, Node
@@ -67,6 +76,7 @@ from data_plane.local_cluster import (
     Timeouts,
 )
 from raftlog.runtime.local_quorum import free_ports
+from raftlog.security import dev_pki
 
 
 class DB(Protocol):
@@ -119,6 +129,10 @@ class DB(Protocol):
 
     def bootstrap_servers(self) -> str:
         """``host:port,...`` for Kafka clients, as seen from the runner."""
+
+    def endpoint(self) -> Endpoint:
+        """The bootstrap servers and how clients connect (TLS files)."""
+        ...
 
     def fill_disk(self, node: Node) -> int:
         """Fill ``node``'s data-dir file system (writes get ENOSPC); bytes used."""
@@ -220,6 +234,7 @@ class ChaosDB:
         ready_timeout_s: float = 60.0,
         node_env: Mapping[Node, Mapping[str, str]] | None = None,
         disk_bytes: int | None = None,
+        tls: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
@@ -245,6 +260,8 @@ class ChaosDB:
         self.disk_bytes = disk_bytes
         self._mounts: list[Path] = []
         self.net: _BothNets | _NetnsBackend | None = None  # a core.NetBackend
+        self.tls = tls
+        self.client_tls: ClientTls | None = None  # made with the layout
 
     @property
     def nodes(self) -> Sequence[Node]:
@@ -305,7 +322,10 @@ class ChaosDB:
                 "advertised.listeners": ",".join(advertised),
             }
         self.net = _BothNets(self.ctrl_net, self.kafka_net)
-        return ClusterLayout(base.nodes, host, self.timeouts, dict(self.properties), node_props)
+        listeners = [f"R{n.node_id}" for n in base.nodes] + ["PLAINTEXT", "CONTROLLER"]
+        return ClusterLayout(base.nodes, host, self.timeouts,
+                             {**self.properties, **self._tls_properties([host], listeners)},
+                             node_props)
 
     async def _netns_layout(self) -> tuple[ClusterLayout, dict[int, list[str]], dict[int, str]]:
         net = netns.NetnsNet(list(self._nodes))
@@ -327,8 +347,27 @@ class ChaosDB:
             }
             for i in ids
         }
-        layout = ClusterLayout(nodes, hosts[1], self.timeouts, dict(self.properties), props)
+        properties = {**self.properties,
+                      **self._tls_properties(list(hosts.values()), ["PLAINTEXT", "CONTROLLER"])}
+        layout = ClusterLayout(nodes, hosts[1], self.timeouts, properties, props)
         return layout, {i: net.exec_prefix(node_name(i)) for i in ids}, hosts
+
+    def _tls_properties(self, hosts: Sequence[str], listeners: Sequence[str]) -> dict[str, str]:
+        """For a TLS run: the PKI (written under the cluster directory), and
+        every listener SSL with client certificates required; else nothing."""
+        if not self.tls:
+            return {}
+        pki = dev_pki.make_pki(self.directory / "pki", servers=("broker",), clients=("chaos",),
+                               hosts=hosts)
+        client = pki.identities["chaos"]
+        self.client_tls = ClientTls(ca=pki.ca_pem, certificate=client.cert_pem,
+                                    key=client.key_pem, pem=client.pem)
+        return {
+            "listener.security.protocol.map": ",".join(f"{name}:SSL" for name in listeners),
+            **pki.keystore_settings("broker"),
+            **pki.truststore_settings(),
+            "ssl.client.auth": "required",
+        }
 
     async def setup(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -459,13 +498,16 @@ class ChaosDB:
     def bootstrap_servers(self) -> str:
         return self._c().bootstrap_servers
 
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.bootstrap_servers(), self.client_tls)
+
     async def _topic_metadata(self, topic: str) -> Any | None:
         """``topic``'s partitions from a client's Metadata, None if no answer."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient(
             {
-                "bootstrap.servers": self.bootstrap_servers(),
+                **self.endpoint().librdkafka(),
                 "log_level": 0,
                 "socket.timeout.ms": 2000,
             }

@@ -107,7 +107,9 @@ class NetnsCluster(ChaosCluster):
         for node in self.layout.controllers:
             if node.node_id not in up or node.controller_port is None:
                 continue
-            async with probe_client(self.hosts[node.node_id], node.controller_port, timeout_ms, client_id_prefix="raftlog-chaos") as c:
+            async with probe_client(self.hosts[node.node_id], node.controller_port, timeout_ms,
+                                    client_id_prefix="raftlog-chaos",
+                                    security=self.controller_security) as c:
                 if quorum is None:
                     r = await send_or_none(
                         c, wire.encode_request(DescribeQuorumRequest(), destination=-1), 2
@@ -136,7 +138,9 @@ class NetnsCluster(ChaosCluster):
         for node in self.layout.brokers:
             if node.node_id not in up or node.kafka_port is None:
                 continue
-            async with probe_client(self.hosts[node.node_id], node.kafka_port, timeout_ms, client_id_prefix="raftlog-chaos") as c:
+            async with probe_client(self.hosts[node.node_id], node.kafka_port, timeout_ms,
+                                    client_id_prefix="raftlog-chaos",
+                                    security=self.client_security) as c:
                 r = await send_or_none(
                     c,
                     md_req.MetadataRequest(
@@ -178,7 +182,9 @@ class NetnsCluster(ChaosCluster):
         while pending:
             node = pending[0]
             assert node.kafka_port is not None
-            async with probe_client(self.hosts[node.node_id], node.kafka_port, 2000, client_id_prefix="raftlog-chaos") as c:
+            async with probe_client(self.hosts[node.node_id], node.kafka_port, 2000,
+                                    client_id_prefix="raftlog-chaos",
+                                    security=self.client_security) as c:
                 r = await send_or_none(
                     c,
                     md_req.MetadataRequest(

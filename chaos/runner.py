@@ -49,6 +49,7 @@ from chaos.client import (
     ConfluentGroupPoller,
     ConfluentPoller,
     ConfluentProducer,
+    Endpoint,
     KafkaPythonProducer,
     SendClient,
     final_read,
@@ -125,6 +126,9 @@ class RunOptions:
     # KIP-848 protocol) instead of assign-based consumers: rebalances and
     # coordinator failovers under the faults, and the committed-unread check.
     group_protocol: str = ""
+    # Every listener SSL with client certificates (`chaos.db`, TLS), the
+    # workload's clients too.
+    tls: bool = False
     # Extra server.properties and node env (the unsafe test-only mode uses these).
     properties: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
@@ -139,6 +143,7 @@ class RunOutcome:
     mode: str
     mode_reason: str
     counts: dict[str, int]
+    tls: bool = False
 
 
 class ClockNemesis:
@@ -173,10 +178,10 @@ class ClockNemesis:
 class _Worker:
     """One logical client process (its clients are made lazily, in its thread)."""
 
-    def __init__(self, index: int, bootstrap: str, opts: RunOptions) -> None:
+    def __init__(self, index: int, endpoint: Endpoint, opts: RunOptions) -> None:
         self.index = index
         self.process = index
-        self.bootstrap = bootstrap
+        self.endpoint = endpoint
         self.opts = opts
         self.busy = False
         self.producer: SendClient | None = None
@@ -206,7 +211,7 @@ class _Worker:
                 # successor fences it (InitProducerId bumps the epoch) and its
                 # open transaction is aborted, as with a restarted Kafka app.
                 self.producer = ConfluentProducer(
-                    self.bootstrap,
+                    self.endpoint,
                     TOPIC,
                     idempotent=True,
                     transactional_id=f"chaos-txn-{self.opts.seed}-{self.index}",
@@ -219,10 +224,10 @@ class _Worker:
         if op.f == "send":
             if self.producer is None:
                 if self.index % 3 == 2:
-                    self.producer = KafkaPythonProducer(self.bootstrap, TOPIC)
+                    self.producer = KafkaPythonProducer(self.endpoint, TOPIC)
                 else:
                     self.producer = ConfluentProducer(
-                        self.bootstrap, TOPIC, idempotent=self.opts.idempotent
+                        self.endpoint, TOPIC, idempotent=self.opts.idempotent
                     )
             key = op.value.get("key")
             return self.producer.send(int(op.value["partition"]), int(op.value["value"]),
@@ -231,10 +236,10 @@ class _Worker:
             if self.poller is None:
                 if self.opts.group_protocol:
                     self.poller = ConfluentGroupPoller(
-                        self.bootstrap, TOPIC, group_id(self.opts), self.opts.group_protocol,
+                        self.endpoint, TOPIC, group_id(self.opts), self.opts.group_protocol,
                         keys=workload_keys(self.opts))
                 else:
-                    self.poller = ConfluentPoller(self.bootstrap, TOPIC, self.opts.partitions,
+                    self.poller = ConfluentPoller(self.endpoint, TOPIC, self.opts.partitions,
                                                   keys=workload_keys(self.opts))
             return self.poller.poll()
         raise ValueError(op.f)
@@ -280,6 +285,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
         timeouts=Timeouts.fast(),
         node_env=node_env,
         disk_bytes=DISK_BYTES if "disk-full" in opts.faults else None,
+        tls=opts.tls,
     )
     cfg = RunConfig(
         seed=opts.seed,
@@ -327,7 +333,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             ]
         )
         await nemesis.setup()
-        workers.extend(_Worker(i, db.bootstrap_servers(), opts) for i in range(opts.processes))
+        workers.extend(_Worker(i, db.endpoint(), opts) for i in range(opts.processes))
         t0 = time.monotonic_ns()
 
         def now() -> int:
@@ -396,7 +402,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             p = int(op.value["partitions"][0])
             rec.record(now(), OpType.INVOKE, op.process, op.f, op.value)
             typ, value = await loop.run_in_executor(
-                pool, functools.partial(final_read, db.bootstrap_servers(), TOPIC, p,
+                pool, functools.partial(final_read, db.endpoint(), TOPIC, p,
                                         keys=workload_keys(opts))
             )
             finals_done.append(rec.record(now(), typ, op.process, op.f, value))
@@ -405,7 +411,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             process_id = finals[0].process if finals else 0
             rec.record(now(), OpType.INVOKE, process_id, "group-offsets", {"group": group_id(opts)})
             typ, value = await loop.run_in_executor(
-                pool, functools.partial(group_offsets, db.bootstrap_servers(), TOPIC,
+                pool, functools.partial(group_offsets, db.endpoint(), TOPIC,
                                         opts.partitions, group_id(opts)))
             rec.record(now(), typ, process_id, "group-offsets", value)
         history = rec.history()
@@ -442,7 +448,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             "repro": _repro(opts),
         }
         write_report(history, overall, out, meta=meta)
-        return RunOutcome(overall.valid, overall, out, len(history), mode, why, counts)
+        return RunOutcome(overall.valid, overall, out, len(history), mode, why, counts,
+                          tls=opts.tls)
     finally:
         await close_workers()  # a no-op for workers already closed
         rec.close()
@@ -535,7 +542,7 @@ async def _create_topic(
     new_topic: Any = getattr(ck_admin, "NewTopic")  # noqa: B009 - not re-exported for mypy
 
     def create() -> None:
-        admin = ck_admin.AdminClient({"bootstrap.servers": db.bootstrap_servers(), "log_level": 0})
+        admin = ck_admin.AdminClient({**db.endpoint().librdkafka(), "log_level": 0})
         try:
             topic = new_topic(TOPIC, partitions, min(3, db.n), config=configs or {})
             admin.create_topics([topic])[TOPIC].result(20)
@@ -552,7 +559,8 @@ async def _create_topic(
 
 def summarize(outcome: RunOutcome) -> list[str]:
     lines = [
-        f"mode: {outcome.mode} ({outcome.mode_reason})",
+        f"mode: {outcome.mode} ({outcome.mode_reason})"
+        + (", every connection over mutual TLS" if outcome.tls else ""),
         f"ops: {outcome.ops} ({outcome.counts})",
         f"valid: {outcome.valid}",
     ]

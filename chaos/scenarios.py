@@ -165,7 +165,7 @@ class Harness:
             self._load.append(asyncio.create_task(self._producer_loop(kind, rate_hz)))
 
     async def _producer_loop(self, kind: str, rate_hz: float) -> None:
-        boot = self.db.bootstrap_servers()
+        boot = self.db.endpoint()
         proc = next(self.procs)
         client: SendClient | None = None
         while not self._stop.is_set():
@@ -226,7 +226,7 @@ class Harness:
 
         admin = AdminClient(
             {
-                "bootstrap.servers": self.db.bootstrap_servers(),
+                **self.db.endpoint().librdkafka(),
                 "log_level": 0,
                 "socket.timeout.ms": 2000,
             }
@@ -283,7 +283,7 @@ class Harness:
         for p in range(self.partitions):
             proc = next(self.procs)
             self.rec.record(self.now(), OpType.INVOKE, proc, "final-read", {"partitions": [p]})
-            typ, value = await self.call(final_read, self.db.bootstrap_servers(), TOPIC, p)
+            typ, value = await self.call(final_read, self.db.endpoint(), TOPIC, p)
             finals.append(self.rec.record(self.now(), typ, proc, "final-read", value))
         history = self.rec.history()
         await self.db.teardown()
@@ -623,7 +623,7 @@ async def disk_wipe_rejoin(h: Harness) -> tuple[Result, str]:
 
     def hw() -> int:
         c = Consumer(
-            {"bootstrap.servers": h.db.bootstrap_servers(), "group.id": "wipe", "log_level": 0}
+            {**h.db.endpoint().librdkafka(), "group.id": "wipe", "log_level": 0}
         )
         try:
             return int(c.get_watermark_offsets(CTP(TOPIC, 0), timeout=5)[1])
@@ -691,7 +691,7 @@ async def disk_wipe_rejoin(h: Harness) -> tuple[Result, str]:
 
 
 async def zombie_producer(h: Harness) -> tuple[Result, str]:
-    boot = h.db.bootstrap_servers()
+    boot = h.db.endpoint()
     if not await h.call(transactions_available, boot):
         h.notes.append("transactions unavailable on this cluster")
         return (

@@ -170,9 +170,11 @@ class ReassignNemesis:
         deadline = loop.time() + self.request_timeout_s
         why = "no broker answered"
         while loop.time() < deadline:
-            for host, port in _addresses(self.db.bootstrap_servers()):
+            endpoint = self.db.endpoint()
+            for host, port in _addresses(endpoint.servers):
                 client = KafkaProtocolClient(host, port, client_id="chaos-reassign",
-                                             request_timeout_ms=5000, connect_timeout_ms=1000)
+                                             request_timeout_ms=5000, connect_timeout_ms=1000,
+                                             security=endpoint.security())
                 try:
                     response: Any = await client.send(request, version)
                 except TransportError as exc:
