@@ -715,6 +715,9 @@ class _TlsConnectionProtocol(_ConnectionProtocol):
                 if task is not None and task.cancelling():
                     raise
                 # start_tls alone was cancelled (above, or by `abort`).
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:  # the peer went away
+            log.debug("%s: TLS handshake with %s did not complete: %r",
+                      server.listener_name, self._peer, exc)
         except ssl.SSLError as exc:
             server._handshake_failed(self._peer, exc)
         except (TimeoutError, OSError) as exc:  # reset, EOF, handshake timeout

@@ -354,3 +354,23 @@ def test_a_client_hello_then_a_close_leaves_no_error_behind(
         run(main())
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == [], [r.getMessage() for r in errors]
+
+
+def test_a_peer_that_closes_after_the_server_hello_is_not_a_failed_authentication(
+    pki: dev_pki.Pki,
+) -> None:
+    """EOF in the middle of a handshake (a killed client, a cut link) is a
+    disconnect, as in Kafka, even once the TLS layer is talking."""
+    hello = _client_hello(pki)
+
+    async def main() -> None:
+        async with KafkaProtocolServer("127.0.0.1", 0, {52: _who},
+                                       tls=server_tls(pki, "none")) as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(hello)
+            assert await asyncio.wait_for(reader.read(1), 5)  # the ServerHello has come
+            writer.close()
+            await _until(lambda: not server._connections, "the connection to be dropped")
+            assert server.failed_authentications == 0 and server.failed_handshakes == 0
+
+    run(main())
