@@ -93,6 +93,8 @@ from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.net.errors import (
+    ConnectFailedError,
+    DisconnectedError,
     ErrorCode,
     SaslAuthenticationFailedError,
     TlsHandshakeFailedError,
@@ -241,7 +243,7 @@ class _Admin:
                     # the reason (Kafka's admin client fails at once too).
                     raise CliError(str(exc)) from None
                 except TransportError as exc:
-                    last_error = f"{address[0]}:{address[1]}: {exc}"
+                    last_error = _transport_error(address, exc, self.security)
                     continue
                 except UnsupportedVersionError as exc:
                     # An older node, or a controller asked for a broker API.
@@ -257,6 +259,21 @@ class _Admin:
             if time.monotonic() >= self._deadline:
                 raise CliError(last_error)
             await asyncio.sleep(0.2)
+
+
+def _transport_error(address: tuple[str, int], exc: TransportError,
+                     security: ConnectionSecurity) -> str:
+    """The line for a connection that failed: ``exc`` names the address
+    already; a PLAINTEXT client dropped by a node most likely spoke to a TLS
+    or SASL listener, which closes such a client without a word."""
+    text = str(exc)
+    if not text.startswith(f"{address[0]}:{address[1]}"):
+        text = f"{address[0]}:{address[1]}: {text}"
+    if security.protocol == "PLAINTEXT" and isinstance(exc, DisconnectedError) \
+            and not isinstance(exc, ConnectFailedError):
+        text += (" (if the listener is SSL, SASL_PLAINTEXT or SASL_SSL, give its client "
+                 "settings with --command-config)")
+    return text
 
 
 #: Answers no retry mends (an authorizer's refusal).

@@ -11,6 +11,14 @@
   servers are the last line printed. A ``--dir`` that already holds a
   cluster starts that cluster again (same cluster id and ports; nothing is
   reformatted).
+- ``cluster up --tls``: every listener SSL (the controllers' too), with a
+  throwaway CA, a broker certificate for 127.0.0.1/localhost and a client
+  certificate written under ``DIR/tls`` (`raftlog.security.dev_pki`; for
+  trying TLS clients out, not for production). ``ssl.client.auth`` is
+  ``requested``: a client may connect with the CA alone (``ANONYMOUS``) or
+  also present the client certificate (``User:CN=client,OU=clients,O=raftlog``).
+  It writes ``DIR/tls/client.properties`` for ``--command-config`` and
+  prints the confluent-kafka settings.
 - ``cluster status --dir DIR``: the table again (exit 1 if a node is down);
 - ``cluster down --dir DIR``: SIGTERM every node, SIGKILL after ``--timeout-s``.
 """
@@ -21,9 +29,11 @@ import argparse
 import os
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 from metadata_quorum.bootstrap import BootstrapError, parse_add_scram
+from raftlog.security import dev_pki
 
 from .admin_cli import CliError
 from .local_cluster import (
@@ -44,8 +54,8 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
             cluster = LocalCluster.open(directory)
             print(f"Restarting the cluster {cluster.cluster_id} recorded in {directory} "
                   "(same cluster id and ports; storage is not reformatted)", flush=True)
-            if args.nodes is not None or args.base_port is not None:
-                print("note: --nodes/--base-port are ignored for an existing cluster "
+            if args.nodes is not None or args.base_port is not None or args.tls:
+                print("note: --nodes/--base-port/--tls are ignored for an existing cluster "
                       "(`raftlog cluster down` and remove the directory to change them)",
                       flush=True)
         else:
@@ -56,7 +66,8 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
                 base_port=args.base_port if args.base_port is not None else 9092,
                 controller_base_port=args.controller_base_port,
                 timeouts=Timeouts(),
-                properties=_properties(args.override),
+                properties={**(_tls_properties(directory) if args.tls else {}),
+                            **_properties(args.override)},
             )
             try:
                 records = [parse_add_scram(spec) for spec in args.add_scram or ()]
@@ -69,6 +80,9 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
     except LocalClusterError as exc:
         raise CliError(str(exc)) from None
     print("\n".join(cluster.status_lines(status)))
+    tls_files = _tls_files(directory)
+    if tls_files is not None:
+        print("\n".join(_tls_lines(tls_files)))
     if args.detach:
         print(f"Stop it with: raftlog cluster down --dir {directory}")
         print("Bootstrap servers:")
@@ -129,6 +143,43 @@ def _open(directory: str) -> LocalCluster:
         raise CliError(str(exc)) from None
 
 
+def _tls_properties(directory: str) -> dict[str, str]:
+    """A new cluster's TLS settings, after writing its PKI and the client
+    properties under ``directory/tls``."""
+    tls_dir = Path(directory) / "tls"
+    pki = dev_pki.make_pki(tls_dir, servers=("broker",), clients=("client",),
+                           password="raftlog-dev")
+    client = pki.identities["client"]
+    (tls_dir / "client.properties").write_text(
+        "# raftlog cluster up --tls: for the raftlog CLI's --command-config\n"
+        "security.protocol=SSL\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_pem}\n"
+        f"ssl.keystore.type=PEM\nssl.keystore.location={client.pem}\n")
+    return {"listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:SSL",
+            **pki.keystore_settings("broker"), **pki.truststore_settings(),
+            "ssl.client.auth": "requested"}
+
+
+def _tls_files(directory: str) -> Path | None:
+    """``directory/tls`` when the cluster there was made with ``--tls``."""
+    tls_dir = Path(directory) / "tls"
+    return tls_dir if (tls_dir / "client.properties").is_file() else None
+
+
+def _tls_lines(tls_dir: Path) -> list[str]:
+    return [
+        "TLS: every listener is SSL (a throwaway CA; client certificates optional)",
+        f"  CA certificate:     {tls_dir / 'ca.pem'}",
+        f"  client certificate: {tls_dir / 'client.cert.pem'} "
+        f"(key {tls_dir / 'client.key.pem'})",
+        f"  for the raftlog CLI: --command-config {tls_dir / 'client.properties'}",
+        "  confluent-kafka: {'security.protocol': 'SSL', "
+        f"'ssl.ca.location': '{tls_dir / 'ca.pem'}', "
+        f"'ssl.certificate.location': '{tls_dir / 'client.cert.pem'}', "
+        f"'ssl.key.location': '{tls_dir / 'client.key.pem'}'}}",
+    ]
+
+
 def _properties(items: list[str] | None) -> dict[str, str]:
     result = {}
     for item in items or ():
@@ -153,6 +204,9 @@ def register_cluster(actions: Any) -> None:
     up.add_argument("--add-scram", action="append", metavar="MECHANISM=[name=N,password=P]",
                     help="a SCRAM credential the new cluster starts with, as storage format "
                          "--add-scram (KIP-900); repeatable")
+    up.add_argument("--tls", action="store_true",
+                    help="every listener SSL, with a throwaway CA and certificates written "
+                         "under DIR/tls (new clusters; for trying TLS clients, not production)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="a server.properties setting for every node (new clusters)")
     up.add_argument("--timeout-s", type=float, default=60.0, help="readiness timeout")
