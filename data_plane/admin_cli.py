@@ -105,6 +105,7 @@ from raftlog.runtime import event_loop, wire
 
 from .client_config import ClientConfigError, ClientSecurity, load_command_config
 from .config import ConfigError, load_config
+from .oauth_jwks import JwksError
 from .storage_format import StorageError, format_storage, random_uuid
 
 __all__ = ("CliError", "add_command_config", "command_security", "register")
@@ -145,7 +146,7 @@ def cmd_server_start(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     try:
         return event_loop.run(run_node(config))
-    except StorageError as exc:
+    except (StorageError, JwksError) as exc:
         raise CliError(str(exc)) from None
 
 

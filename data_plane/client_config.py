@@ -9,7 +9,14 @@ The file is Java properties with Kafka's client names::
         username="alice" password="alice-secret";
 
 ``sasl.username`` and ``sasl.password`` (librdkafka's names) may stand for
-the JAAS config. With ``security.protocol=SSL`` or ``SASL_SSL``, Kafka's
+the JAAS config. ``sasl.mechanism=OAUTHBEARER`` takes Kafka's unsecured
+login: ``OAuthBearerLoginModule`` with ``unsecuredLoginStringClaim_sub``
+(the principal) and optionally ``unsecuredLoginListClaim_scope``,
+``unsecuredLoginLifetimeSeconds``, ``unsecuredLoginPrincipalClaimName``,
+``unsecuredLoginScopeClaimName`` and ``unsecuredLoginExtension_<name>``;
+librdkafka gets the same token through ``enable.sasl.oauthbearer.unsecure.jwt``
+and ``sasl.oauthbearer.config``, which carries no other claims, so other
+claims are refused. With ``security.protocol=SSL`` or ``SASL_SSL``, Kafka's
 client ``ssl.*`` settings say which CAs to trust (``ssl.truststore.*``, PEM
 or PKCS12; without one, the system's), which certificate to present
 (``ssl.keystore.*``, for listeners with ``ssl.client.auth``) and whether to
@@ -27,9 +34,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from data_plane.config import parse_properties
+from data_plane.security_config import oauthbearer_credentials
 from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.security.jaas import MODULES, client_credentials, parse_jaas_config
-from raftlog.security.sasl import SUPPORTED_MECHANISMS, SaslCredentials
+from raftlog.security.oauthbearer import OAuthBearerConfigError, UnsecuredLogin
+from raftlog.security.sasl import OAUTHBEARER, SUPPORTED_MECHANISMS, SaslCredentials
 from raftlog.security.tls import (
     TLS_SETTINGS,
     PemMaterial,
@@ -64,6 +73,8 @@ class ClientSecurity:
     tls: ssl.SSLContext | None = field(default=None, compare=False)
     pem: PemMaterial | None = None
     check_hostname: bool = True
+    # OAUTHBEARER: the unsecured token's options (librdkafka builds its own).
+    oauthbearer: UnsecuredLogin | None = None
 
     @property
     def connection(self) -> ConnectionSecurity:
@@ -81,7 +92,11 @@ class ClientSecurity:
         if self.sasl is None and self.tls is None:
             return {}
         out = {"security.protocol": self.protocol}
-        if self.sasl is not None:
+        if self.oauthbearer is not None:
+            out.update({"sasl.mechanism": OAUTHBEARER,
+                        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                        "sasl.oauthbearer.config": _librdkafka_unsecured(self.oauthbearer)})
+        elif self.sasl is not None:
             out.update({"sasl.mechanism": self.sasl.mechanism,
                         "sasl.username": self.sasl.username, "sasl.password": self.sasl.password})
         if self.pem is not None:
@@ -139,6 +154,10 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
     if mechanism not in SUPPORTED_MECHANISMS:
         raise ClientConfigError(f"{where}: sasl.mechanism={mechanism} is not supported "
                                 f"({', '.join(SUPPORTED_MECHANISMS)})")
+    if mechanism == OAUTHBEARER:
+        login = _oauthbearer_login(props, where)
+        return ClientSecurity(oauthbearer_credentials(login), tls.tls, tls.pem,
+                              tls.check_hostname, login)
     user, password = props.get("sasl.username"), props.get("sasl.password")
     jaas = props.get("sasl.jaas.config")
     if jaas is not None:
@@ -162,6 +181,49 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
             f"sasl.password) for {mechanism}")
     return ClientSecurity(SaslCredentials(mechanism, user, password), tls.tls, tls.pem,
                           tls.check_hostname)
+
+
+def _oauthbearer_login(props: dict[str, str], where: str) -> UnsecuredLogin:
+    """The unsecured login of an OAUTHBEARER command config."""
+    jaas = props.get("sasl.jaas.config")
+    if jaas is None or "sasl.username" in props or "sasl.password" in props:
+        raise ClientConfigError(
+            f"{where}: OAUTHBEARER takes sasl.jaas.config ({MODULES[OAUTHBEARER]} with "
+            "unsecuredLoginStringClaim_sub=\"<principal>\"), not sasl.username/sasl.password")
+    try:
+        entry = parse_jaas_config(jaas)
+    except ValueError as exc:
+        raise ClientConfigError(f"{where}: sasl.jaas.config: {exc}") from None
+    if entry.login_module != MODULES[OAUTHBEARER]:
+        raise ClientConfigError(f"{where}: sasl.jaas.config: OAUTHBEARER takes "
+                                f"{MODULES[OAUTHBEARER]}, not {entry.login_module}")
+    try:
+        login = UnsecuredLogin.from_jaas(entry.options)
+    except OAuthBearerConfigError as exc:
+        raise ClientConfigError(f"{where}: sasl.jaas.config: {exc.setting}: {exc.message}") \
+            from None
+    extra = sorted(set(login.claims) - {login.principal_claim, login.scope_claim})
+    if extra:
+        raise ClientConfigError(
+            f"{where}: sasl.jaas.config: claims {', '.join(extra)}: the CLI's tokens carry only "
+            "the principal and scope claims (librdkafka's unsecured tokens have no others)")
+    return login
+
+
+def _librdkafka_unsecured(login: UnsecuredLogin) -> str:
+    """librdkafka's ``sasl.oauthbearer.config`` for the same unsecured token."""
+    parts = [f"principal={login.principal}"]
+    if login.principal_claim != "sub":
+        parts.append(f"principalClaimName={login.principal_claim}")
+    scope = login.claims.get(login.scope_claim)
+    if scope:
+        parts.append("scope=" + ",".join(map(str, scope)) if isinstance(scope, (list, tuple))
+                     else f"scope={scope}")
+    if login.scope_claim != "scope":
+        parts.append(f"scopeClaimName={login.scope_claim}")
+    parts.append(f"lifeSeconds={login.lifetime_s}")
+    parts.extend(f"extension_{name}={value}" for name, value in sorted(login.extensions.items()))
+    return " ".join(parts)
 
 
 def _client_tls(props: dict[str, str], where: str) -> ClientSecurity:

@@ -45,7 +45,8 @@ import logging
 import os
 import random
 import signal
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from metadata_quorum.bootstrap import BootstrapError, read_bootstrap
@@ -63,7 +64,13 @@ from raftlog.runtime.driver import RaftDriver
 from raftlog.runtime.log_adapter import SegmentReplicatedLog
 from raftlog.runtime.quorum_state_store import QuorumStateStore
 from raftlog.runtime.transport import KafkaTransport, raft_handlers
-from raftlog.security.sasl import PLAIN, SaslServer, plain_server, scram_server
+from raftlog.security.oauthbearer import (
+    BearerToken,
+    JwtValidator,
+    UnsecuredValidator,
+    oauthbearer_server,
+)
+from raftlog.security.sasl import OAUTHBEARER, PLAIN, SaslServer, plain_server, scram_server
 from raftlog.security.scram import ScramCredential
 
 from .api.authorization import AclAuthorization
@@ -84,6 +91,7 @@ from .config import NodeConfig
 from .controller_acls import authorize_controller_handlers
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
+from .oauth_jwks import JwksSource
 from .storage_format import StorageError, check_formatted
 
 if TYPE_CHECKING:
@@ -219,6 +227,7 @@ async def run_node(
         listener=listener,
     )
     servers: list[KafkaProtocolServer] = []
+    jwks = await oauth_jwks_sources(config)
     # Every listener of the node shares one count of connections (Kafka's
     # ConnectionQuotas) and the same request size limit.
     listener_settings = {**BROKER_CONFIG_DEFAULTS, **dict(config.broker_settings)}
@@ -264,7 +273,7 @@ async def run_node(
                 connection_quotas=connection_quotas,
                 authenticator=sasl_authenticator(
                     config, controller_listener.name,
-                    functools.partial(_committed_image, service)),
+                    functools.partial(_committed_image, service), jwks),
                 **_tls_options(config, controller_listener.name),
             )
         )
@@ -317,7 +326,8 @@ async def run_node(
                     max_request_bytes=max_request_bytes,
                     connection_quotas=connection_quotas,
                     authenticator=sasl_authenticator(
-                        config, broker_address.name, functools.partial(_image_of, lifecycle)),
+                        config, broker_address.name, functools.partial(_image_of, lifecycle),
+                        jwks),
                     **_tls_options(config, broker_address.name),
                 )
             )
@@ -343,7 +353,9 @@ async def run_node(
         metadata_dir,
         "voter" if config.is_controller else "observer",
     )
-    background: list[asyncio.Task[None]] = []
+    background: list[asyncio.Task[None]] = [
+        asyncio.create_task(source.run(), name=f"jwks-{listener_name}")
+        for listener_name, source in jwks.items()]
     if service is not None:
         background.append(asyncio.create_task(service.tick_loop(stop), name="controller-tick"))
         background.append(
@@ -408,10 +420,13 @@ async def run_node(
 
 def sasl_authenticator(
     config: NodeConfig, listener: str, image: Callable[[], MetadataImage],
+    jwks: Mapping[str, JwksSource] | None = None,
 ) -> Callable[[], SaslServerAuthenticator] | None:
     """Each new connection's SASL exchange on ``listener``; None for a
     PLAINTEXT listener. PLAIN checks the JAAS config's users; SCRAM checks
-    the credentials in the metadata image at the time of the login."""
+    the credentials in the metadata image at the time of the login;
+    OAUTHBEARER checks the token with the listener's validator (``jwks``:
+    the KIP-768 ones' keys, by listener; `oauth_jwks_sources`)."""
     settings = config.security.listener_sasl(listener)
     if settings is None:
         return None
@@ -420,12 +435,38 @@ def sasl_authenticator(
         if mechanism == PLAIN:
             users = dict(settings.plain_users)
             factories[mechanism] = functools.partial(plain_server, users)
+        elif mechanism == OAUTHBEARER:
+            assert settings.oauthbearer is not None
+            validator = settings.oauthbearer.validator
+            validate: Callable[[str], BearerToken]
+            if isinstance(validator, UnsecuredValidator):
+                validate = functools.partial(_validate_unsecured, validator)
+            else:
+                validate = (jwks or {})[listener].validate
+            factories[mechanism] = functools.partial(oauthbearer_server, validate)
         else:
             factories[mechanism] = functools.partial(
                 scram_server, mechanism, functools.partial(_scram_lookup, image, mechanism))
     return functools.partial(SaslServerAuthenticator, factories,
                              config.security.failed_authentication_delay_ms,
                              config.security.max_receive_bytes)
+
+
+def _validate_unsecured(validator: UnsecuredValidator, token: str) -> BearerToken:
+    return validator.validate(token, int(time.time() * 1000))
+
+
+async def oauth_jwks_sources(config: NodeConfig) -> dict[str, JwksSource]:
+    """Each served listener's KIP-768 JWKS, loaded (a ``file:`` one that
+    fails stops start-up: `JwksError`)."""
+    sources: dict[str, JwksSource] = {}
+    for entry in config.security.sasl:
+        if entry.oauthbearer is not None and isinstance(entry.oauthbearer.validator,
+                                                        JwtValidator):
+            source = JwksSource(entry.oauthbearer.validator)
+            await source.start()
+            sources[entry.listener] = source
+    return sources
 
 
 def _tls_options(config: NodeConfig, listener: str) -> dict[str, Any]:

@@ -24,12 +24,25 @@ KIP-103):
   (ANONYMOUS without a certificate); on SASL_SSL it is the SASL login.
 - ``sasl.enabled.mechanisms`` (Kafka's default, GSSAPI, is not served), or
   per listener ``listener.name.<listener>.sasl.enabled.mechanisms``: PLAIN,
-  SCRAM-SHA-256, SCRAM-SHA-512.
+  SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.
 - ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (the names in
   lower case): PLAIN needs one, whose ``user_<name>="<password>"`` options
   are the users; SCRAM users live in the metadata log (KIP-554). Its
   ``username`` and ``password`` are what this node authenticates with when
   it connects to that listener (inter-broker).
+- OAUTHBEARER (KIP-255, `raftlog.security.oauthbearer`): its JAAS config
+  (``OAuthBearerLoginModule``) is required where the mechanism is served.
+  Tokens are checked by Kafka's default, the *unsecured* validator (unsigned
+  tokens; its ``unsecuredValidator*`` JAAS options), or, when
+  ``listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`` is
+  ``org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler``,
+  by KIP-768's validator: signed JWTs against the JWKS at
+  ``sasl.oauthbearer.jwks.endpoint.url``, with the other
+  ``sasl.oauthbearer.*`` settings (each also under the listener and
+  mechanism prefix, which wins). A node logs in with the unsecured token
+  its JAAS ``unsecuredLogin*`` options describe; KIP-768's client
+  credentials flow (``sasl.login.callback.handler.class``,
+  ``sasl.oauthbearer.token.endpoint.url``) is refused, not implemented.
 - ``inter.broker.listener.name`` (default: the first broker listener) and
   ``sasl.mechanism.inter.broker.protocol`` (Kafka's default GSSAPI: it must
   be set when the inter-broker listener is SASL);
@@ -50,6 +63,7 @@ from __future__ import annotations
 import functools
 import re
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -64,7 +78,16 @@ from raftlog.security.jaas import (
     parse_jaas_config,
     plain_users,
 )
-from raftlog.security.sasl import PLAIN, SUPPORTED_MECHANISMS, SaslCredentials
+from raftlog.security.oauthbearer import (
+    JWT_VALIDATOR_SETTINGS,
+    VALIDATOR_HANDLERS,
+    BearerToken,
+    JwtValidator,
+    OAuthBearerConfigError,
+    UnsecuredLogin,
+    UnsecuredValidator,
+)
+from raftlog.security.sasl import OAUTHBEARER, PLAIN, SUPPORTED_MECHANISMS, SaslCredentials
 from raftlog.security.tls import (
     TLS_SETTINGS,
     PrincipalMapper,
@@ -81,10 +104,12 @@ __all__ = (
     "LISTENER_SECURITY_SETTING",
     "LISTENER_SECURITY_SETTINGS",
     "SECURITY_SETTINGS",
+    "ListenerOAuthBearer",
     "ListenerSasl",
     "ListenerTls",
     "SecurityConfig",
     "SecurityConfigError",
+    "oauthbearer_credentials",
     "parse_security",
 )
 
@@ -96,6 +121,18 @@ _TLS: Final = frozenset({SSL, SASL_SSL})
 _SASL: Final = frozenset({SASL_PLAINTEXT, SASL_SSL})
 DEFAULT_PROTOCOL_MAP: Final = {name: name for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
                                                        "SASL_SSL")}
+
+#: OAUTHBEARER settings named so that they are refused with the reason.
+_REFUSED_OAUTHBEARER: Final = ("sasl.login.callback.handler.class",
+                               "sasl.oauthbearer.token.endpoint.url",
+                               "sasl.server.callback.handler.class")
+#: Kafka's default OAUTHBEARER validator, which may also be named.
+_UNSECURED_VALIDATOR: Final = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                               "OAuthBearerUnsecuredValidatorCallbackHandler")
+
+#: What may follow ``listener.name.<l>.oauthbearer.``.
+_OAUTHBEARER_LISTENER_SETTINGS: Final = frozenset(
+    {"sasl.server.callback.handler.class", *JWT_VALIDATOR_SETTINGS, *_REFUSED_OAUTHBEARER[:2]})
 
 #: The node-wide settings this module reads (Kafka's names).
 SECURITY_SETTINGS: Final = frozenset({
@@ -109,6 +146,8 @@ SECURITY_SETTINGS: Final = frozenset({
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
+    *JWT_VALIDATOR_SETTINGS,
+    *_REFUSED_OAUTHBEARER,
 }) | TLS_SETTINGS
 
 #: The authorizer a node may name: Kafka's KRaft ACL authorizer (KIP-801).
@@ -120,14 +159,17 @@ LISTENER_SECURITY_SETTINGS: Final = frozenset({
     "listener.name.<listener>.sasl.enabled.mechanisms",
     "listener.name.<listener>.<mechanism>.sasl.jaas.config",
     "listener.name.<listener>.<ssl setting>",
+    "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class",
+    "listener.name.<listener>.oauthbearer.<sasl.oauthbearer setting>",
 })
 
 #: ``listener.name.<l>.sasl.enabled.mechanisms``,
-#: ``listener.name.<l>.<mechanism>.sasl.jaas.config`` and
-#: ``listener.name.<l>.ssl.<...>``.
+#: ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
+#: ``listener.name.<l>.ssl.<...>`` and the OAUTHBEARER ones
+#: (``listener.name.<l>.oauthbearer.sasl.<...>``, group 5).
 LISTENER_SECURITY_SETTING: Final = re.compile(
     r"listener\.name\.([a-z0-9_-]+)\.(sasl\.enabled\.mechanisms|([a-z0-9-]+)\.sasl\.jaas\.config"
-    r"|(ssl\.[a-z.]+))")
+    r"|(ssl\.[a-z.]+)|oauthbearer\.(sasl\.[a-z.]+))")
 
 _DEFAULT_FAILURE_DELAY_MS: Final = 100
 
@@ -141,6 +183,15 @@ class SecurityConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerOAuthBearer:
+    """A listener's OAUTHBEARER: how its server checks tokens, and the
+    token this node logs in with there (None: it does not)."""
+
+    validator: UnsecuredValidator | JwtValidator
+    login: UnsecuredLogin | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ListenerSasl:
     """A SASL_PLAINTEXT listener's mechanisms, PLAIN users and client credentials."""
 
@@ -150,12 +201,29 @@ class ListenerSasl:
     plain_users: tuple[tuple[str, str], ...] = ()
     # Per mechanism, (username, password) from its JAAS config, if any.
     credentials: tuple[tuple[str, str, str], ...] = ()
+    # With OAUTHBEARER enabled.
+    oauthbearer: ListenerOAuthBearer | None = None
 
     def client_credentials(self, mechanism: str) -> SaslCredentials | None:
+        if mechanism == OAUTHBEARER:
+            login = None if self.oauthbearer is None else self.oauthbearer.login
+            return None if login is None else oauthbearer_credentials(login)
         for name, user, password in self.credentials:
             if name == mechanism:
                 return SaslCredentials(mechanism, user, password)
         return None
+
+
+def oauthbearer_credentials(login: UnsecuredLogin) -> SaslCredentials:
+    """OAUTHBEARER credentials that log in with ``login``'s unsecured token,
+    made afresh for each connection (its iat and exp from now)."""
+    return SaslCredentials(OAUTHBEARER, login.principal, "",
+                           token=functools.partial(_login_token, login),
+                           extensions=tuple(sorted(login.extensions.items())))
+
+
+def _login_token(login: UnsecuredLogin) -> BearerToken:
+    return login.token(int(time.time() * 1000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,8 +375,15 @@ def parse_security(
         users = tuple(sorted(plain_users(entries[PLAIN]).items())) if PLAIN in entries else ()
         credentials = tuple(
             (mechanism, *found) for mechanism, entry in sorted(entries.items())
-            if (found := client_credentials(entry)) is not None)
-        sasl.append(ListenerSasl(name, mechanisms, users, credentials))
+            if mechanism != OAUTHBEARER and (found := client_credentials(entry)) is not None)
+        oauthbearer = _oauthbearer(props, name, entries.get(OAUTHBEARER),
+                                   serves=name not in dialled) \
+            if OAUTHBEARER in mechanisms else None
+        if oauthbearer is None:
+            for key in [k for k in props if k.startswith(prefix + "oauthbearer.sasl.")
+                        and not k.endswith(".sasl.jaas.config")]:
+                raise SecurityConfigError(key, f"OAUTHBEARER is not enabled on listener {name}")
+        sasl.append(ListenerSasl(name, mechanisms, users, credentials, oauthbearer))
 
     tls = tuple(_listener_tls(props, name, protocols[name], serves=name not in dialled)
                 for name in known if protocols[name] in _TLS)
@@ -377,10 +452,67 @@ def _check_client_login(sasl: list[ListenerSasl], protocols: Mapping[str, str], 
             setting, f"{mechanism} is not enabled on the {role} listener {listener} "
                      f"(enabled: {', '.join(entry.mechanisms)})")
     if entry.client_credentials(mechanism) is None:
+        if mechanism == OAUTHBEARER:
+            raise SecurityConfigError(
+                _jaas_key(listener, mechanism),
+                "needs unsecuredLoginStringClaim_sub (and any other unsecuredLogin* options): "
+                f"{who} with that token on the {role} listener {listener}")
         raise SecurityConfigError(
             _jaas_key(listener, mechanism),
             f"needs username and password options: {who} with them on the {role} listener "
             f"{listener}")
+
+
+def _oauthbearer(props: Mapping[str, str], listener: str, entry: JaasEntry | None, *,
+                 serves: bool) -> ListenerOAuthBearer:
+    """OAUTHBEARER on ``listener``: the validator its server uses and the
+    login this node makes (see the module docstring)."""
+    jaas_key = _jaas_key(listener, OAUTHBEARER)
+    prefix = f"listener.name.{listener.lower()}.oauthbearer."
+    for setting in _REFUSED_OAUTHBEARER[:2]:
+        for key in (setting, prefix + setting):
+            if key in props:
+                raise SecurityConfigError(
+                    key, "not supported: nodes and the CLI log in with the unsecured token of "
+                         "their JAAS unsecuredLogin* options (KIP-768's client credentials flow "
+                         "is not implemented)")
+    if "sasl.server.callback.handler.class" in props:
+        raise SecurityConfigError(
+            "sasl.server.callback.handler.class",
+            "set it per listener and mechanism, as "
+            "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class")
+    if entry is None and serves:
+        raise SecurityConfigError(
+            jaas_key, f"is required: OAUTHBEARER is enabled on listener {listener} "
+                      "(org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule, "
+                      "with the unsecuredLogin* options of this node's own token, if it logs in)")
+    options = {} if entry is None else dict(entry.options)
+    try:
+        login = UnsecuredLogin.from_jaas(options) \
+            if any(k.startswith("unsecuredLogin") for k in options) else None
+    except OAuthBearerConfigError as exc:
+        raise SecurityConfigError(jaas_key, f"{exc.setting}: {exc.message}") from None
+    handler = props.get(prefix + "sasl.server.callback.handler.class", "").strip()
+    validator: UnsecuredValidator | JwtValidator
+    if handler in VALIDATOR_HANDLERS:
+        settings = {name: props[prefix + name] if prefix + name in props else props[name]
+                    for name in JWT_VALIDATOR_SETTINGS if prefix + name in props or name in props}
+        try:
+            validator = JwtValidator.from_settings(settings)
+        except OAuthBearerConfigError as exc:
+            key = prefix + exc.setting if prefix + exc.setting in props else exc.setting
+            raise SecurityConfigError(key, exc.message) from None
+    elif handler in ("", _UNSECURED_VALIDATOR):
+        try:
+            validator = UnsecuredValidator.from_jaas(options)
+        except OAuthBearerConfigError as exc:
+            raise SecurityConfigError(jaas_key, f"{exc.setting}: {exc.message}") from None
+    else:
+        raise SecurityConfigError(
+            prefix + "sasl.server.callback.handler.class",
+            f"{handler} is not available (OAUTHBEARER validators: Kafka's default unsecured "
+            f"one, or {VALIDATOR_HANDLERS[0]})")
+    return ListenerOAuthBearer(validator, login)
 
 
 def _listener_tls(props: Mapping[str, str], listener: str, protocol: str, *,
@@ -468,6 +600,10 @@ def _jaas_settings(
             if match.group(4) not in TLS_SETTINGS:
                 raise SecurityConfigError(key, "unknown setting")
             continue  # read by _listener_tls
+        if match.group(5) is not None:
+            if match.group(5) not in _OAUTHBEARER_LISTENER_SETTINGS:
+                raise SecurityConfigError(key, "unknown setting")
+            continue  # read by _oauthbearer
         if match.group(3) is None:
             continue  # sasl.enabled.mechanisms, read by the caller
         mechanism = match.group(3).upper()

@@ -11,4 +11,7 @@ exchanges, SCRAM credentials and JAAS configuration text.
 - `jaas`: Kafka's `sasl.jaas.config` values (one login module entry), the
   PLAIN users and client credentials they carry, and the login module for
   each mechanism.
+- `oauthbearer`: the OAUTHBEARER exchange (KIP-255, RFC 7628) with Kafka's
+  unsecured tokens and KIP-768's signed JWTs checked against a JWKS, a
+  package split by role (`unsecured`, `signed`, `exchange`).
 """

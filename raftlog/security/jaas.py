@@ -30,7 +30,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final
 
-from raftlog.security.sasl import PLAIN, SCRAM_SHA_256, SCRAM_SHA_512
+from raftlog.security.sasl import OAUTHBEARER, PLAIN, SCRAM_SHA_256, SCRAM_SHA_512
 
 __all__ = (
     "FLAGS",
@@ -46,6 +46,7 @@ MODULES: Final = {
     PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
     SCRAM_SHA_256: "org.apache.kafka.common.security.scram.ScramLoginModule",
     SCRAM_SHA_512: "org.apache.kafka.common.security.scram.ScramLoginModule",
+    OAUTHBEARER: "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
 
 #: JAAS control flags (javax.security.auth.login.AppConfigurationEntry), lower case.

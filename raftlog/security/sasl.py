@@ -1,6 +1,7 @@
 """SASL mechanisms as sans-I/O state machines: PLAIN (RFC 4616) and
 SCRAM-SHA-256/512 (RFC 5802, RFC 7677), as Kafka's brokers and clients run
-them (KIP-43, KIP-84, KIP-152).
+them (KIP-43, KIP-84, KIP-152). OAUTHBEARER (KIP-255, RFC 7628) has its own
+package, `raftlog.security.oauthbearer`; `sasl_client` makes its clients too.
 
 A server or client object is one exchange on one connection. The shells move
 the tokens in SaslHandshake/SaslAuthenticate; nothing here does I/O, reads a
@@ -30,7 +31,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from raftlog.security import scram_messages as msg
 from raftlog.security.scram import (
@@ -44,6 +45,7 @@ from raftlog.security.scram import (
 __all__ = (
     "AUTHZID_MISMATCH",
     "INVALID_USERNAME_OR_PASSWORD",
+    "OAUTHBEARER",
     "PLAIN",
     "SCRAM_SHA_256",
     "SCRAM_SHA_512",
@@ -60,7 +62,8 @@ __all__ = (
 PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
 SCRAM_SHA_512: Final = "SCRAM-SHA-512"
-SUPPORTED_MECHANISMS: Final = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+OAUTHBEARER: Final = "OAUTHBEARER"
+SUPPORTED_MECHANISMS: Final = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
 
 #: What Kafka's PlainSaslServer and ScramSaslServer send to the client
 #: (SaslAuthenticationException); everything else they raise is a
@@ -88,17 +91,25 @@ class SaslAuthenticationError(Exception):
 @dataclass(frozen=True, slots=True)
 class SaslCredentials:
     """What a client authenticates with (``sasl.mechanism`` and the JAAS
-    ``username``/``password``). Raises ValueError for an unknown mechanism."""
+    ``username``/``password``). For OAUTHBEARER, ``username`` is the
+    principal (for messages), ``password`` is empty, and ``token`` makes the
+    bearer token of each login (an `oauthbearer.BearerToken`), with the SASL
+    ``extensions`` (KIP-342). Raises ValueError for an unknown mechanism, or
+    OAUTHBEARER without ``token``."""
 
     mechanism: str
     username: str
     password: str = field(repr=False)  # never in logs
+    token: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+    extensions: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.mechanism not in SUPPORTED_MECHANISMS:
             raise ValueError(
                 f"unsupported SASL mechanism {self.mechanism!r}; "
                 f"supported: {', '.join(SUPPORTED_MECHANISMS)}")
+        if (self.mechanism == OAUTHBEARER) != (self.token is not None):
+            raise ValueError("OAUTHBEARER credentials take a token maker, and only they do")
 
 
 class SaslServer(Protocol):
@@ -170,6 +181,11 @@ def sasl_client(credentials: SaslCredentials, *, client_nonce: str | None = None
     """A client for ``credentials.mechanism``. ``client_nonce`` (SCRAM only)
     is for tests; by default it is random. Raises ValueError for a PLAIN
     user name or password holding NUL, or an invalid nonce."""
+    if credentials.mechanism == OAUTHBEARER:
+        from raftlog.security.oauthbearer import oauthbearer_client  # it imports this module
+
+        assert credentials.token is not None
+        return oauthbearer_client(credentials.token, extensions=dict(credentials.extensions))
     if credentials.mechanism == PLAIN:
         if "\0" in credentials.username or "\0" in credentials.password:
             raise ValueError("a SASL/PLAIN user name or password cannot contain NUL")

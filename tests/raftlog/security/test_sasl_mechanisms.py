@@ -194,10 +194,16 @@ def test_plain_client_refuses_nul_in_credentials() -> None:
 
 def test_credentials_check_the_mechanism_and_hide_the_password() -> None:
     for mechanism in SUPPORTED_MECHANISMS:
-        assert SaslCredentials(mechanism, "u", "p").mechanism == mechanism
-    for bad in ("GSSAPI", "OAUTHBEARER", "plain", "SCRAM-SHA-1", ""):
+        token = (lambda: None) if mechanism == "OAUTHBEARER" else None
+        assert SaslCredentials(mechanism, "u", "p", token=token).mechanism == mechanism
+    for bad in ("GSSAPI", "plain", "SCRAM-SHA-1", ""):
         with pytest.raises(ValueError, match="unsupported SASL mechanism"):
             SaslCredentials(bad, "u", "p")
+    # OAUTHBEARER logs in with a token, made afresh per login; the others never do.
+    with pytest.raises(ValueError, match="token maker"):
+        SaslCredentials("OAUTHBEARER", "u", "")
+    with pytest.raises(ValueError, match="token maker"):
+        SaslCredentials(PLAIN, "u", "p", token=lambda: None)
     assert "hunter2" not in repr(SaslCredentials(PLAIN, "u", "hunter2"))
 
 
