@@ -36,7 +36,7 @@ from typing import Final
 from data_plane.config import parse_properties
 from data_plane.security_config import oauthbearer_credentials
 from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
-from raftlog.security.jaas import MODULES, client_credentials, parse_jaas_config
+from raftlog.security.jaas import MODULES, JaasEntry, client_credentials, parse_jaas_config
 from raftlog.security.oauthbearer import OAuthBearerConfigError, UnsecuredLogin
 from raftlog.security.sasl import OAUTHBEARER, SUPPORTED_MECHANISMS, SaslCredentials
 from raftlog.security.tls import (
@@ -161,13 +161,7 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
     user, password = props.get("sasl.username"), props.get("sasl.password")
     jaas = props.get("sasl.jaas.config")
     if jaas is not None:
-        try:
-            entry = parse_jaas_config(jaas)
-        except ValueError as exc:
-            raise ClientConfigError(f"{where}: sasl.jaas.config: {exc}") from None
-        if entry.login_module != MODULES[mechanism]:
-            raise ClientConfigError(f"{where}: sasl.jaas.config: {mechanism} takes "
-                                    f"{MODULES[mechanism]}, not {entry.login_module}")
+        entry = _jaas_entry(jaas, mechanism, where)
         try:
             found = client_credentials(entry)
         except ValueError as exc:  # a username without a password, or the reverse
@@ -183,6 +177,18 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
                           tls.check_hostname)
 
 
+def _jaas_entry(jaas: str, mechanism: str, where: str) -> JaasEntry:
+    """``sasl.jaas.config`` parsed, with the mechanism's login module."""
+    try:
+        entry = parse_jaas_config(jaas)
+    except ValueError as exc:
+        raise ClientConfigError(f"{where}: sasl.jaas.config: {exc}") from None
+    if entry.login_module != MODULES[mechanism]:
+        raise ClientConfigError(f"{where}: sasl.jaas.config: {mechanism} takes "
+                                f"{MODULES[mechanism]}, not {entry.login_module}")
+    return entry
+
+
 def _oauthbearer_login(props: dict[str, str], where: str) -> UnsecuredLogin:
     """The unsecured login of an OAUTHBEARER command config."""
     jaas = props.get("sasl.jaas.config")
@@ -190,13 +196,7 @@ def _oauthbearer_login(props: dict[str, str], where: str) -> UnsecuredLogin:
         raise ClientConfigError(
             f"{where}: OAUTHBEARER takes sasl.jaas.config ({MODULES[OAUTHBEARER]} with "
             "unsecuredLoginStringClaim_sub=\"<principal>\"), not sasl.username/sasl.password")
-    try:
-        entry = parse_jaas_config(jaas)
-    except ValueError as exc:
-        raise ClientConfigError(f"{where}: sasl.jaas.config: {exc}") from None
-    if entry.login_module != MODULES[OAUTHBEARER]:
-        raise ClientConfigError(f"{where}: sasl.jaas.config: OAUTHBEARER takes "
-                                f"{MODULES[OAUTHBEARER]}, not {entry.login_module}")
+    entry = _jaas_entry(jaas, OAUTHBEARER, where)
     try:
         login = UnsecuredLogin.from_jaas(entry.options)
     except OAuthBearerConfigError as exc:

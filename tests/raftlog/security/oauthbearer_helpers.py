@@ -1,6 +1,6 @@
 """Helpers shared by the SASL/OAUTHBEARER tests (test_oauthbearer_*.py):
-the time they pass in, hand-made unsigned JWS tokens, a whole exchange as a
-shell runs it, and the errors a call must raise."""
+the time they pass in, hand-made unsigned JWS tokens, and the errors a call
+must raise (a whole exchange: `sasl_exchange.run`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 import pytest
 
 from raftlog.security.oauthbearer import OAuthBearerConfigError, TokenValidationError
-from raftlog.security.sasl import SaslClient, SaslServer
 
 NOW_MS = 1_700_000_000_000
 ALICE = {"unsecuredLoginStringClaim_sub": "alice"}
@@ -28,16 +27,6 @@ def unsecured(claims: Mapping[str, object], *, header: object = None,
     return f"{b64url({'alg': 'none'} if header is None else header)}.{b64url(claims)}.{signature}"
 
 
-def run(client: SaslClient, server: SaslServer) -> list[bytes]:
-    """The whole exchange, as a shell runs it; returns every token in order."""
-    transcript = []
-    token = client.initial()
-    while not client.complete:
-        transcript.append(token)
-        reply = server.evaluate(token)
-        transcript.append(reply)
-        token = client.evaluate(reply)
-    return transcript
 
 
 def config_error(call: Callable[[], object]) -> OAuthBearerConfigError:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from oauthbearer_helpers import ALICE, NOW_MS, run
+from oauthbearer_helpers import ALICE, NOW_MS
+from sasl_exchange import run
 
 from raftlog.security.oauthbearer import (
     JWT_VALIDATOR_SETTINGS,

@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from hypothesis import given
 from hypothesis import strategies as st
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
-from oauthbearer_helpers import b64url, config_error, refused, run, unsecured
+from oauthbearer_helpers import b64url, config_error, refused, unsecured
+from sasl_exchange import run
 
 from raftlog.security.oauthbearer import (
     BearerToken,

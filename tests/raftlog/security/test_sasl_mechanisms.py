@@ -13,6 +13,7 @@ import pytest
 import scramp
 from hypothesis import given
 from hypothesis import strategies as st
+from sasl_exchange import run
 
 from raftlog.security.sasl import (
     AUTHZID_MISMATCH,
@@ -46,16 +47,6 @@ def generic(mechanism: str) -> str:
             f"with SASL mechanism {mechanism}")
 
 
-def run(client: SaslClient, server: SaslServer) -> list[bytes]:
-    """The whole exchange, as a shell runs it; returns every token in order."""
-    transcript = []
-    token = client.initial()
-    while not client.complete:
-        transcript.append(token)
-        reply = server.evaluate(token)
-        transcript.append(reply)
-        token = client.evaluate(reply)
-    return transcript
 
 
 def refusal(server: SaslServer, token: bytes) -> SaslAuthenticationError:
