@@ -145,7 +145,7 @@ def test_an_unusable_command_config_is_one_line_and_exit_2(
     assert code == 2
     assert capsys.readouterr().err.splitlines() == [
         f"raftlog: {config}: sasl.mechanism=GSSAPI is not supported "
-        "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"]
+        "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"]
 
 
 def test_a_missing_command_config_file_is_one_line_and_exit_2(

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KafkaTopicPartition
 
+from chaos.client import Endpoint
 from chaos.db import DB
 from chaos.nemesis.core import ClusterState
 from chaos.nemesis.reassign import ReassignNemesis
@@ -299,6 +300,9 @@ class _ClusterDB:
 
     def bootstrap_servers(self) -> str:
         return self.cluster.bootstrap_servers
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.cluster.bootstrap_servers)
 
     async def fully_replicated(self, topic: str) -> bool:
         admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers})
