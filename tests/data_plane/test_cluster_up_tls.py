@@ -108,7 +108,8 @@ def test_the_cli_and_confluent_kafka_produce_and_consume_over_tls(
 
 def test_a_plaintext_client_is_refused_with_a_hint(tls_cluster: tuple[Path, str, str]) -> None:
     _, _, bootstrap = tls_cluster
-    refused = cli("topics", "list", "--bootstrap-server", bootstrap.split(",")[0])
+    refused = cli("topics", "list", "--bootstrap-server", bootstrap.split(",")[0],
+                  "--timeout-ms", "2000")
     assert refused.returncode == 2
     assert "connection closed by peer" in refused.stderr and "--command-config" in refused.stderr
     assert refused.stderr.count(bootstrap.split(",")[0]) == 1, refused.stderr  # said once

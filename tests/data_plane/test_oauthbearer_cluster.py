@@ -19,6 +19,7 @@ clients.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -34,9 +35,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kafka import KafkaProducer  # type: ignore[import-untyped]
 from kafka.net.sasl.oauth import AbstractTokenProvider  # type: ignore[import-untyped]
+from kio.schema.metadata.v12 import request as md_req
 
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from raftlog.net import ConnectionSecurity, KafkaProtocolClient
+from raftlog.net.errors import SaslAuthenticationFailedError
 from raftlog.security.oauthbearer import UnsecuredLogin
+from raftlog.security.sasl import SaslCredentials
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -172,16 +177,22 @@ def test_a_token_without_the_required_scope_or_expired_is_refused_and_counted(
     expired = UnsecuredLogin.from_jaas({"unsecuredLoginStringClaim_sub": "old",
                                         "unsecuredLoginListClaim_scope": ",kafka",
                                         "unsecuredLoginLifetimeSeconds": "60"})
-    producer_errors = []
-    try:
-        KafkaProducer(
-            bootstrap_servers=unsecured.bootstrap_servers.split(","),
-            security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER", max_block_ms=5000,
-            sasl_oauth_token_provider=_Tokens(
-                lambda: expired.token(int(time.time() * 1000) - 3_600_000).value))
-    except Exception as exc:  # kafka-python fails the bootstrap
-        producer_errors.append(exc)
-    assert producer_errors
+    host, port = unsecured.bootstrap_servers.split(",")[0].split(":")
+
+    async def log_in_with_an_expired_token() -> None:
+        client = KafkaProtocolClient(host, int(port), request_timeout_ms=5000, security=(
+            ConnectionSecurity(sasl=SaslCredentials(
+                "OAUTHBEARER", "old", "",
+                token=lambda: expired.token(int(time.time() * 1000) - 3_600_000)))))
+        try:
+            with pytest.raises(SaslAuthenticationFailedError, match="invalid_token"):
+                await client.send(md_req.MetadataRequest(
+                    topics=(), allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False), 12)
+        finally:
+            await client.close()
+
+    asyncio.run(log_in_with_an_expired_token())
     assert metric_total(unsecured, FAILED) >= failed_before + 2
 
 
