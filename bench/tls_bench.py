@@ -28,11 +28,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-# produce_bench: this script's neighbour; tls_pki: the tests' PKI generator.
+# produce_bench: this script's neighbour.
 import produce_bench as pb
-import tls_pki
+
+from raftlog.security import dev_pki
 
 MB = pb.MB
 
@@ -56,7 +56,7 @@ def main() -> int:
     payloads = pb.make_payloads(10_000, pb.RECORD_BYTES)
     with tempfile.TemporaryDirectory(prefix="tls-bench-") as tmp, pb.sigterm_as_exit():
         root = Path(tmp)
-        pki = tls_pki.make_pki(root / "pki", servers=("broker",), clients=())
+        pki = dev_pki.make_pki(root / "pki", servers=("broker",), clients=())
         systems: dict[str, tuple[object, dict[str, object]]] = {}
         try:
             systems["plaintext"] = (_cluster(root / "plaintext", {}), {})
