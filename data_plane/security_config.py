@@ -126,6 +126,9 @@ DEFAULT_PROTOCOL_MAP: Final = {name: name for name in ("PLAINTEXT", "SSL", "SASL
 _REFUSED_OAUTHBEARER: Final = ("sasl.login.callback.handler.class",
                                "sasl.oauthbearer.token.endpoint.url",
                                "sasl.server.callback.handler.class")
+_CLIENT_CREDENTIALS_REFUSED: Final = (
+    "not supported: nodes and the CLI log in with the unsecured token of their JAAS "
+    "unsecuredLogin* options (KIP-768's client credentials flow is not implemented)")
 #: Kafka's default OAUTHBEARER validator, which may also be named.
 _UNSECURED_VALIDATOR: Final = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
                                "OAuthBearerUnsecuredValidatorCallbackHandler")
@@ -317,6 +320,14 @@ def parse_security(
     ``listeners`` (names); ``inter_broker_listener``: the broker listener
     replication uses (None for a controller-only node). Raises
     SecurityConfigError naming the first bad setting."""
+    for setting in _REFUSED_OAUTHBEARER[:2]:
+        if setting in props:
+            raise SecurityConfigError(setting, _CLIENT_CREDENTIALS_REFUSED)
+    if "sasl.server.callback.handler.class" in props:
+        raise SecurityConfigError(
+            "sasl.server.callback.handler.class",
+            "set it per listener and mechanism, as "
+            "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class")
     explicit = props.get("listener.security.protocol.map", "").strip()
     protocol_map = _protocol_map(explicit) if explicit else dict(DEFAULT_PROTOCOL_MAP)
     controller = controller_listeners[0] if controller_listeners else None
@@ -470,17 +481,8 @@ def _oauthbearer(props: Mapping[str, str], listener: str, entry: JaasEntry | Non
     jaas_key = _jaas_key(listener, OAUTHBEARER)
     prefix = f"listener.name.{listener.lower()}.oauthbearer."
     for setting in _REFUSED_OAUTHBEARER[:2]:
-        for key in (setting, prefix + setting):
-            if key in props:
-                raise SecurityConfigError(
-                    key, "not supported: nodes and the CLI log in with the unsecured token of "
-                         "their JAAS unsecuredLogin* options (KIP-768's client credentials flow "
-                         "is not implemented)")
-    if "sasl.server.callback.handler.class" in props:
-        raise SecurityConfigError(
-            "sasl.server.callback.handler.class",
-            "set it per listener and mechanism, as "
-            "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class")
+        if prefix + setting in props:
+            raise SecurityConfigError(prefix + setting, _CLIENT_CREDENTIALS_REFUSED)
     if entry is None and serves:
         raise SecurityConfigError(
             jaas_key, f"is required: OAUTHBEARER is enabled on listener {listener} "

@@ -97,6 +97,16 @@ def test_kip_768_validator_settings_with_listener_prefixed_ones_winning() -> Non
      "sasl.oauthbearer.token.endpoint.url", "client credentials"),
     ({"sasl.server.callback.handler.class": VALIDATOR}, "sasl.server.callback.handler.class",
      "per listener"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.login.callback.handler.class": "x.Y"},
+     "listener.name.sasl_plaintext.oauthbearer.sasl.login.callback.handler.class",
+     "not supported"),
+    # Refused even where no listener has OAUTHBEARER: never silently ignored.
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+      "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+          'org.apache.kafka.common.security.plain.PlainLoginModule required '
+          'username="b" password="p" user_b="p";',
+      JAAS_KEY: None, "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+     "sasl.oauthbearer.token.endpoint.url", "not supported"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.url": "x"},
      "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.url", "unknown setting"),
     ({"sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
