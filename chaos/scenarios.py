@@ -730,7 +730,7 @@ async def zombie_producer(h: Harness) -> tuple[Result, str]:
         "txn",
         {"sends": [{"partition": 0, "value": v} for v in nvals], "abort": False},
     )
-    typ, val = await h.call(fresh.txn, [(0, v) for v in nvals], False)
+    typ, val = await h.call(fresh.txn, [(0, v, None) for v in nvals], False)
     h.rec.record(h.now(), typ, nproc, "txn", val)
 
     def zombie_commit() -> tuple[OpType, JSON]:
