@@ -291,6 +291,7 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "offsets.topic.num.partitions": 1,
     "offsets.topic.replication.factor": 1,
     "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
     "group.initial.rebalance.delay.ms": 0,
     # KIP-848 consumer groups (`data_plane.groups.consumer_commands`).
     "group.consumer.session.timeout.ms": 1,

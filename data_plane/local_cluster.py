@@ -213,7 +213,8 @@ class ClusterLayout:
             # Kafka's single-node quickstart does the same: internal topics
             # can only be as replicated as there are brokers.
             for setting in ("offsets.topic.replication.factor",
-                            "transaction.state.log.replication.factor"):
+                            "transaction.state.log.replication.factor",
+                            "transaction.state.log.min.isr"):
                 props.setdefault(setting, str(max(1, brokers)))
         return cls(tuple(nodes), host, timeouts or Timeouts(), props,
                    {k: dict(v) for k, v in (node_properties or {}).items()})

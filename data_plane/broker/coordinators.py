@@ -48,14 +48,33 @@ INTERNAL_TOPIC_REPLICATION_FACTOR = 3
 _RF_SETTING = {GROUP_METADATA_TOPIC: "offsets.topic.replication.factor",
                TRANSACTION_STATE_TOPIC: "transaction.state.log.replication.factor"}
 #: Each internal topic's own configs (Kafka's offsets.topic.segment.bytes and
-#: transaction.state.log.segment.bytes defaults; compacted).
+#: transaction.state.log.segment.bytes defaults; compacted). As in Kafka,
+#: ``__transaction_state`` never elects an unclean leader and takes its
+#: ``min.insync.replicas`` from ``transaction.state.log.min.isr`` (default 2):
+#: a coordinator's answer stands on a record that outlives one broker.
 INTERNAL_TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
     GROUP_METADATA_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600"},
-    TRANSACTION_STATE_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600"},
+    TRANSACTION_STATE_TOPIC: {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                              "min.insync.replicas": "2",
+                              "unclean.leader.election.enable": "false"},
 }
-#: The broker setting that overrides each internal topic's segment.bytes.
-_SEGMENT_SETTING = {GROUP_METADATA_TOPIC: "offsets.topic.segment.bytes",
-                    TRANSACTION_STATE_TOPIC: "transaction.state.log.segment.bytes"}
+#: The broker settings that override an internal topic's configs.
+_CONFIG_SETTINGS: Mapping[str, Mapping[str, str]] = {
+    GROUP_METADATA_TOPIC: {"segment.bytes": "offsets.topic.segment.bytes"},
+    TRANSACTION_STATE_TOPIC: {"segment.bytes": "transaction.state.log.segment.bytes",
+                              "min.insync.replicas": "transaction.state.log.min.isr"},
+}
+
+
+def internal_topic_configs(name: str, static_config: Mapping[str, str]) -> dict[str, str]:
+    """The topic configs internal topic ``name`` is created with: its own
+    defaults, overridden by the broker settings that name them."""
+    configs = dict(INTERNAL_TOPIC_CONFIGS[name])
+    for config, setting in _CONFIG_SETTINGS[name].items():
+        value = static_config.get(setting)
+        if value is not None:
+            configs[config] = value
+    return configs
 
 
 class BrokerCoordinators:
@@ -141,10 +160,7 @@ class BrokerCoordinators:
         ``min.insync.replicas=2`` a factor of 1 is never writable)."""
         partitions = (self.offsets_topic_partitions if name == GROUP_METADATA_TOPIC
                       else self.txn_topic_partitions)
-        configs = dict(INTERNAL_TOPIC_CONFIGS[name])
-        segment_bytes = self.replicas.static_config.get(_SEGMENT_SETTING[name])
-        if segment_bytes is not None:
-            configs["segment.bytes"] = segment_bytes
+        configs = internal_topic_configs(name, self.replicas.static_config)
         self._maybe_start()
         if self.metadata.image.topic_by_name(name) is not None or name in self._creating:
             return

@@ -69,6 +69,7 @@ AUTHORIZER_CONFIG = {
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.num.partitions": "1",
     "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
 }
 

@@ -57,6 +57,7 @@ def cluster(tmp_path: object) -> Iterator[ClusterThread]:
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.num.partitions": "1",
         "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
     })
     with ClusterThread(c) as ct:

@@ -19,7 +19,7 @@ from kio.schema.metadata.v12 import request as md12
 from kio.schema.types import TopicName
 
 from data_plane.api.common import BrokerApiContext
-from data_plane.broker.coordinators import INTERNAL_TOPIC_CONFIGS
+from data_plane.broker.coordinators import INTERNAL_TOPIC_CONFIGS, internal_topic_configs
 from data_plane.kafka_api import broker_handlers
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
@@ -60,6 +60,21 @@ def test_a_producer_creates_a_missing_topic_with_the_cluster_defaults(
     assert {p for p, _ in delivered} <= {0, 1, 2}
 
 
+def test_transaction_state_takes_kafkas_min_isr_and_never_elects_unclean() -> None:
+    """``transaction.state.log.min.isr`` (default 2) is the topic's
+    ``min.insync.replicas``, whatever the broker default (1 here): a
+    coordinator's answer stands on a record two replicas hold."""
+    assert internal_topic_configs("__transaction_state", {}) == {
+        "cleanup.policy": "compact", "segment.bytes": "104857600",
+        "min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+    configs = internal_topic_configs("__transaction_state", {
+        "transaction.state.log.min.isr": "3", "transaction.state.log.segment.bytes": "2048",
+        "min.insync.replicas": "1"})
+    assert configs["min.insync.replicas"] == "3" and configs["segment.bytes"] == "2048"
+    assert internal_topic_configs("__consumer_offsets", {"offsets.topic.segment.bytes": "4096"}
+                                  ) == {"cleanup.policy": "compact", "segment.bytes": "4096"}
+
+
 @pytest.mark.slow
 def test_producing_to_an_internal_topic_is_refused_and_creates_it_as_the_coordinators_need(
     cluster: LocalCluster,
@@ -87,6 +102,9 @@ def test_producing_to_an_internal_topic_is_refused_and_creates_it_as_the_coordin
         resource = ConfigResource("topic", topic)
         configs = admin.describe_configs([resource])[resource].result(10)
         assert configs["cleanup.policy"].value == INTERNAL_TOPIC_CONFIGS[topic]["cleanup.policy"]
+        if topic == "__transaction_state":
+            assert configs["min.insync.replicas"].value == "2"
+            assert configs["unclean.leader.election.enable"].value == "false"
 
     # A consumer group works: commit, then read the commit back.
     producer.produce("after-junk", b"v")
