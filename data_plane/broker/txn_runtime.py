@@ -13,15 +13,20 @@ What it does, and nothing more (every transaction decision is the core's,
   decided before a failover completes as decided. Losing leadership drops
   the coordinator and its queued markers.
 - **Commands** run one at a time per coordinator, synchronously between a
-  producer-id reservation (the only await before the command) and
-  ``apply``; their records are appended as one batch (acks=all semantics),
-  and the reply is released once the high watermark covers them (for a
-  result without records: the log end offset as it stood). A failed append
-  answers the error and reloads the coordinator from the log.
+  producer-id reservation (the only await before the command) and the
+  append of their records as one batch (acks=all semantics), which is
+  applied with its offset; the reply is released once the high watermark
+  covers them (for a result without records: the log end offset as it
+  stood). A failed append or wait answers the error (a failed wait's
+  markers go out once its record commits). A command runs to its end even
+  if its request is cancelled.
+- **Verification** (KIP-890) reads the coordinator against the partition's
+  high watermark: only a transactional id's committed state lets a first
+  batch in.
 - **Markers** go out through `TxnMarkerChannel` once the PREPARE_* record
   is committed; each written marker goes back to
   `TransactionCoordinator.handle_marker_written`, whose COMPLETE_* record is
-  appended like any command.
+  appended like any command (retried until it is appended).
 - **Timers.** Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
   the coordinators' ``tick`` aborts transactions past
   ``transaction.timeout.ms`` (bumping the epoch) and expires idle ids.
@@ -71,6 +76,8 @@ _Awaitable = Coroutine[Any, Any, None]
 
 #: How long a reply waits for its records to be committed.
 TXN_WRITE_TIMEOUT_MS = 5000
+#: Pause before retrying a COMPLETE_* record whose append failed.
+COMPLETE_RETRY_BACKOFF_MS = 200
 #: ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` default.
 DEFAULT_ABORT_CHECK_INTERVAL_MS = 10_000
 
@@ -124,7 +131,7 @@ class TxnCoordinatorRuntime:
                                         security=security)
         self._ids = _ReservedIds()
         self._slots: dict[int, _Slot] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -172,11 +179,37 @@ class TxnCoordinatorRuntime:
         coordinator = TransactionCoordinator(partition, p.leader_epoch, self._ids,
                                              num_partitions=self.num_partitions, **kwargs)
         markers = coordinator.load(_log_records(p.log))
-        self._slots[partition] = _Slot(coordinator, p.leader_epoch, asyncio.Lock())
+        slot = self._slots[partition] = _Slot(coordinator, p.leader_epoch, asyncio.Lock())
         log.info("broker %d: loaded %s-%d (epoch %d, %d markers to resend)",
                  self.metadata.broker_id, TRANSACTION_STATE_TOPIC, partition, p.leader_epoch,
                  len(markers))
-        self.channel.enqueue(markers)
+        if markers and p.high_watermark < p.log_end_offset:
+            # A PREPARE_* record in the uncommitted tail may still be lost
+            # (this leader fails before a follower has it); a marker sent on
+            # it could commit part of a transaction the next coordinator
+            # aborts. The markers wait for the tail to commit.
+            self._spawn(self._enqueue_when_committed(slot, markers, p.log_end_offset))
+        else:
+            self.channel.enqueue(markers)
+
+    async def _enqueue_when_committed(self, slot: _Slot, markers: list[TxnMarkerRequest],
+                                      required: int) -> None:
+        key = (TRANSACTION_STATE_TOPIC, slot.coordinator.partition)
+        while self._slots.get(slot.coordinator.partition) is slot:
+            error = await self.replicas.wait_for_high_watermark(
+                key, required, slot.leader_epoch, TXN_WRITE_TIMEOUT_MS)
+            if self._slots.get(slot.coordinator.partition) is not slot:
+                return
+            if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+                # (The latter: the high watermark covers the tail, but the
+                # ISR is below min.insync.replicas; the tail is no less committed.)
+                self.channel.enqueue(markers)
+                return
+            if error != ErrorCode.request_timed_out:
+                # Leadership moved: the next load resends them.
+                log.info("%s-%d: markers held back (%s)", TRANSACTION_STATE_TOPIC,
+                         slot.coordinator.partition, error.name)
+                return
 
     def _unload(self, partition: int) -> None:
         slot = self._slots.pop(partition)
@@ -206,6 +239,10 @@ class TxnCoordinatorRuntime:
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> TxnResponse:
         """InitProducerId with a transactional id. Raises `ProducerIdsUnavailableError`."""
+        return await self._to_the_end(self._init_producer_id(transactional_id, timeout_ms, expected))
+
+    async def _init_producer_id(self, transactional_id: str, timeout_ms: int,
+                                expected: tuple[int, int] | None) -> TxnResponse:
         slot = self._slots.get(self.partition_for(transactional_id))
         if slot is None:
             return TxnResponse(ErrorCode.not_coordinator)
@@ -226,13 +263,17 @@ class TxnCoordinatorRuntime:
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """`TransactionCoordinator.verify_partitions` on the coordinator of
-        ``transactional_id`` (NOT_COORDINATOR if it is not led here). Reads
-        only: a command in flight shows as CONCURRENT_TRANSACTIONS."""
+        ``transactional_id`` (NOT_COORDINATOR if it is not led here), against
+        the partition's high watermark. Reads only: an id whose latest record
+        is not committed yet (a command in flight, a loaded tail) shows as
+        CONCURRENT_TRANSACTIONS."""
         slot = self._slots.get(self.partition_for(transactional_id))
-        if slot is None:
+        hosted = self.replicas.get((TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)))
+        if slot is None or hosted is None or not hosted.partition.is_leader:
             return dict.fromkeys(partitions, ErrorCode.not_coordinator)
         return slot.coordinator.verify_partitions(
-            transactional_id, producer_id, producer_epoch, partitions)
+            transactional_id, producer_id, producer_epoch, partitions,
+            high_watermark=hosted.partition.high_watermark)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> TxnResponse:
@@ -240,6 +281,28 @@ class TxnCoordinatorRuntime:
             transactional_id, producer_id, producer_epoch, commit, now))
 
     async def _command(self, transactional_id: str, command: _Command) -> TxnResponse:
+        return await self._to_the_end(self._locked_command(transactional_id, command))
+
+    async def _to_the_end(self, command: Coroutine[Any, Any, TxnResponse]) -> TxnResponse:
+        """Run a command in a task of its own, so it completes even when the
+        request that asked for it is cancelled (its client disconnected).
+        Cancelled halfway, a command would leave its state applied and its
+        follow-up undone: an abort's markers never sent, and the id answering
+        CONCURRENT_TRANSACTIONS until a failover (found by the txn chaos
+        workload)."""
+        task = asyncio.ensure_future(command)
+        self._tasks.add(task)
+        task.add_done_callback(self._command_done)
+        return await asyncio.shield(task)
+
+    def _command_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Raised to the request if it still waits; logged here for the
+            # case it does not.
+            log.debug("transaction command failed: %r", task.exception())
+
+    async def _locked_command(self, transactional_id: str, command: _Command) -> TxnResponse:
         slot = self._slots.get(self.partition_for(transactional_id))
         if slot is None:
             return TxnResponse(ErrorCode.not_coordinator)
@@ -249,14 +312,20 @@ class TxnCoordinatorRuntime:
             return await self._run(slot, command(slot.coordinator, self.now_ms()))
 
     async def _run(self, slot: _Slot, result: TxnResult) -> TxnResponse:
-        """Apply, append, wait for the commit, then send the markers. The
-        caller holds ``slot.lock``; nothing awaits between the command and here."""
-        slot.coordinator.apply(result)
+        """Append, apply, wait for the commit, then send the markers. The
+        caller holds ``slot.lock``; nothing awaits between the command and
+        the apply, which records the offset the records were given (what
+        `verify_partitions` compares with the high watermark).
+
+        The state is applied only after a successful append, so it always
+        equals the log (committed or not), and a failure needs no reload: a
+        failed append left both unchanged; a failed wait left a record that
+        may still commit, whose markers then go out once it does."""
         partition = slot.coordinator.partition
         key = (TRANSACTION_STATE_TOPIC, partition)
         hosted = self.replicas.get(key)
         if hosted is None or not hosted.partition.is_leader:
-            self._reload(partition, ErrorCode.not_leader_or_follower)
+            self._reload(partition)
             return TxnResponse(ErrorCode.not_coordinator)
         p = hosted.partition
         if result.records:
@@ -268,9 +337,11 @@ class TxnCoordinatorRuntime:
             append = p.append_records(bytearray(builder.build()), -1, self.replicas.now_ms(),
                                       wall_clock_ms=now)
             if append.error != ErrorCode.none:
-                self._reload(partition, append.error)
+                log.info("%s-%d: append failed: %s", TRANSACTION_STATE_TOPIC, partition,
+                         append.error.name)
                 return TxnResponse(_APPEND_ERRORS.get(append.error,
                                                       ErrorCode.unknown_server_error))
+            slot.coordinator.apply(result, append.last_offset)
             required, epoch = append.last_offset + 1, append.leader_epoch
             self.replicas.on_local_append(key)
         else:
@@ -278,15 +349,17 @@ class TxnCoordinatorRuntime:
         error = await self.replicas.wait_for_high_watermark(key, required, epoch,
                                                             TXN_WRITE_TIMEOUT_MS)
         if error != ErrorCode.none:
-            self._reload(partition, error)
+            log.info("%s-%d: waiting for the commit of offset %d: %s", TRANSACTION_STATE_TOPIC,
+                     partition, required - 1, error.name)
+            if result.markers:
+                self._spawn(self._enqueue_when_committed(slot, list(result.markers), required))
             return TxnResponse(_APPEND_ERRORS.get(error, ErrorCode.unknown_server_error))
         self.channel.enqueue(result.markers)
         return result.response
 
-    def _reload(self, partition: int, error: ErrorCode) -> None:
-        """The coordinator ran ahead of its log: rebuild it from the log."""
-        log.warning("%s-%d: append failed (%s); reloading", TRANSACTION_STATE_TOPIC,
-                    partition, error.name)
+    def _reload(self, partition: int) -> None:
+        """Leadership moved under a command: follow the metadata (unload now,
+        load again if led at a newer epoch)."""
         if partition in self._slots:
             self._unload(partition)
         self.on_metadata()
@@ -306,16 +379,23 @@ class TxnCoordinatorRuntime:
         self._spawn(self._complete_marker(slot, marker))
 
     async def _complete_marker(self, slot: _Slot, marker: TxnMarkerRequest) -> None:
-        async with slot.lock:
-            if self._slots.get(slot.coordinator.partition) is not slot:
-                return
-            result = slot.coordinator.handle_marker_written(
-                marker.transactional_id, (marker.topic, marker.partition), self.now_ms())
-            if result is not None:
+        """Record a written marker; after the last one, write COMPLETE_*,
+        retrying (with a backoff) while its append fails: nothing else would
+        ever complete the transaction on this coordinator."""
+        while True:
+            async with slot.lock:
+                if self._slots.get(slot.coordinator.partition) is not slot:
+                    return
+                result = slot.coordinator.handle_marker_written(
+                    marker.transactional_id, (marker.topic, marker.partition), self.now_ms())
+                if result is None:
+                    return  # more markers to come, or COMPLETE_* already appended
                 response = await self._run(slot, result)
-                if response.error != ErrorCode.none:
-                    log.warning("completing %s: %s", marker.transactional_id,
-                                response.error.name)
+            if response.error == ErrorCode.none:
+                return
+            log.warning("completing %s: %s; retrying", marker.transactional_id,
+                        response.error.name)
+            await asyncio.sleep(COMPLETE_RETRY_BACKOFF_MS / 1000)
 
     # ==== timers ====================================================================
 
@@ -347,10 +427,11 @@ class TxnCoordinatorRuntime:
         task.add_done_callback(self._tasks.discard)
 
 
-def _log_records(segment_log: Log) -> list[TxnLogRecord]:
-    """Every ``__transaction_state`` record of the log, in order (unreadable
-    records are logged and skipped: tier 1, never a reason to stop loading)."""
-    out: list[TxnLogRecord] = []
+def _log_records(segment_log: Log) -> list[tuple[int, TxnLogRecord]]:
+    """Every ``__transaction_state`` record of the log with its offset, in
+    order (unreadable records are logged and skipped: tier 1, never a reason
+    to stop loading)."""
+    out: list[tuple[int, TxnLogRecord]] = []
     for batch in _log_batches(segment_log):
         if parse_header(batch).is_control:
             continue
@@ -358,7 +439,7 @@ def _log_records(segment_log: Log) -> list[TxnLogRecord]:
             if record.key is None:
                 continue
             try:
-                out.append(decode_record(record.key, record.value))
+                out.append((record.offset, decode_record(record.key, record.value)))
             except TxnLogError as e:
                 log.warning("skipping unreadable %s record: %s", TRANSACTION_STATE_TOPIC, e)
     return out

@@ -279,7 +279,7 @@ class TxnSimulation:
         self.coord_epoch += 1
         old = self.coordinator
         self.coordinator = TransactionCoordinator(old.partition, self.coord_epoch, self.ids)
-        self.markers.extend(self.coordinator.load(self.txn_log))
+        self.markers.extend(self.coordinator.load(enumerate(self.txn_log)))
 
     def _read_committed(self) -> None:
         lso = last_stable_offset(self.hw, self.psm.first_unstable_offset())

@@ -4,17 +4,29 @@ Pure state machine, shaped like the controller (STYLE.md §1): each command
 validates and returns a `TxnResult` of records to append to
 ``__transaction_state``, the response, and WriteTxnMarkers requests to send.
 Commands mutate nothing; state changes only in `replay`. The shell, per
-command: ``result = handle_x(...)``; ``coordinator.apply(result)`` at once
-(before the next command, as the active controller does); append the
-records; send ``result.response`` only once they are committed (a failover
-before that loses them, and the client retries); send ``result.markers``
-after the records commit, and report each written marker with
-`handle_marker_written`, which returns the COMPLETE_* result once every
-partition has its marker.
+command: ``result = handle_x(...)``; append the records and, at once (before
+the next command, as the active controller does), ``coordinator.apply(result,
+last_offset)`` with the offset they were given; send ``result.response`` only
+once they are committed (a failover before that loses them, and the client
+retries); send ``result.markers`` after the records commit, and report each
+written marker with `handle_marker_written`, which returns the COMPLETE_*
+result once every partition has its marker.
 
-Failover: `load` replays the partition's committed records and returns the
-markers of every PREPARE_* transaction, which are resent so the transaction
-completes as decided: a transaction is never half-applied.
+Uncommitted state. The state runs ahead of the commit: it includes records
+the high watermark has not reached (a command waiting for its commit, or a
+log tail loaded after a failover or a failed wait). Commands are safe with
+that, since their answers wait for a commit that covers everything before
+them. A read is not: `verify_partitions`, which lets a partition leader
+append a transaction's first batch, answers only from a transactional id's
+committed state (its last record below the high watermark the caller gives)
+and CONCURRENT_TRANSACTIONS (retry) otherwise. Answering from an add that a
+failover then lost would let the batch in with no record of it in any
+transaction: a hanging transaction (found by the txn chaos workload with a
+coordinator kill).
+
+Failover: `load` replays the partition's records and returns the markers of
+every PREPARE_* transaction, which are resent so the transaction completes as
+decided: a transaction is never half-applied.
 
 Producer ids come from an injected `ProducerIdAllocator` (backed by the
 controller's AllocateProducerIds blocks of 1000).
@@ -88,6 +100,8 @@ class TransactionCoordinator:
         self._txns: dict[str, TxnMetadata] = {}
         # Partitions still waiting for their marker, per PREPARE_* transaction.
         self._pending: dict[str, set[TopicPartition]] = {}
+        # Offset of each id's latest record (absent: unknown, taken as committed).
+        self._written_at: dict[str, int] = {}
 
     # ==== views =====================================================================
 
@@ -106,30 +120,42 @@ class TransactionCoordinator:
 
     # ==== state changes =============================================================
 
-    def replay(self, record: TxnLogRecord) -> None:
-        """Apply one ``__transaction_state`` record (live or on load)."""
+    def replay(self, record: TxnLogRecord, offset: int = -1) -> None:
+        """Apply one ``__transaction_state`` record (live or on load) found at
+        ``offset`` of the partition (-1: not known; taken as committed)."""
         m = record.metadata
         if m is None:
+            # A tombstone's id answers as unknown at once: a refusal,
+            # whether or not the tombstone commits (the id was idle).
             self._txns.pop(record.transactional_id, None)
             self._pending.pop(record.transactional_id, None)
+            self._written_at.pop(record.transactional_id, None)
             return
+        if offset >= 0:
+            self._written_at[record.transactional_id] = offset
+        else:
+            self._written_at.pop(record.transactional_id, None)
         self._txns[record.transactional_id] = m
         if m.state in _PREPARE:
             self._pending[record.transactional_id] = set(m.partitions)
         else:
             self._pending.pop(record.transactional_id, None)
 
-    def apply(self, result: TxnResult) -> None:
+    def apply(self, result: TxnResult, last_offset: int = -1) -> None:
+        """Apply a command's records, appended as one batch ending at
+        ``last_offset`` (-1: not known; taken as committed)."""
         for record in result.records:
-            self.replay(record)
+            self.replay(record, last_offset)
 
-    def load(self, records: Iterable[TxnLogRecord]) -> list[TxnMarkerRequest]:
-        """Become coordinator: replay the committed log, return the markers to
-        resend for every PREPARE_* transaction (they then complete)."""
+    def load(self, records: Iterable[tuple[int, TxnLogRecord]]) -> list[TxnMarkerRequest]:
+        """Become coordinator: replay the log's ``(offset, record)`` pairs,
+        return the markers to resend for every PREPARE_* transaction (they
+        then complete)."""
         self._txns.clear()
         self._pending.clear()
-        for record in records:
-            self.replay(record)
+        self._written_at.clear()
+        for offset, record in records:
+            self.replay(record, offset)
         out: list[TxnMarkerRequest] = []
         for tid in sorted(self._pending):
             out.extend(self._markers(self._txns[tid], self._pending[tid]))
@@ -222,17 +248,24 @@ class TransactionCoordinator:
         return self._write(ongoing, ErrorCode.none)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                          partitions: Iterable[TopicPartition], *,
+                          high_watermark: int) -> dict[TopicPartition, ErrorCode]:
         """KIP-890's check for a partition leader (AddPartitionsToTxn v4 with
         ``verify_only``): is each partition in the producer's ongoing
-        transaction? Changes nothing.
+        transaction, as committed below ``high_watermark`` (this partition's)?
+        Changes nothing.
 
         Per partition: NONE if it is; INVALID_TXN_STATE if not (the
         transaction ended, or the producer never added it). For all:
         NOT_COORDINATOR, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, as
-        AddPartitionsToTxn; CONCURRENT_TRANSACTIONS while the transaction is
-        being written or completed (the leader's produce then retries)."""
+        AddPartitionsToTxn; CONCURRENT_TRANSACTIONS while the id's latest
+        record is not yet committed, or the transaction is being completed
+        (the leader's produce then retries)."""
         wanted = list(partitions)
+        if not self._owns(transactional_id):
+            return dict.fromkeys(wanted, ErrorCode.not_coordinator)
+        if self._written_at.get(transactional_id, -1) >= high_watermark:
+            return dict.fromkeys(wanted, ErrorCode.concurrent_transactions)
         m, err = self._check_producer(transactional_id, producer_id, producer_epoch)
         if m is None:
             return dict.fromkeys(wanted, err)

@@ -187,7 +187,7 @@ def test_failover_resends_markers_of_prepared_txns_and_completes_them() -> None:
     end = x.end(pid, 0, commit=True)
     # the old coordinator dies before any marker is acknowledged
     successor = TransactionCoordinator(P, coordinator_epoch=4, allocator=Ids())
-    resend = successor.load(x.log)
+    resend = successor.load(enumerate(x.log))
     assert {(m.topic, m.partition) for m in resend} == {(m.topic, m.partition)
                                                         for m in end.markers}
     assert all(m.commit and m.coordinator_epoch == 4 for m in resend)
@@ -207,5 +207,5 @@ def test_replayed_state_equals_live_state() -> None:
     x.write_markers(x.end(pid, 0, commit=False))
     x.begin(pid, 0)
     other = TransactionCoordinator(P, coordinator_epoch=4, allocator=Ids())
-    assert other.load(x.log) == []
+    assert other.load(enumerate(x.log)) == []
     assert other.metadata(TID) == x.c.metadata(TID)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +27,7 @@ from kio.schema.init_producer_id.v4 import request as init_req
 from kio.schema.produce.v9 import request as produce_req
 
 from data_plane.api.build import build
+from data_plane.broker.fetcher import ReplicaFetcherManager
 from data_plane.testing.inprocess_cluster import ClusterThread, InProcessCluster
 from data_plane.txn.coordinator import TransactionCoordinator
 from data_plane.txn.replica_state import ReplicaTxnState
@@ -59,31 +61,75 @@ def test_the_coordinator_answers_per_partition_and_changes_nothing() -> None:
     c = TransactionCoordinator(partition_for(TID), coordinator_epoch=1, allocator=_Ids())
     init = c.handle_init_producer_id(TID, 60_000, 0, None)
     c.apply(init)
+    verify = functools.partial(c.verify_partitions, high_watermark=0)  # all applied as committed
     pid, epoch = init.response.producer_id, init.response.producer_epoch
     added, other = ("orders", 0), ("orders", 1)
     # No transaction yet: nothing is in it.
-    assert c.verify_partitions(TID, pid, epoch, [added]) == {added: ErrorCode.invalid_txn_state}
+    assert verify(TID, pid, epoch, [added]) == {added: ErrorCode.invalid_txn_state}
     c.apply(c.handle_add_partitions(TID, pid, epoch, [added], 0))
     before = c.metadata(TID)
-    assert c.verify_partitions(TID, pid, epoch, [added, other]) == {
+    assert verify(TID, pid, epoch, [added, other]) == {
         added: ErrorCode.none, other: ErrorCode.invalid_txn_state}
     assert c.metadata(TID) == before
-    assert c.verify_partitions(TID, pid + 1, epoch, [added]) == {
+    assert verify(TID, pid + 1, epoch, [added]) == {
         added: ErrorCode.invalid_producer_id_mapping}
-    assert c.verify_partitions(TID, pid, epoch + 1, [added]) == {
+    assert verify(TID, pid, epoch + 1, [added]) == {
         added: ErrorCode.producer_fenced}
-    assert c.verify_partitions("someone-else", pid, epoch, [added]) in (
+    assert verify("someone-else", pid, epoch, [added]) in (
         {added: ErrorCode.not_coordinator}, {added: ErrorCode.invalid_producer_id_mapping})
     # Completing: busy (the leader's produce retries); completed: not in it.
     end = c.handle_end_txn(TID, pid, epoch, False, 0)
     c.apply(end)
-    assert c.verify_partitions(TID, pid, epoch, [added]) == {
+    assert verify(TID, pid, epoch, [added]) == {
         added: ErrorCode.concurrent_transactions}
     for marker in end.markers:
         done = c.handle_marker_written(TID, (marker.topic, marker.partition), 0)
         if done is not None:
             c.apply(done)
-    assert c.verify_partitions(TID, pid, epoch, [added]) == {added: ErrorCode.invalid_txn_state}
+    assert verify(TID, pid, epoch, [added]) == {added: ErrorCode.invalid_txn_state}
+
+
+def test_the_coordinator_answers_only_from_committed_state() -> None:
+    """An add whose record the high watermark has not reached answers
+    CONCURRENT_TRANSACTIONS (retry), never NONE: a failover can still lose
+    it, and a batch let in on it would belong to no transaction. The chaos
+    txn workload found that hang: a coordinator killed while an add was
+    waiting for its commit had already let the partition's batch in."""
+    c = TransactionCoordinator(partition_for(TID), coordinator_epoch=1, allocator=_Ids())
+    init = c.handle_init_producer_id(TID, 60_000, 0, None)
+    c.apply(init, 0)
+    pid, epoch = init.response.producer_id, init.response.producer_epoch
+    added = ("orders", 0)
+    c.apply(c.handle_add_partitions(TID, pid, epoch, [added], 0), 1)
+    for hw in (0, 1):
+        assert c.verify_partitions(TID, pid, epoch, [added], high_watermark=hw) == {
+            added: ErrorCode.concurrent_transactions}
+    assert c.verify_partitions(TID, pid, epoch, [added], high_watermark=2) == {
+        added: ErrorCode.none}
+    # Another id's uncommitted record does not hold this one back.
+    other_tid = next(t for t in (f"other-{i}" for i in range(10_000))
+                     if partition_for(t) == partition_for(TID))
+    c.apply(c.handle_init_producer_id(other_tid, 60_000, 0, None), 2)
+    assert c.verify_partitions(TID, pid, epoch, [added], high_watermark=2) == {
+        added: ErrorCode.none}
+
+
+def test_a_loaded_tail_above_the_high_watermark_is_not_yet_an_answer() -> None:
+    """A coordinator loaded from a log (a new leader, or a reload after a
+    failed wait) holds the tail above the high watermark too; verification
+    waits for that tail to commit."""
+    c = TransactionCoordinator(partition_for(TID), coordinator_epoch=1, allocator=_Ids())
+    init = c.handle_init_producer_id(TID, 60_000, 0, None)
+    pid, epoch = init.response.producer_id, init.response.producer_epoch
+    c.apply(init)
+    added = ("orders", 0)
+    add = c.handle_add_partitions(TID, pid, epoch, [added], 0)
+    loaded = TransactionCoordinator(partition_for(TID), coordinator_epoch=2, allocator=_Ids())
+    loaded.load(enumerate(init.records + add.records))
+    assert loaded.verify_partitions(TID, pid, epoch, [added], high_watermark=1) == {
+        added: ErrorCode.concurrent_transactions}
+    assert loaded.verify_partitions(TID, pid, epoch, [added], high_watermark=2) == {
+        added: ErrorCode.none}
 
 
 # ---- a cluster ------------------------------------------------------------------
@@ -129,12 +175,13 @@ class _Wire:
     def leader(self, partition: int) -> int:
         return self.cluster.leader_of(TOPIC, partition)
 
-    async def produce(self, partition: int, pid: int, epoch: int, seq: int) -> ErrorCode:
+    async def produce(self, partition: int, pid: int, epoch: int, seq: int,
+                      acks: int = -1) -> ErrorCode:
         builder = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                                is_transactional=True)
         builder.append(b"v%d" % seq, key=b"k", timestamp_ms=0)
         request = build(produce_req.ProduceRequest, {
-            "transactional_id": TID, "acks": -1, "timeout": datetime.timedelta(seconds=10),
+            "transactional_id": TID, "acks": acks, "timeout": datetime.timedelta(seconds=10),
             "topic_data": [{"name": TOPIC, "partition_data": [
                 {"index": partition, "records": builder.build()}]}]})
         response = await self.send(self.leader(partition), request)
@@ -215,6 +262,211 @@ def test_a_late_batch_after_an_abort_is_refused_and_the_lso_moves_on(
     assert all(lso == hw for lso, hw in out["lso_hw"]), out["lso_hw"]
     assert TRANSACTION_STATE_TOPIC in {k[0] for b in c.brokers.values()
                                        for k in b.replicas.partitions}
+
+
+def test_an_add_not_yet_committed_lets_no_batch_in(cluster: ClusterThread) -> None:
+    """The coordinator's AddPartitionsToTxn record waits for its commit
+    (followers stopped fetching); meanwhile a batch for that partition is
+    refused with NOT_ENOUGH_REPLICAS (the producer retries), not let in on
+    an add a failover could still lose. Before the fix the coordinator
+    answered from its uncommitted state and the batch was appended: the
+    hanging transaction the txn chaos workload found."""
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 3, 3, {"min.insync.replicas": "2"})
+    cluster.run(c.wait_until(lambda: sum(
+        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
+        if k[0] == TOPIC and h.partition.is_leader) == 3))
+
+    async def scenario() -> dict[str, Any]:
+        wire = _Wire(c)
+        try:
+            found = await wire.until(1, build(fc_req.FindCoordinatorRequest, {
+                "key_type": 1, "coordinator_keys": [TID]}),
+                lambda r: r.coordinators[0].error_code == 0)
+            coordinator = int(found.coordinators[0].node_id)
+            init = await wire.until(coordinator, build(init_req.InitProducerIdRequest, {
+                "transactional_id": TID, "transaction_timeout": datetime.timedelta(seconds=60),
+                "producer_id": -1, "producer_epoch": -1}), lambda r: r.error_code == 0)
+            pid, epoch = int(init.producer_id), int(init.producer_epoch)
+            local = next(p for p in range(3) if wire.leader(p) == coordinator)
+            remote = next(p for p in range(3) if wire.leader(p) != coordinator)
+            # Nothing commits from here on: the other brokers stop fetching.
+            for broker_id, broker in c.brokers.items():
+                if broker_id != coordinator:
+                    await broker.fetchers.close()
+            data_leo = {p: c.brokers[wire.leader(p)].replicas.partitions[(TOPIC, p)]
+                        .partition.log_end_offset for p in (local, remote)}
+            add = asyncio.ensure_future(wire.send(coordinator, build(
+                aptt_req.AddPartitionsToTxnRequest, {
+                    "v3_and_below_transactional_id": TID, "v3_and_below_producer_id": pid,
+                    "v3_and_below_producer_epoch": epoch,
+                    "v3_and_below_topics": [{"name": TOPIC, "partitions": [local, remote]}]})))
+            await asyncio.sleep(0.3)  # the add is appended and waiting
+            out: dict[str, Any] = {
+                "add_pending": not add.done(),
+                # acks=1: nothing but verification stands in the way.
+                "produced": {p: await wire.produce(p, pid, epoch, 0, acks=1)
+                             for p in (local, remote)}}
+            added = await add
+            out["add"] = {int(p.partition_index): ErrorCode(int(p.partition_error_code))
+                          for t in added.results_by_topic_v3_and_below
+                          for p in t.results_by_partition}
+            out["data_leo"] = {p: c.brokers[wire.leader(p)].replicas.partitions[(TOPIC, p)]
+                               .partition.log_end_offset for p in (local, remote)}
+            out["before"] = data_leo
+            return out
+        finally:
+            await wire.close()
+
+    out = cluster.run(scenario())
+    assert out["add_pending"]
+    assert set(out["produced"].values()) == {ErrorCode.not_enough_replicas}, out["produced"]
+    assert out["data_leo"] == out["before"]  # no batch reached a log
+    # The add itself was never acknowledged: the write timed out uncommitted.
+    assert set(out["add"].values()) == {ErrorCode.coordinator_not_available}, out["add"]
+
+
+def test_markers_wait_for_the_prepare_record_to_commit(cluster: ClusterThread) -> None:
+    """An EndTxn whose PREPARE_COMMIT cannot commit (followers stopped
+    fetching) times out; the record stays in the log, uncommitted. Its
+    markers wait: were one written and the record then lost in a failover,
+    the next coordinator could abort a transaction already committed on that
+    partition. Once the followers fetch again the record commits and the
+    markers complete the transaction. (Before, the timeout reloaded the
+    coordinator from its log and sent the markers of the uncommitted
+    record at once.)"""
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 3, 3, {"min.insync.replicas": "2"})
+    cluster.run(c.wait_until(lambda: sum(
+        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
+        if k[0] == TOPIC and h.partition.is_leader) == 3))
+
+    def data_leo(partition: int) -> int:
+        leader = c.brokers[c.leader_of(TOPIC, partition)]
+        return leader.replicas.partitions[(TOPIC, partition)].partition.log_end_offset
+
+    async def scenario() -> dict[str, Any]:
+        wire = _Wire(c)
+        try:
+            found = await wire.until(1, build(fc_req.FindCoordinatorRequest, {
+                "key_type": 1, "coordinator_keys": [TID]}),
+                lambda r: r.coordinators[0].error_code == 0)
+            coordinator = int(found.coordinators[0].node_id)
+            init = await wire.until(coordinator, build(init_req.InitProducerIdRequest, {
+                "transactional_id": TID, "transaction_timeout": datetime.timedelta(seconds=60),
+                "producer_id": -1, "producer_epoch": -1}), lambda r: r.error_code == 0)
+            pid, epoch = int(init.producer_id), int(init.producer_epoch)
+            await wire.until(coordinator, build(aptt_req.AddPartitionsToTxnRequest, {
+                "v3_and_below_transactional_id": TID, "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": [0, 1, 2]}]}),
+                lambda r: all(p.partition_error_code == 0
+                              for t in r.results_by_topic_v3_and_below
+                              for p in t.results_by_partition))
+            out: dict[str, Any] = {
+                "produced": [await wire.produce(p, pid, epoch, 0) for p in range(3)]}
+            await c.wait_until(lambda: all(_lso_and_hw(c, p)[1] == data_leo(p) for p in range(3)))
+            before = [data_leo(p) for p in range(3)]
+            stopped = [b for i, b in c.brokers.items() if i != coordinator]
+            for broker in stopped:
+                await broker.fetchers.close()
+            end = await wire.send(coordinator, build(end_req.EndTxnRequest, {
+                "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+                "committed": True}))
+            out["end"] = ErrorCode(int(end.error_code))
+            await asyncio.sleep(0.5)
+            out["held"] = [data_leo(p) for p in range(3)] == before
+            for broker in stopped:
+                broker.fetchers = ReplicaFetcherManager(broker.replicas)
+                broker.fetchers.start()
+            await c.wait_until(lambda: all(
+                data_leo(p) == before[p] + 1 and _lso_and_hw(c, p) == (data_leo(p),) * 2
+                for p in range(3)), timeout_s=20)
+            # A retry of the EndTxn finds the transaction committed.
+            retry = await wire.until(coordinator, build(end_req.EndTxnRequest, {
+                "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+                "committed": True}), lambda r: r.error_code == 0)
+            out["retry"] = ErrorCode(int(retry.error_code))
+            return out
+        finally:
+            await wire.close()
+
+    out = cluster.run(scenario())
+    assert out["produced"] == [ErrorCode.none] * 3
+    assert out["end"] == ErrorCode.coordinator_not_available
+    assert out["held"], "a marker went out on an uncommitted PREPARE_COMMIT"
+    assert out["retry"] == ErrorCode.none
+
+
+def test_a_client_that_leaves_mid_command_does_not_stop_the_command(
+    cluster: ClusterThread,
+) -> None:
+    """The client's connection closes while its EndTxn waits for the
+    PREPARE_COMMIT to commit (followers stopped fetching). The command runs
+    to its end anyway: once the record commits, the markers go out and the
+    transaction completes. When the request's cancellation stopped the
+    command halfway, the markers were never sent: every partition of the
+    transaction kept its LSO behind it, and InitProducerId answered
+    CONCURRENT_TRANSACTIONS until a failover (found by the txn chaos workload)."""
+    c = cluster.cluster
+    cluster.call(c.controller.create_topic, TOPIC, 3, 3, {"min.insync.replicas": "2"})
+    cluster.run(c.wait_until(lambda: sum(
+        1 for b in c.brokers.values() for k, h in b.replicas.partitions.items()
+        if k[0] == TOPIC and h.partition.is_leader) == 3))
+
+    def data_leo(partition: int) -> int:
+        leader = c.brokers[c.leader_of(TOPIC, partition)]
+        return leader.replicas.partitions[(TOPIC, partition)].partition.log_end_offset
+
+    async def scenario() -> dict[str, Any]:
+        wire = _Wire(c)
+        try:
+            found = await wire.until(1, build(fc_req.FindCoordinatorRequest, {
+                "key_type": 1, "coordinator_keys": [TID]}),
+                lambda r: r.coordinators[0].error_code == 0)
+            coordinator = int(found.coordinators[0].node_id)
+            init = await wire.until(coordinator, build(init_req.InitProducerIdRequest, {
+                "transactional_id": TID, "transaction_timeout": datetime.timedelta(seconds=60),
+                "producer_id": -1, "producer_epoch": -1}), lambda r: r.error_code == 0)
+            pid, epoch = int(init.producer_id), int(init.producer_epoch)
+            await wire.until(coordinator, build(aptt_req.AddPartitionsToTxnRequest, {
+                "v3_and_below_transactional_id": TID, "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": [0, 1, 2]}]}),
+                lambda r: all(p.partition_error_code == 0
+                              for t in r.results_by_topic_v3_and_below
+                              for p in t.results_by_partition))
+            produced = [await wire.produce(p, pid, epoch, 0) for p in range(3)]
+            await c.wait_until(lambda: all(_lso_and_hw(c, p)[1] == data_leo(p) for p in range(3)))
+            before = [data_leo(p) for p in range(3)]
+            stopped = [b for i, b in c.brokers.items() if i != coordinator]
+            for broker in stopped:
+                await broker.fetchers.close()
+            leaving = KafkaProtocolClient("127.0.0.1", c.brokers[coordinator].server.port,
+                                          client_id="leaving", request_timeout_ms=10_000)
+            end = asyncio.ensure_future(leaving.send(build(end_req.EndTxnRequest, {
+                "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+                "committed": True})))
+            await asyncio.sleep(0.5)  # appended, waiting for the commit
+            end.cancel()
+            await leaving.close()  # the broker sees the connection go
+            await asyncio.sleep(0.2)
+            for broker in stopped:
+                broker.fetchers = ReplicaFetcherManager(broker.replicas)
+                broker.fetchers.start()
+            await c.wait_until(lambda: all(
+                data_leo(p) == before[p] + 1 and _lso_and_hw(c, p) == (data_leo(p),) * 2
+                for p in range(3)), timeout_s=20)
+            retry = await wire.until(coordinator, build(end_req.EndTxnRequest, {
+                "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch,
+                "committed": True}), lambda r: r.error_code == 0)
+            return {"produced": produced, "retry": ErrorCode(int(retry.error_code))}
+        finally:
+            await wire.close()
+
+    out = cluster.run(scenario())
+    assert out["produced"] == [ErrorCode.none] * 3
+    assert out["retry"] == ErrorCode.none  # committed, as the abandoned EndTxn asked
 
 
 def test_a_batch_or_marker_of_the_producer_voids_a_verification_in_flight() -> None:
