@@ -370,6 +370,7 @@ BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
     "group.coordinator.rebalance.protocols": _rebalance_protocols,
     "log.cleaner.enable": _bool,
     "log.cleaner.min.cleanable.ratio": _ratio,
+    "transaction.partition.verification.enable": _bool,
     "max.connections.per.ip.overrides": _ip_overrides,
 }
 

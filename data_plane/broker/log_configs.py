@@ -94,6 +94,9 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "min.incremental.fetch.session.eviction.ms": "120000",
     "log.retention.check.interval.ms": "300000",
     "log.cleaner.enable": "true",
+    # KIP-890: a partition leader checks a transaction's first batch with
+    # the coordinator (data_plane.broker.txn_verification).
+    "transaction.partition.verification.enable": "true",
     "log.cleaner.backoff.ms": "15000",
     "log.cleaner.dedupe.buffer.size": "134217728",
     "log.flush.scheduler.interval.ms": _LONG_MAX,

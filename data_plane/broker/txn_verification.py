@@ -19,6 +19,9 @@ NOT_ENOUGH_REPLICAS, which producers retry, as Kafka (3.8+) answers.
 A guard (`ReplicaTxnState.start_verification`) closes the race with the
 marker: if a batch or marker of the producer reaches the log while the
 question is out, the answer no longer counts and the batch is refused.
+
+``transaction.partition.verification.enable=false`` turns the check off, as
+in Kafka.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ __all__ = ("TxnVerifier",)
 log = logging.getLogger(__name__)
 
 VERIFY_REQUEST_TIMEOUT_MS = 30_000
+#: Kafka's switch (default true; static or dynamic, cluster-wide or per
+#: broker). Off, a late batch can open a transaction nobody ends again.
+VERIFICATION_ENABLE = "transaction.partition.verification.enable"
 #: Coordinator answers that mean "ask again later" (moving, loading, busy
 #: completing the transaction, unreachable): the produce gets
 #: NOT_ENOUGH_REPLICAS, which producers retry without a metadata refresh
@@ -84,6 +90,8 @@ class TxnVerifier:
         outcome; the caller appends the others at once (no await between)."""
         from data_plane.broker.replica_manager import ProduceOutcome
 
+        if self.replicas.broker_config.get(VERIFICATION_ENABLE, "true") != "true":
+            return {}
         waiting: dict[TopicPartition, tuple[Any, int, object]] = {}
         producer: tuple[int, int] | None = None
         for key, data in entries.items():

@@ -179,6 +179,7 @@ BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     "log.roll.ms": TOPIC_CONFIG_VALIDATORS["segment.ms"],
     "log.segment.bytes": TOPIC_CONFIG_VALIDATORS["segment.bytes"],
     "message.max.bytes": TOPIC_CONFIG_VALIDATORS["max.message.bytes"],
+    "transaction.partition.verification.enable": _boolean,
 }
 
 

@@ -104,6 +104,7 @@ def test_log_dir_is_accepted_when_log_dirs_is_absent() -> None:
         ("unclean.leader.election.enable", "1"),
         ("advertised.listeners", "nonsense"),
         ("log.cleaner.enable", "maybe"),
+        ("transaction.partition.verification.enable", "sometimes"),
         ("log.cleaner.min.cleanable.ratio", "1.5"),
         ("log.cleaner.min.cleanable.ratio", "half"),
         ("log.cleaner.max.compaction.lag.ms", "0"),

@@ -341,6 +341,35 @@ def test_an_add_not_yet_committed_lets_no_batch_in(cluster: ClusterThread) -> No
     assert set(out["add"].values()) == {ErrorCode.coordinator_not_available}, out["add"]
 
 
+def test_verification_can_be_switched_off_and_on_while_running(cluster: ClusterThread) -> None:
+    """``transaction.partition.verification.enable`` (default true), set as a
+    cluster-wide dynamic config: off, a batch for a partition the producer
+    never added is appended (Kafka's behaviour without KIP-890, and the
+    hanging transaction it allows); on again, it is refused."""
+    c = _with_topic(cluster)
+
+    async def scenario() -> list[ErrorCode]:
+        wire = _Wire(c)
+        try:
+            await wire.init()
+            await wire.add([0])
+            answers = [await wire.produce(1, 0)]
+            c.controller.set_broker_config(None, "transaction.partition.verification.enable",
+                                           "false")
+            await asyncio.sleep(0.1)  # every broker applies the image
+            answers.append(await wire.produce(2, 0))
+            c.controller.set_broker_config(None, "transaction.partition.verification.enable",
+                                           None)
+            await asyncio.sleep(0.1)
+            answers.append(await wire.produce(1, 0))
+            return answers
+        finally:
+            await wire.close()
+
+    assert cluster.run(scenario()) == [
+        ErrorCode.invalid_txn_state, ErrorCode.none, ErrorCode.invalid_txn_state]
+
+
 async def _txn_over_every_partition(c: InProcessCluster, wire: _Wire) -> list[int]:
     """Open a transaction with a batch on each partition, all committed;
     the log end offsets after it."""

@@ -168,9 +168,13 @@ def test_a_broker_and_the_cluster_default_take_dynamic_log_configs() -> None:
     ctx.run(result)
     assert ctx.image.config(ConfigResource(BROKER, "3")) == {
         "message.max.bytes": "300", "log.cleaner.min.cleanable.ratio": "0.1"}
-    ok = alter(ctx, BROKER, "", AlterConfigOp("log.retention.ms", ConfigOpType.SET, "60000"))
-    assert ok.response[0].error is ErrorCode.none
+    ok = alter(ctx, BROKER, "", AlterConfigOp("log.retention.ms", ConfigOpType.SET, "60000"),
+               AlterConfigOp("transaction.partition.verification.enable", ConfigOpType.SET,
+                             "false"))
+    assert [r.error for r in ok.response] == [ErrorCode.none]
     for name, op, code in (
+        ("", AlterConfigOp("transaction.partition.verification.enable", ConfigOpType.SET,
+                           "maybe"), ErrorCode.invalid_config),
         ("3", AlterConfigOp("log.retention.ms", ConfigOpType.SET, "-2"), ErrorCode.invalid_config),
         ("3", AlterConfigOp("log.cleaner.min.cleanable.ratio", ConfigOpType.SET, "2"),
          ErrorCode.invalid_config),
