@@ -945,7 +945,16 @@ class Partition:
         follower = self._follower
         if follower is None or not follower.can_fetch(now_ms):
             return None
-        self._drop_epoch_entries_at_log_end()
+        try:
+            self._drop_epoch_entries_at_log_end()
+        except OSError as e:
+            # The epoch checkpoint could not be rewritten (disk full or
+            # failing); the cache in memory already dropped the entry. As a
+            # failed follower append: this partition backs off, the others
+            # of its leader keep fetching.
+            log.warning("%s: cannot checkpoint the epoch cache: %s", self.key, e)
+            follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+            return None
         leo = self.log.log_end_offset
         last_fetched_epoch = self.last_fetched_epoch
         last = self._last_fetch_request
@@ -1027,16 +1036,23 @@ class Partition:
         ):
             return FollowerFetchOutcome.STALE
         error = result.error
-        if error == ErrorCode.none and result.diverging_epoch is not None:
-            self._truncate_on_divergence(result.diverging_epoch)
-            return FollowerFetchOutcome.TRUNCATED
+        try:
+            if error == ErrorCode.none and result.diverging_epoch is not None:
+                self._truncate_on_divergence(result.diverging_epoch)
+                return FollowerFetchOutcome.TRUNCATED
+            if error == ErrorCode.offset_out_of_range:
+                return self._handle_offset_out_of_range(follower, result, now_ms)
+        except OSError as e:
+            # Disk full or failing mid-truncation (the producer state and
+            # the HW followed what the log did): back off and ask again.
+            log.warning("%s: cannot truncate: %s", self.key, e)
+            follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+            return FollowerFetchOutcome.RETRY_LATER
         if error == ErrorCode.none:
             return self._append_fetched(follower, result, now_ms)
         if error == ErrorCode.fenced_leader_epoch:
             follower.fenced = True
             return FollowerFetchOutcome.WAIT_FOR_METADATA
-        if error == ErrorCode.offset_out_of_range:
-            return self._handle_offset_out_of_range(follower, result, now_ms)
         follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
         return FollowerFetchOutcome.RETRY_LATER
 
@@ -1087,9 +1103,18 @@ class Partition:
         if target < self._high_watermark:
             log.warning("%s: truncating to %d, below the high watermark %d",
                         self.key, target, self._high_watermark)
-        self.log.truncate_to(target)
+        try:
+            self.log.truncate_to(target)
+        finally:
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        """Bring the producer state and the HW along with a truncated log;
+        also after a truncation that failed part-way (the log may have
+        changed before the error)."""
         self.txn.after_truncation(self.log)
-        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+        self._high_watermark = max(self.log.log_start_offset,
+                                   min(self._high_watermark, self.log.log_end_offset))
 
     def _handle_offset_out_of_range(
         self, follower: FollowerState, result: FetchPartitionResult, now_ms: int
@@ -1101,15 +1126,19 @@ class Partition:
             if not self.config.unclean_leader_election_enable:
                 log.warning("%s: leader's end %d is below ours %d with unclean election "
                             "disabled; truncating", self.key, result.log_end_offset, leo)
-            self.log.truncate_to(result.log_end_offset)
-            self.txn.after_truncation(self.log)
-            self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+            try:
+                self.log.truncate_to(result.log_end_offset)
+            finally:
+                self._after_truncation()
             return FollowerFetchOutcome.TRUNCATED
         if result.log_start_offset > leo:
-            # We are behind the leader's retention: restart empty at its start.
-            self.log.truncate_fully_and_start_at(result.log_start_offset)
-            self.txn.after_truncation(self.log)
-            self._high_watermark = result.log_start_offset
+            # We are behind the leader's retention: restart empty at its
+            # start (the HW with it: `_after_truncation` lifts it to the
+            # new log start).
+            try:
+                self.log.truncate_fully_and_start_at(result.log_start_offset)
+            finally:
+                self._after_truncation()
             return FollowerFetchOutcome.TRUNCATED
         follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
         return FollowerFetchOutcome.RETRY_LATER

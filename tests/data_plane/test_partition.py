@@ -718,6 +718,68 @@ def test_a_follower_restarted_with_an_epoch_entry_but_no_batch_for_it_still_catc
     assert c.values(1) == c.values(2) == [b"a", b"a2"]
 
 
+def test_a_full_disk_when_dropping_the_stale_epoch_entry_backs_off_only_that_partition() -> None:
+    """The same stale entry, but the disk is full when the follower drops it
+    before its fetch: the checkpoint cannot be rewritten. The partition backs
+    off (no exception: one raised here stopped the whole fetcher of its
+    leader, every partition, found by a disk-full txn chaos soak). Once the
+    disk has room it fetches and catches up."""
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    c.produce(1, b"a")
+    c.parts[1].log.flush()
+    c.replicate(2, 3)
+    fs = c.parts[1].log._fs
+    assert isinstance(fs, FakeFileSystem)
+    c.parts[1].become_leader(state(1, 2, 2), 0)
+    c.produce(1, b"lost")  # epoch 2's entry is synced, its batch is not
+    fs.crash()
+    c.parts[1] = Partition(TOPIC, 0, local_id=1, log=Log.open("/d1", c.log_config, fs=fs,
+                                                              clock=c.clock),
+                           config=c.config, broker_epoch=201)
+    c.parts[1].become_follower(state(2, 3, 3), 0)
+    c.parts[2].become_leader(state(2, 3, 3), 0)
+    c.produce(2, b"b")
+    fs.full = True
+    assert c.parts[1].fetch_request(0) is None  # backing off, nothing raised
+    assert c.parts[1].fetch_request(0) is None
+    fs.full = False
+    c.now_ms = c.config.replica_fetch_backoff_ms
+    request = c.parts[1].fetch_request(c.now_ms)
+    assert request is not None and request.last_fetched_epoch == 1
+    c.replicate(1)
+    assert c.values(1) == c.values(2) == [b"a", b"b"]
+
+
+def test_a_full_disk_during_a_divergence_truncation_retries_with_the_state_in_step() -> None:
+    """Truncating on a DivergingEpoch rewrites the epoch checkpoint; with the
+    disk full that write fails after the log was cut. The answer is
+    RETRY_LATER (no exception up to the fetcher), the producer state follows
+    the log as it now is, and the partition catches up once there is room."""
+    c = Ctx()
+    c.apply(state(1, 1, 1))
+    c.produce(1, b"a")
+    c.replicate(2, 3)
+    c.apply(state(1, 2, 2))
+    c.produce(1, b"x", acks=Acks.LEADER)  # epoch 2, never replicated
+    c.apply(state(2, 3, 3))
+    c.produce(2, b"b")
+    fs = c.parts[1].log._fs
+    assert isinstance(fs, FakeFileSystem)
+    fs.full = True
+    result, outcome = c.fetch_once(1)
+    assert result.diverging_epoch is not None
+    assert outcome is FollowerFetchOutcome.RETRY_LATER
+    f = c.parts[1]
+    f.txn.check_in_step(f.log)
+    assert f.log.log_start_offset <= f.high_watermark <= f.log_end_offset
+    fs.full = False
+    c.now_ms = c.config.replica_fetch_backoff_ms
+    c.replicate(1)
+    assert c.values(1) == c.values(2) == [b"a", b"b"]
+    f.txn.check_in_step(f.log)
+
+
 def test_a_follower_ahead_of_its_leader_with_no_epoch_info_truncates_on_out_of_range(ctx: Ctx) -> None:
     ctx.produce(1, b"a", b"b")
     ctx.replicate(2)
