@@ -26,11 +26,16 @@ and `load` replays the whole log (tests and simulations that need no files).
 
 A snapshot is the commit point for the ``.txnindex`` files below it: the
 index of a rolled segment is written before the snapshot at its end, so a
-snapshot at offset S implies every index below S is on disk.
+snapshot at offset S implies every index below S is on disk. A write that
+fails (a full or failing disk) raises nothing into the append that rolled:
+an index not written is retried at the next roll, and no snapshot is
+written until it is (the snapshot would vouch for it); a snapshot not
+written only means a longer replay on the next open.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -113,6 +118,9 @@ class ReplicaTxnState:
         # producer reaching the log clears it, so a verification that a
         # marker overtook does not let its batch start a new transaction.
         self._verification_guards: dict[int, object] = {}
+        # Rolled segments ``(base, next base)`` whose .txnindex is not on disk
+        # yet (a failed write, or a segment rolled before a crash), oldest first.
+        self._unwritten_indexes: list[tuple[int, int]] = []
 
     # ==== views =====================================================================
 
@@ -161,6 +169,17 @@ class ReplicaTxnState:
         self.producers.truncate_head(start)
         self.aborted.truncate_head(start)
         self._active_base = segment_log.active_segment.base_offset
+        # Segments rolled above the snapshot may lack their index (a crash
+        # before it was written): write them before any later snapshot.
+        self._unwritten_indexes = []
+        if self.fs is not None:
+            bases = [seg.base_offset for seg in segment_log.segments]
+            above = loaded_at if loaded_at is not None else start
+            for base, next_base in itertools.pairwise(bases):
+                path = os.path.join(self.directory, txn_index_file_name(base))
+                if next_base > above and not self.fs.exists(path):
+                    self._unwritten_indexes.append((base, next_base))
+            self._write_unwritten_indexes()
 
     def catch_up(self, segment_log: Log, *, from_log_start: bool = False) -> None:
         """Apply the log's batches above the state's end (a no-op when the
@@ -258,14 +277,35 @@ class ReplicaTxnState:
     def _on_roll(self, old_base: int, new_base: int) -> None:
         if self.fs is None or old_base < 0 or new_base <= old_base:
             return
-        data = self.aborted.segment_bytes(old_base, new_base)
-        if data:
-            write_file_atomically(
-                self.fs, os.path.join(self.directory, txn_index_file_name(old_base)), data)
+        self._unwritten_indexes.append((old_base, new_base))
+        if not self._write_unwritten_indexes():
+            return  # no snapshot: it would vouch for the index that is missing
         if self.producers.map_end_offset == new_base:
             snapshot = self.producers.take_snapshot()
-            write_file_atomically(
-                self.fs, os.path.join(self.directory, snapshot.file_name), snapshot.data)
+            try:
+                write_file_atomically(
+                    self.fs, os.path.join(self.directory, snapshot.file_name), snapshot.data)
+            except OSError as e:
+                log.warning("%s: cannot write the producer snapshot at %d (an older one "
+                            "and the log stand in): %s", self.directory, new_base, e)
+
+    def _write_unwritten_indexes(self) -> bool:
+        """Write the .txnindex of every rolled segment that lacks it, oldest
+        first; False (and a warning) at the first that cannot be written."""
+        assert self.fs is not None
+        while self._unwritten_indexes:
+            base, next_base = self._unwritten_indexes[0]
+            data = self.aborted.segment_bytes(base, next_base)
+            if data:
+                try:
+                    write_file_atomically(
+                        self.fs, os.path.join(self.directory, txn_index_file_name(base)), data)
+                except OSError as e:
+                    log.warning("%s: cannot write the aborted-transaction index of segment "
+                                "%d (retried at the next roll): %s", self.directory, base, e)
+                    return False
+            del self._unwritten_indexes[0]
+        return True
 
     # ==== high watermark, truncation, retention, expiry =============================
 
@@ -284,6 +324,7 @@ class ReplicaTxnState:
             self._delete_indexes_from(0)
             self.producers.reset(leo)
             self.aborted = AbortedTxnIndex()
+            self._unwritten_indexes = []
             return
         paths = self._snapshot_paths()
         snapshots: Mapping[int, bytes] = (
@@ -295,6 +336,8 @@ class ReplicaTxnState:
         self._delete_snapshots_above(leo)
         self.aborted.truncate_to(leo)
         self._delete_indexes_from(self._active_base)
+        self._unwritten_indexes = [(b, n) for b, n in self._unwritten_indexes
+                                   if n <= self._active_base]
         if self.producers.map_end_offset < segment_log.log_start_offset:
             self.producers.reset(segment_log.log_start_offset)
         self.check_in_step(segment_log)
@@ -307,6 +350,7 @@ class ReplicaTxnState:
         if self.fs is None:
             return
         bases = {s.base_offset for s in segment_log.segments}
+        self._unwritten_indexes = [(b, n) for b, n in self._unwritten_indexes if b in bases]
         for name in self._list():
             offset = parse_snapshot_file_name(name)
             stale_snapshot = offset is not None and offset < start

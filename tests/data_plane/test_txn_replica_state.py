@@ -3,13 +3,16 @@ state follows appends, rolls (snapshots + .txnindex), truncation and reopen."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from data_plane.replication.partition import Partition
 from data_plane.replication.types import Acks, PartitionState, ReplicationConfig
+from data_plane.txn.lso import txn_index_file_name
 from data_plane.txn.markers import EndTxnMarker
 from data_plane.txn.producer_state import parse_snapshot_file_name
 from data_plane.txn.replica_state import ReplicaTxnState
 from raftlog.net.errors import ErrorCode
-from raftlog.records import BatchBuilder
+from raftlog.records import BatchBuilder, BatchHeader, parse_header
 from raftlog.storage import Log, LogConfig
 from raftlog.testing.clock import FakeClock
 from raftlog.testing.disk import FakeFileSystem
@@ -189,3 +192,47 @@ def test_the_lso_never_falls_below_the_log_start() -> None:
     assert (leader.high_watermark, leader.last_stable_offset) == (14, 0)
     assert leader.delete_records(10)[:2] == (ErrorCode.none, 10)
     assert leader.last_stable_offset == 10
+
+
+def test_a_full_disk_at_a_roll_raises_nothing_and_no_snapshot_vouches_for_a_missing_index() -> None:
+    """The segment rolled by an append that fit, but the disk filled before
+    the rolled segment's .txnindex was written. The append stands (no
+    exception after the log took it), no snapshot is written while that
+    index is missing, the index is written at the next roll once there is
+    room, and a reopen still knows the aborted transaction."""
+    c = Cluster()
+    c.apply(state(1, 1), (1,))
+    leader = c.parts[1]
+    assert leader.append_records(batch(5, 0, txn=True), Acks.LEADER, 0).error == ErrorCode.none
+    assert leader.append_txn_marker(5, 0, EndTxnMarker(False, 3),
+                                    timestamp_ms=TS).error == ErrorCode.none
+    first_segment = leader.log.segments[0].base_offset
+    fs = c.fs[1]
+
+    def roll_with(full: bool) -> None:
+        segments = len(leader.log.segments)
+        seq = 100 * segments
+        while len(leader.log.segments) == segments:
+            fs.full = False  # the batch itself fits ...
+            leader.txn.note_segment(leader.log)
+            result = leader.log.append_as_leader(batch(9, seq), 1)
+            fs.full = full  # ... the files written at the roll do not
+            leader.txn.apply_appended(leader.log, _placed_of(result.first_offset, 9, seq))
+            seq += 4
+        fs.full = False
+
+    roll_with(full=True)
+    index = f"/d1/{txn_index_file_name(first_segment)}"
+    assert not fs.exists(index) and c.snapshots(1) == []
+    leader.txn.check_in_step(leader.log)
+    roll_with(full=False)
+    assert fs.exists(index) and c.snapshots(1) == [leader.log.segments[-1].base_offset]
+    leader.log.close()
+    reopened = c.open(1)
+    aborted = reopened.txn.aborted_transactions(0, reopened.log_end_offset)
+    assert [(a.producer_id, a.first_offset) for a in aborted] == [(5, 0)]
+
+
+def _placed_of(first_offset: int, pid: int, seq: int) -> list[tuple[BatchHeader, None]]:
+    header = parse_header(batch(pid, seq))
+    return [(replace(header, base_offset=first_offset), None)]
