@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ CHROMEDRIVER = shutil.which("chromedriver")
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 
 
-def _browser() -> Any:
+def _browser(profile_dir: Path) -> Any:
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -45,7 +44,7 @@ def _browser() -> Any:
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='raftlog-chromium-')}",
+                 f"--user-data-dir={profile_dir}",
                  "--window-size=1280,1000"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -97,8 +96,10 @@ def page_rows(browser: Any, topic: str) -> dict[int, dict[str, Any]]:
     return {r["partition"]: r for r in rows}
 
 
-def test_dashboard_matches_describe_and_shows_under_replication(cluster: LocalCluster) -> None:
-    browser = _browser()
+def test_dashboard_matches_describe_and_shows_under_replication(
+        cluster: LocalCluster, tmp_path: Path) -> None:
+    # The profile lives under tmp_path, so pytest removes it with the test's other files.
+    browser = _browser(tmp_path / "chromium-profile")
     try:
         base = f"http://{cluster.layout.host}:{cluster.layout.node(1).http_port}"
         cluster_id = json.load(urllib.request.urlopen(base + "/healthz"))["cluster_id"]
