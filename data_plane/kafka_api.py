@@ -114,7 +114,7 @@ CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
-    PRODUCE: (3, 9),
+    PRODUCE: (3, 10),
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from data_plane.api.authorization import AclAuthorization
+from data_plane.api.encoders import NodeEndpoint
 from data_plane.api.fetch_session import FetchSessionCache
 from data_plane.broker.coordinators import BrokerCoordinators
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.replication.types import TopicPartition
 from data_plane.tls_reload import KeystoreReloader
 from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.image import BrokerRegistration, MetadataImage
@@ -111,6 +113,22 @@ class BrokerApiContext:
             address = endpoint_of(broker, listener_name or self.listener_name)
             if address is not None:
                 yield broker, address[0], address[1]
+
+    def leader_hint(self, partition: TopicPartition, listener_name: str,
+                    endpoints: dict[int, NodeEndpoint]) -> tuple[int, int]:
+        """KIP-951: the partition's (leader id, leader epoch) per the latest
+        metadata, for a NOT_LEADER_OR_FOLLOWER answer ((-1, -1): unknown).
+        The leader's address on ``listener_name`` goes into ``endpoints``
+        (the answer's NodeEndpoints) when it is alive there, as Kafka's
+        ``getCurrentLeader`` looks it up among the alive brokers."""
+        leader, epoch = self.replicas.leader_hint(partition)
+        if leader >= 0 and leader not in endpoints:
+            broker = self.image.brokers.get(leader)
+            address = None if broker is None or broker.fenced else endpoint_of(
+                broker, listener_name)
+            if broker is not None and address is not None:
+                endpoints[leader] = NodeEndpoint(leader, address[0], address[1], broker.rack)
+        return leader, epoch
 
 
 def endpoint_of(broker: BrokerRegistration, listener_name: str) -> tuple[str, int] | None:

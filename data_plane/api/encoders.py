@@ -1,4 +1,4 @@
-"""Hand-written encoders for the hot responses: Produce (v3-9) and Fetch (v4-16).
+"""Hand-written encoders for the hot responses: Produce (v3-10) and Fetch (v4-16).
 
 Every acks=all produce costs one Produce response and, per follower, one
 Fetch response carrying the new batch; building those as kio entities (with
@@ -11,9 +11,11 @@ They follow the schemas in Kafka's ``ProduceResponse.json`` and
 versions the broker serves (`data_plane.kafka_api.BROKER_API_VERSIONS`), and
 must stay byte-identical to kio's encoding of the entity the handlers used
 to build: ``tests/data_plane/test_api_encoders.py`` checks every version
-against kio's writer and reader. Flexible versions (Produce v9, Fetch v12+)
+against kio's writer and reader. Flexible versions (Produce v9+, Fetch v12+)
 use compact lengths and tagged-field sections; a tagged field equal to its
-default is omitted, as kio and Kafka do.
+default is omitted, as kio and Kafka do. KIP-951's leader hints (Produce v10,
+Fetch v16: a partition's CurrentLeader and the answer's NodeEndpoints) are
+such tagged fields.
 
 The follower's own Fetch request (`encode_replica_fetch_request`, v16 only)
 is written here too: it is sent once per appended batch per follower.
@@ -33,6 +35,7 @@ from raftlog.values import value
 __all__ = (
     "REPLICA_FETCH_VERSION",
     "FetchPartitionData",
+    "NodeEndpoint",
     "ProducePartitionData",
     "ReplicaFetchPartition",
     "encode_fetch_response",
@@ -41,7 +44,7 @@ __all__ = (
 )
 
 REPLICA_FETCH_VERSION: Final = 16
-PRODUCE_VERSIONS: Final = (3, 9)
+PRODUCE_VERSIONS: Final = (3, 10)
 FETCH_VERSIONS: Final = (4, 16)
 
 _I16 = struct.Struct(">h")
@@ -59,6 +62,8 @@ _PRODUCE_PARTITION_V2 = struct.Struct(">ihqq")
 # empty tagged-field section of its own.
 _DIVERGING_EPOCH = struct.Struct(">BBiqB")  # tag 0: epoch int32, end_offset int64
 _CURRENT_LEADER = struct.Struct(">BBiiB")  # tag 1: leader_id int32, leader_epoch int32
+# A Produce v10 partition's one tagged field: tag 0, CurrentLeader.
+_PRODUCE_CURRENT_LEADER = struct.Struct(">BBBiiB")  # count 1, tag 0, size 9, id, epoch, tags
 # max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch
 _FETCH_REQUEST_TOP = struct.Struct(">iiibii")
 # partition, current_leader_epoch, fetch_offset, last_fetched_epoch,
@@ -75,7 +80,9 @@ _ZERO_UUID: Final = bytes(16)
 
 @value
 class ProducePartitionData:
-    """One partition of a Produce response (``record_errors`` is always empty)."""
+    """One partition of a Produce response (``record_errors`` is always empty).
+    ``current_leader`` is (leader id, leader epoch), a tagged field of v10+
+    (dropped below), omitted when None or Kafka's default (-1, -1)."""
 
     index: int
     error_code: int
@@ -83,6 +90,19 @@ class ProducePartitionData:
     log_start_offset: int
     error_message: str | None = None
     log_append_time_ms: int = -1
+    current_leader: tuple[int, int] | None = None
+
+
+@value
+class NodeEndpoint:
+    """A broker's address on the listener a request came in on: the
+    NodeEndpoints of Produce v10+ and Fetch v16+ answers (KIP-951), which
+    name the leaders their CurrentLeader hints point to."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 @value
@@ -111,11 +131,14 @@ def encode_produce_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[ProducePartitionData]]],
     throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
-    """The ProduceResponse body at ``version`` (3-9). Raises ValueError for another version."""
+    """The ProduceResponse body at ``version`` (3-10). Raises ValueError for
+    another version. Leader hints and ``node_endpoints`` are written from v10."""
     if not PRODUCE_VERSIONS[0] <= version <= PRODUCE_VERSIONS[1]:
         raise ValueError(f"Produce v{version} is not encoded here")
     flexible = version >= 9
+    hints = version >= 10
     out: list[bytes] = [_array_length(len(topics), flexible)]
     for name, partitions in topics:
         out.append(_string(name, flexible))
@@ -131,14 +154,33 @@ def encode_produce_response(
             if version >= 8:
                 out.append(_array_length(0, flexible))  # record_errors
                 out.append(_nullable_string(p.error_message, flexible))
-            if flexible:
+            leader = p.current_leader
+            if hints and leader is not None and leader != (-1, -1):
+                out.append(_PRODUCE_CURRENT_LEADER.pack(1, 0, 9, leader[0], leader[1], 0))
+            elif flexible:
                 out.append(_NO_TAGS)
         if flexible:
             out.append(_NO_TAGS)
     out.append(_I32.pack(throttle_time_ms))
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(_node_endpoints(node_endpoints) if hints else _NO_TAGS)
     return b"".join(out)
+
+
+def _node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
+    """A top-level tagged-field section holding NodeEndpoints (tag 0), or an
+    empty one when there are none (the field's default)."""
+    if not endpoints:
+        return _NO_TAGS
+    body: list[bytes] = [_array_length(len(endpoints), True)]
+    for e in endpoints:
+        body.append(_I32.pack(e.node_id))
+        body.append(_string(e.host, True))
+        body.append(_I32.pack(e.port))
+        body.append(_nullable_string(e.rack, True))
+        body.append(_NO_TAGS)
+    data = b"".join(body)
+    return b"\x01\x00" + _uvarint(len(data)) + data
 
 
 # ---- Fetch -----------------------------------------------------------------------
@@ -151,10 +193,12 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
     throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
     """The FetchResponse body at ``version`` (4-16). A topic is named by its
-    name (v4-12) or its id (v13+; None is the zero UUID). Raises ValueError
-    for another version or a topic label of the wrong kind."""
+    name (v4-12) or its id (v13+; None is the zero UUID); ``node_endpoints``
+    are written from v16. Raises ValueError for another version or a topic
+    label of the wrong kind."""
     if not FETCH_VERSIONS[0] <= version <= FETCH_VERSIONS[1]:
         raise ValueError(f"Fetch v{version} is not encoded here")
     flexible = version >= 12
@@ -183,7 +227,7 @@ def encode_fetch_response(
         if flexible:
             out.append(_NO_TAGS)
     if flexible:
-        out.append(_NO_TAGS)  # node_endpoints (tag 0, v16) is never filled
+        out.append(_node_endpoints(node_endpoints) if version >= 16 else _NO_TAGS)
     return b"".join(out)
 
 

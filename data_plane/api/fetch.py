@@ -62,7 +62,7 @@ import uuid
 from typing import Any, Final
 
 from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
-from data_plane.api.encoders import FetchPartitionData, encode_fetch_response
+from data_plane.api.encoders import FetchPartitionData, NodeEndpoint, encode_fetch_response
 from data_plane.api.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -97,9 +97,10 @@ READ_COMMITTED: Final = 1
 _INT32_MAX: Final = 2**31 - 1
 _NONE: Final = ErrorCode.none.value
 _ZERO_UUID: Final = uuid.UUID(int=0)  # kio reads the zero topic id as None
-# Leader hints ride along with these errors (Fetch v12+ CurrentLeader, KIP-951).
-_HINTED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
-                     ErrorCode.unknown_leader_epoch})
+# Leader hints ride along with these errors (Fetch v12+ CurrentLeader; from v16
+# the leaders' addresses too, NodeEndpoints: KIP-951), as in Kafka. Not with
+# UNKNOWN_LEADER_EPOCH: the client knows a newer epoch than this broker does.
+_HINTED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
 async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
@@ -260,6 +261,7 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
     # Response topics in serve order; an incremental answer leaves out the
     # partitions with nothing new (KIP-227).
     topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}
+    endpoints: dict[int, NodeEndpoint] = {}  # the hinted leaders' (KIP-951)
     for key, name, error, memo in served:
         label, index = key
         if error is not None:
@@ -293,22 +295,24 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             must_respond=must_respond,
         ):
             topics_out.setdefault(label, []).append(
-                _partition(api, name, index, result, read_committed))
+                _partition(api, ctx, name, index, result, read_committed, endpoints))
     # Hand-encoded (data_plane.api.encoders): a follower's fetch answer is on
     # every acks=all produce's critical path.
     record_bytes = tuple(
         (label, size) for label, parts in topics_out.items()
         if (size := sum(len(p.records) for p in parts if p.records))
     )
+    node_endpoints = tuple(endpoints.values())
     if throttle_ms:  # the first answer of an empty window, served whole
         return EncodedBody(encode_fetch_response(
             version, list(topics_out.items()), error_code=_NONE,
             session_id=context.session_id, throttle_time_ms=throttle_ms,
+            node_endpoints=node_endpoints,
         ), record_bytes, throttle_ms=throttle_ms,
             delay_response=version < _CLIENT_THROTTLES_FROM_VERSION)
     return EncodedBody(encode_fetch_response(
         version, list(topics_out.items()), error_code=_NONE, session_id=context.session_id,
-        throttle_time_ms=NO_THROTTLE_MS,
+        throttle_time_ms=NO_THROTTLE_MS, node_endpoints=node_endpoints,
     ), record_bytes)
 
 
@@ -489,14 +493,15 @@ def _forgotten(request: Any, by_id: bool) -> list[SessionKey]:
 
 
 def _partition(
-    api: BrokerApiContext, name: str | None, index: int, result: FetchPartitionResult,
-    read_committed: bool,
+    api: BrokerApiContext, ctx: RequestContext, name: str | None, index: int,
+    result: FetchPartitionResult, read_committed: bool, endpoints: dict[int, NodeEndpoint],
 ) -> FetchPartitionData:
     lso = result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
     diverging = result.diverging_epoch
     current_leader = None
     if result.error in _HINTED and name is not None:
-        current_leader = api.replicas.leader_hint((name, index))
+        # The leader's address rides along in the answer's NodeEndpoints.
+        current_leader = api.leader_hint((name, index), ctx.listener_name, endpoints)
     return FetchPartitionData(
         partition_index=index,
         error_code=result.error,  # an IntEnum: no `.value` lookup per partition

@@ -1,9 +1,15 @@
-"""Produce (v3-9): acks 0, 1 and all; the replica manager appends and, for
+"""Produce (v3-10): acks 0, 1 and all; the replica manager appends and, for
 acks=all, waits in the produce purgatory. Per-partition errors are the
 core's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, REQUEST_TIMED_OUT...).
 acks=0 gets no response at all, as in Kafka. The internal topics refuse
 clients' records (INVALID_TOPIC_EXCEPTION).
+
+From v10 (KIP-951) a NOT_LEADER_OR_FOLLOWER partition carries the leader
+and leader epoch the broker's metadata names (CurrentLeader), and the answer
+carries that leader's address on the request's listener (NodeEndpoints), so
+a client can send its retry there without a metadata round trip. Kafka
+hints on that error only, and so does this handler.
 
 Transactional produce (a transactional id) appends like any idempotent
 produce; the partition's producer state fences older epochs
@@ -34,7 +40,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
-from data_plane.api.encoders import ProducePartitionData, encode_produce_response
+from data_plane.api.encoders import NodeEndpoint, ProducePartitionData, encode_produce_response
 from data_plane.broker.client_quotas import ClientQuotaManager
 from data_plane.broker.replica_manager import ProduceOutcome
 from data_plane.replication.types import AppendResult, TopicPartition
@@ -55,6 +61,8 @@ ADMIN_CLIENT_ID = "__admin_client"
 MAX_PRODUCE_TIMEOUT_MS = 300_000
 # KIP-219: from this version the client honours throttle_time_ms itself.
 _CLIENT_THROTTLES_FROM_VERSION = 6
+# KIP-951: leader hints from this version.
+_LEADER_HINTS_FROM_VERSION = 10
 
 
 async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
@@ -114,15 +122,10 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
     outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
     outcomes.update(early)
     if throttle_ms:
-        return _throttled(ctx, acks, order, outcomes, throttle_ms)
+        return _throttled(api, ctx, acks, order, outcomes, throttle_ms)
     if acks == 0:
         return NO_RESPONSE
-    # Hand-encoded (data_plane.api.encoders): this answer is on every
-    # produce's critical path.
-    return EncodedBody(encode_produce_response(ctx.api_version, [
-        (name, [_partition(index, outcomes[(name, index)]) for index in indexes])
-        for name, indexes in order
-    ], NO_THROTTLE_MS))
+    return EncodedBody(_encode(api, ctx, order, outcomes, NO_THROTTLE_MS))
 
 
 _TOPIC_DENIED: Final = ProduceOutcome(ErrorCode.topic_authorization_failed,
@@ -199,19 +202,40 @@ def _record_produce(
 
 
 def _throttled(
-    ctx: RequestContext, acks: int, order: list[tuple[str, list[int]]],
+    api: BrokerApiContext, ctx: RequestContext, acks: int, order: list[tuple[str, list[int]]],
     outcomes: dict[TopicPartition, ProduceOutcome], throttle_ms: int,
 ) -> Any:
     if acks == 0:
         return NoResponse(throttle_ms)
-    return EncodedBody(encode_produce_response(ctx.api_version, [
-        (name, [_partition(index, outcomes[(name, index)]) for index in indexes])
-        for name, indexes in order
-    ], throttle_ms), throttle_ms=throttle_ms,
-        delay_response=ctx.api_version < _CLIENT_THROTTLES_FROM_VERSION)
+    return EncodedBody(_encode(api, ctx, order, outcomes, throttle_ms), throttle_ms=throttle_ms,
+                       delay_response=ctx.api_version < _CLIENT_THROTTLES_FROM_VERSION)
 
 
-def _partition(index: int, outcome: ProduceOutcome) -> ProducePartitionData:
+def _encode(
+    api: BrokerApiContext, ctx: RequestContext, order: list[tuple[str, list[int]]],
+    outcomes: dict[TopicPartition, ProduceOutcome], throttle_ms: int,
+) -> bytes:
+    """The answer, hand-encoded (`data_plane.api.encoders`): it is on every
+    produce's critical path. Leader hints only from v10 and only for
+    NOT_LEADER_OR_FOLLOWER, so a healthy produce looks nothing up."""
+    hints = ctx.api_version >= _LEADER_HINTS_FROM_VERSION
+    endpoints: dict[int, NodeEndpoint] = {}
+    topics = []
+    for name, indexes in order:
+        partitions = []
+        for index in indexes:
+            outcome = outcomes[(name, index)]
+            leader = None
+            if hints and outcome.error == ErrorCode.not_leader_or_follower:
+                leader = api.leader_hint((name, index), ctx.listener_name, endpoints)
+            partitions.append(_partition(index, outcome, leader))
+        topics.append((name, partitions))
+    return encode_produce_response(ctx.api_version, topics, throttle_ms,
+                                   tuple(endpoints.values()))
+
+
+def _partition(index: int, outcome: ProduceOutcome,
+               current_leader: tuple[int, int] | None) -> ProducePartitionData:
     append = outcome.append
     ok = outcome.error == ErrorCode.none
     return ProducePartitionData(
@@ -221,4 +245,5 @@ def _partition(index: int, outcome: ProduceOutcome) -> ProducePartitionData:
         log_append_time_ms=append.log_append_time_ms if ok else -1,
         log_start_offset=append.log_start_offset if ok else -1,
         error_message=None if ok else append.error_message,
+        current_leader=current_leader,
     )

@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 from data_plane.api.build import build
 from data_plane.api.encoders import (
     FetchPartitionData,
+    NodeEndpoint,
     ProducePartitionData,
     ReplicaFetchPartition,
     encode_fetch_response,
@@ -45,7 +46,11 @@ produce_partitions = st.builds(
     base_offset=offsets,
     log_start_offset=offsets,
     error_message=st.one_of(st.none(), names),
+    current_leader=st.one_of(st.none(), st.just((-1, -1)), st.tuples(i32, i32)),
 )
+node_endpoints = st.lists(st.builds(
+    NodeEndpoint, node_id=i32, host=names, port=i32, rack=st.one_of(st.none(), names),
+), max_size=3)
 fetch_partitions = st.builds(
     FetchPartitionData,
     partition_index=i32,
@@ -78,8 +83,14 @@ def _versions(api_key: int) -> list[int]:
     return list(range(low, high + 1))
 
 
+def _endpoints_description(endpoints: list[NodeEndpoint]) -> list[dict[str, object]]:
+    return [{"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
+            for e in endpoints]
+
+
 def _produce_description(
-    topics: list[tuple[str, list[ProducePartitionData]]], throttle_ms: int
+    topics: list[tuple[str, list[ProducePartitionData]]], throttle_ms: int,
+    endpoints: list[NodeEndpoint],
 ) -> dict[str, object]:
     return {
         "responses": [
@@ -94,6 +105,9 @@ def _produce_description(
                         "log_start_offset": p.log_start_offset,
                         "record_errors": [],
                         "error_message": p.error_message,
+                        **({} if p.current_leader is None else {"current_leader": {
+                            "leader_id": p.current_leader[0],
+                            "leader_epoch": p.current_leader[1]}}),
                     }
                     for p in parts
                 ],
@@ -101,6 +115,7 @@ def _produce_description(
             for name, parts in topics
         ],
         "throttle_time": datetime.timedelta(milliseconds=throttle_ms),
+        "node_endpoints": _endpoints_description(endpoints),
     }
 
 
@@ -109,13 +124,17 @@ def _produce_description(
 @given(
     topics=st.lists(st.tuples(names, st.lists(produce_partitions, max_size=3)), max_size=3),
     throttle_ms=st.integers(0, 10_000),
+    endpoints=node_endpoints,
 )
 def test_produce_response_matches_kio(
-    version: int, topics: list[tuple[str, list[ProducePartitionData]]], throttle_ms: int
+    version: int, topics: list[tuple[str, list[ProducePartitionData]]], throttle_ms: int,
+    endpoints: list[NodeEndpoint],
 ) -> None:
+    # Versions before 10 have no leader hints: `build` drops them, as the
+    # encoder must.
     cls = registry.schemas(PRODUCE, version).response
-    expected = build(cls, _produce_description(topics, throttle_ms))
-    ours = encode_produce_response(version, topics, throttle_ms)
+    expected = build(cls, _produce_description(topics, throttle_ms, endpoints))
+    ours = encode_produce_response(version, topics, throttle_ms, endpoints)
     assert ours == _kio_bytes(expected)
     assert _kio_read(cls, ours) == expected
 
@@ -125,6 +144,7 @@ def _fetch_description(
     topics: list[tuple[object, list[FetchPartitionData]]],
     error_code: int,
     session_id: int,
+    endpoints: list[NodeEndpoint] | None = None,
 ) -> dict[str, object]:
     topics_out = []
     for label, parts in topics:
@@ -162,6 +182,7 @@ def _fetch_description(
         "error_code": ErrorCode(error_code),
         "session_id": session_id,
         "responses": topics_out,
+        "node_endpoints": _endpoints_description(endpoints or []),
     }
 
 
@@ -175,9 +196,11 @@ def test_fetch_response_matches_kio(
     topics = data.draw(
         st.lists(st.tuples(labels, st.lists(fetch_partitions, max_size=3)), max_size=3)
     )
+    endpoints = data.draw(node_endpoints)
     cls = registry.schemas(FETCH, version).response
-    expected = build(cls, _fetch_description(version, topics, error_code, session_id))
-    ours = encode_fetch_response(version, topics, error_code=error_code, session_id=session_id)
+    expected = build(cls, _fetch_description(version, topics, error_code, session_id, endpoints))
+    ours = encode_fetch_response(version, topics, error_code=error_code, session_id=session_id,
+                                 node_endpoints=endpoints)
     assert ours == _kio_bytes(expected)
     assert _kio_read(cls, ours) == expected
 
@@ -195,6 +218,8 @@ def test_fetch_response_by_id_with_unknown_topic_writes_the_zero_uuid() -> None:
 def test_encoders_refuse_versions_they_do_not_know() -> None:
     with pytest.raises(ValueError):
         encode_produce_response(2, [])
+    with pytest.raises(ValueError):
+        encode_produce_response(11, [])
     with pytest.raises(ValueError):
         encode_fetch_response(17, [])
     with pytest.raises(ValueError):
