@@ -510,6 +510,12 @@ class LocalCluster:
         state = process_state(pid)
         return state not in (None, "Z") and str(self.config_path(node_id)).encode() in cmdline
 
+    def exit_code(self, node_id: int) -> int | None:
+        """Node ``node_id``'s exit status if this object started it and it
+        has exited; None while it runs (or if another process started it)."""
+        proc = self._procs.get(node_id)
+        return None if proc is None else proc.poll()
+
     def is_paused(self, node_id: int) -> bool:
         pid = self.pids.get(node_id)
         return pid is not None and process_state(pid) == "T"

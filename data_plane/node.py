@@ -34,7 +34,9 @@ its data side's ``on_stop`` hooks run; the active controller
 resigns (EndQuorumEpoch, so a successor is elected at once), the driver
 stops, the log is flushed and closed (closing the segment log writes its
 clean-shutdown marker). Exit 0 after a clean shutdown, 1 if the driver
-failed (a broken invariant, a failed fsync), 2 for a bad config or storage.
+failed (a broken invariant, a failed fsync) or a log dir failed (a data
+write raised: disk full or failing; Kafka's "Shutdown broker because all
+log dirs ... have failed"), 2 for a bad config or storage.
 """
 
 from __future__ import annotations
@@ -380,10 +382,27 @@ async def run_node(
     if lifecycle is not None:
         lifecycle.start()
         waits.add(asyncio.ensure_future(lifecycle.wait_failed()))
+    replicas = services.replicas if services is not None else None
+    if replicas is not None:
+        waits.add(asyncio.ensure_future(replicas.wait_log_dir_failure()))
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     status = 0
     if driver.failure is not None:
         log.critical("raft driver failed: %r; exiting", driver.failure)
+        status = 1
+    if replicas is not None and replicas.offline_log_dirs:
+        # Kafka's LogManager.handleLogDirFailure: a broker whose every log
+        # dir failed shuts down (halts: no controlled shutdown, no clean
+        # shutdown marker on the failed dir). With several dirs Kafka 3.7+
+        # (KIP-858) keeps serving the others; this node stops either way.
+        failed = sorted(replicas.offline_log_dirs)
+        if len(failed) == len(replicas.log_dirs):
+            log.critical("Shutdown broker because all log dirs in %s have failed",
+                         ", ".join(replicas.log_dirs))
+        else:
+            log.critical("Shutdown broker because log dirs %s have failed (the others, "
+                         "%s, are not served alone)", ", ".join(failed),
+                         ", ".join(d for d in replicas.log_dirs if d not in failed))
         status = 1
     if lifecycle is not None and lifecycle.failure is not None:
         log.critical("broker lifecycle failed: %r; exiting", lifecycle.failure)

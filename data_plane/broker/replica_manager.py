@@ -25,6 +25,13 @@ core's, `data_plane.replication.partition`):
 - **Flushing** follows Kafka: no fsync per write; the log's
   ``flush.messages``/``flush.ms`` (defaults: never) decide, plus a sync of
   everything on close. Durability comes from replication (acks=all).
+- **Failed log directories** (Kafka's ``LogDirFailureChannel``). Every file
+  write goes through a `ReportingFileSystem`; a write that fails (disk full,
+  I/O error) marks its log directory offline (`offline_log_dirs`) and
+  completes `wait_log_dir_failure`. The node stops on it, as a Kafka broker
+  whose every log directory has failed shuts down, so the controller fences
+  it and moves its leaderships to in-sync replicas that can still write.
+  Until then the failed write is answered as before (KAFKA_STORAGE_ERROR).
 
 Batches stay opaque bytes from the request to the log and back.
 """
@@ -82,7 +89,7 @@ from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog import kafka_uuid
 from raftlog.clock import Clock, SystemClock
 from raftlog.net.errors import ErrorCode
-from raftlog.storage import ConfigError, FileSystem, Log, RealFileSystem
+from raftlog.storage import ConfigError, FileSystem, Log, RealFileSystem, ReportingFileSystem
 from raftlog.storage.cleaner import CompactionConfig
 from raftlog.values import value
 
@@ -164,7 +171,11 @@ class ReplicaManager:
         self.log_dirs = tuple(log_dirs)
         self.static_config = dict(static_config or {})
         self.clock = clock or SystemClock()
-        self.fs = fs or RealFileSystem()
+        self.fs = ReportingFileSystem(fs or RealFileSystem(), self._log_dir_failed)
+        #: Log directory -> the write error that took it offline.
+        self.offline_log_dirs: dict[str, OSError] = {}
+        self._log_dir_failure = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self._strays_checked = False
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce")
@@ -207,6 +218,7 @@ class ReplicaManager:
         if self._started:
             raise RuntimeError("replica manager already started")
         self._started = True
+        self._loop = asyncio.get_running_loop()
         self.metadata.subscribe(self._on_image)
         self._apply_image(self.metadata.image)
         self._timer_task = asyncio.create_task(self._timer_loop(), name="replica-manager-timer")
@@ -244,8 +256,49 @@ class ReplicaManager:
             if not future.done():
                 future.set_result(None)
         for hosted in self.partitions.values():
-            hosted.partition.log.close()
+            segment_log = hosted.partition.log
+            # A failed directory gets no more writes, not even the
+            # clean-shutdown marker: its logs are recovered at the next open.
+            segment_log.close(clean=self._log_dir_of(segment_log.directory)
+                              not in self.offline_log_dirs)
         self.partitions.clear()
+
+    async def wait_log_dir_failure(self) -> str:
+        """Return once a log directory has failed (a write to it raised):
+        the first failed directory."""
+        await self._log_dir_failure.wait()
+        return next(iter(self.offline_log_dirs))
+
+    def _log_dir_failed(self, path: str, error: OSError) -> None:
+        """`ReportingFileSystem`'s report: the log directory holding ``path``
+        goes offline (once). May run on a worker thread (the log cleaner)."""
+        directory = self._log_dir_of(path)
+        if directory in self.offline_log_dirs:
+            return
+        self.offline_log_dirs[directory] = error
+        log.critical("log directory %s failed (%s on %s): stopping serving logs in it",
+                     directory, error, path)
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._log_dir_failure.set()
+        else:
+            loop.call_soon_threadsafe(self._log_dir_failure.set)
+
+    def _log_dir_of(self, path: str) -> str:
+        """The configured log directory ``path`` is under (``path``'s own
+        directory if none is: never expected)."""
+        real = os.path.abspath(path)
+        for directory in self.log_dirs:
+            root = os.path.abspath(directory)
+            if real == root or real.startswith(root + os.sep):
+                return directory
+        return os.path.dirname(path)
 
     def add_close_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Await ``hook`` first thing in `close` (coordinators stop before the logs)."""

@@ -25,6 +25,7 @@ from .errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from .failures import ReportingFileSystem
 from .files import FileHandle, FileSystem, RealFileSystem
 from .log import FetchData, Log, LogAppendInfo
 from .segment import LogSegment
@@ -50,6 +51,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "RealFileSystem",
     "RecordTooLargeError",
+    "ReportingFileSystem",
     "StorageError",
     "UnexpectedAppendOffsetError",
 ]

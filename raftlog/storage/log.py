@@ -969,12 +969,21 @@ class Log:
 
     # ==== closing ==================================================================
 
-    def close(self) -> None:
+    def close(self, *, clean: bool = True) -> None:
         """Flush, write the active segment's indexes and the clean-shutdown
         marker, and release every file. Idempotent; later calls to other
-        methods raise `LogClosedError`."""
+        methods raise `LogClosedError`.
+
+        ``clean=False`` only releases the files: for a log whose directory
+        failed (Kafka's ``closeHandlers``), where nothing more is written and
+        the next open recovers the log as after a crash."""
         with self._flush_lock, self._lock:
             if self._closed:
+                return
+            if not clean:
+                for segment in self._segments:
+                    segment.close()
+                self._closed = True
                 return
             for segment in self._dirty.values():
                 segment.log_file.sync()
