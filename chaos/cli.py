@@ -173,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"run {i + 1}/{a.runs} seed {seed}: valid={outcome.valid} ops={outcome.ops} "
             f"anomalies={outcome.result.anomaly_count()} {outcome.counts}"
-            + (f" ({'; '.join(unknown)[:300]})" if unknown else ""),
+            + (f" ({'; '.join(unknown)[:300]})" if unknown else "")
+            + (f" clients left behind: {len(outcome.abandoned)}" if outcome.abandoned else ""),
             flush=True,
         )
     print(

@@ -34,6 +34,7 @@ import contextlib
 import functools
 import random
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -154,6 +155,31 @@ class RunOutcome:
     mode_reason: str
     counts: dict[str, int]
     tls: bool = False
+    #: Clients whose close did not return within `CLIENT_CLOSE_TIMEOUT_S`
+    #: and were left behind (see `_Worker.close`).
+    abandoned: tuple[str, ...] = ()
+
+
+#: How long a worker waits for one client's close before it leaves the client
+#: behind. A librdkafka consumer of the KIP-848 protocol once blocked in
+#: close for minutes after a node kill (not traced), and the run, Ctrl-C
+#: included, waited for it.
+CLIENT_CLOSE_TIMEOUT_S = 20.0
+
+
+def close_within(client: Any, timeout_s: float) -> bool:
+    """Close ``client`` on a daemon thread; whether it returned in time (a
+    close that raised counts as returned). A close still blocked is left
+    running: the thread cannot be stopped, and being a daemon thread it does
+    not hold up the process's exit."""
+    def close() -> None:
+        with contextlib.suppress(Exception):
+            client.close()
+
+    thread = threading.Thread(target=close, name="chaos-client-close", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return not thread.is_alive()
 
 
 class ClockNemesis:
@@ -188,11 +214,13 @@ class ClockNemesis:
 class _Worker:
     """One logical client process (its clients are made lazily, in its thread)."""
 
-    def __init__(self, index: int, endpoint: Endpoint, opts: RunOptions) -> None:
+    def __init__(self, index: int, endpoint: Endpoint, opts: RunOptions,
+                 abandoned: list[str] | None = None) -> None:
         self.index = index
         self.process = index
         self.endpoint = endpoint
         self.opts = opts
+        self.abandoned = abandoned if abandoned is not None else []
         self.busy = False
         self.producer: SendClient | None = None
         self.poller: ConfluentPoller | ConfluentGroupPoller | None = None
@@ -206,11 +234,12 @@ class _Worker:
         """Close this worker's clients. A client left open outlives its
         cluster: kafka-python's network thread keeps reconnecting to the
         dead brokers (and draws its backoff jitter from the global
-        `random`, which a later Hypothesis test reports)."""
+        `random`, which a later Hypothesis test reports). A close that
+        blocks past `CLIENT_CLOSE_TIMEOUT_S` is left behind and listed in
+        ``abandoned`` (the run's outcome and report name it)."""
         for c in (self.producer, self.poller):
-            if c is not None:
-                with contextlib.suppress(Exception):
-                    c.close()
+            if c is not None and not close_within(c, CLIENT_CLOSE_TIMEOUT_S):
+                self.abandoned.append(f"process {self.process}: {type(c).__name__}")
         self.producer = None
         self.poller = None
 
@@ -323,6 +352,7 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
     rec = HistoryRecorder(out / "history.jsonl")
     counts = {"ok": 0, "fail": 0, "info": 0}
     workers: list[_Worker] = []
+    abandoned: list[str] = []
 
     async def close_workers() -> None:
         await asyncio.gather(*(loop.run_in_executor(pool, w.close) for w in workers),
@@ -345,7 +375,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             ]
         )
         await nemesis.setup()
-        workers.extend(_Worker(i, db.endpoint(), opts) for i in range(opts.processes))
+        workers.extend(_Worker(i, db.endpoint(), opts, abandoned)
+                       for i in range(opts.processes))
         t0 = time.monotonic_ns()
 
         def now() -> int:
@@ -457,11 +488,12 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
             "duplicates_strict": strict,
             "ops": len(history),
             "counts": counts,
+            "clients_abandoned": list(abandoned),
             "repro": _repro(opts),
         }
         write_report(history, overall, out, meta=meta)
         return RunOutcome(overall.valid, overall, out, len(history), mode, why, counts,
-                          tls=opts.tls)
+                          tls=opts.tls, abandoned=tuple(abandoned))
     finally:
         await close_workers()  # a no-op for workers already closed
         rec.close()
@@ -576,6 +608,9 @@ def summarize(outcome: RunOutcome) -> list[str]:
         f"ops: {outcome.ops} ({outcome.counts})",
         f"valid: {outcome.valid}",
     ]
+    if outcome.abandoned:
+        lines.append(f"clients left behind (close blocked > {CLIENT_CLOSE_TIMEOUT_S:g} s): "
+                     + ", ".join(outcome.abandoned))
     for name, r in outcome.result.children.items():
         if r.valid == "unknown" and r.reason:
             lines.append(f"  {name}: unknown ({r.reason})")

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
+from chaos import runner
 from chaos.history import HistoryRecorder
 from chaos.runner import _settle, summarize
 from data_plane.local_cluster import LocalClusterError
@@ -54,3 +59,44 @@ def test_summary_names_the_reason_of_an_unknown_verdict(tmp_path: Path) -> None:
     lines = summarize(RunOutcome(result.valid, result, tmp_path, 0, "netns", "why", {}))
     assert "valid: unknown" in lines
     assert "  cluster-ready: unknown (cluster not ready: boom)" in lines
+
+
+class _BlockingClient:
+    """A client whose close blocks until released (librdkafka's KIP-848
+    consumer close once blocked for minutes after a node kill)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.closed = False
+
+    def close(self) -> None:
+        self.release.wait(30)
+        self.closed = True
+
+
+class _QuickClient:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_client_close_that_blocks_is_left_behind_and_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "CLIENT_CLOSE_TIMEOUT_S", 0.2)
+    abandoned: list[str] = []
+    w = runner._Worker(3, None, None, abandoned)  # type: ignore[arg-type]
+    stuck, quick = _BlockingClient(), _QuickClient()
+    w.producer, w.poller = quick, stuck  # type: ignore[assignment]
+    started = time.monotonic()
+    w.crash()
+    assert time.monotonic() - started < 5  # the worker moved on
+    assert quick.closed and not stuck.closed
+    assert abandoned == ["process 3: _BlockingClient"]
+    assert w.producer is None and w.poller is None and w.process == 1003
+    stuck.release.set()  # the thread left behind finishes on its own
+    deadline = time.monotonic() + 5
+    while not stuck.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stuck.closed
