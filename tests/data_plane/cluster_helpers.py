@@ -94,3 +94,21 @@ def metric_total(cluster: LocalCluster, prefix: str) -> float:
         total += sum(float(line.split()[-1]) for line in text.splitlines()
                      if line.startswith(prefix))
     return total
+
+
+class Deliveries:
+    """librdkafka delivery reports, collected: pass as ``on_delivery``.
+    ``acked`` holds the acknowledged offsets, ``acked_at`` when each report
+    came (monotonic), ``failed`` the errors."""
+
+    def __init__(self) -> None:
+        self.acked: list[int] = []
+        self.acked_at: list[float] = []
+        self.failed: list[str] = []
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+        else:
+            self.acked.append(msg.offset())
+            self.acked_at.append(time.monotonic())

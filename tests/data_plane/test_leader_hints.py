@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cluster_helpers import Deliveries
 from confluent_kafka import Producer
 from kio.schema.fetch.v16 import request as f16
 from kio.schema.produce.v9 import request as p9
@@ -132,15 +133,7 @@ def test_librdkafka_follows_a_moved_leader_and_loses_nothing(cluster: ClusterThr
     c = cluster.cluster
     old, _ = _leader(cluster)
     new = next(b for b in c.brokers if b != old)
-    acked: list[int] = []
-    failed: list[str] = []
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-        else:
-            acked.append(msg.offset())
-
+    reports = Deliveries()
     lines: list[str] = []
     handler = _Collect(lines)
     logger = logging.getLogger("test_leader_hints.librdkafka")
@@ -155,15 +148,15 @@ def test_librdkafka_follows_a_moved_leader_and_loses_nothing(cluster: ClusterThr
     for i in range(200):
         if i == 100:
             cluster.call(c.controller.elect_leader, "hinted", 0, new)
-        producer.produce("hinted", b"r%d" % i, partition=0, on_delivery=delivered)
+        producer.produce("hinted", b"r%d" % i, partition=0, on_delivery=reports)
         producer.poll(0)
         time.sleep(0.002)
     assert producer.flush(30) == 0
     producer.poll(0)  # the last log lines
     logger.removeHandler(handler)
-    assert not failed, failed[:3]
+    assert not reports.failed, reports.failed[:3]
     assert _leader(cluster)[0] == new
-    assert sorted(acked) == list(range(200))
+    assert sorted(reports.acked) == list(range(200))
     assert any(f"updated with leader {new} and epoch" in line for line in lines), (
         "librdkafka did not take the leader from the hint")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_helpers import Deliveries
 
 from chaos.nemesis import process
 from data_plane.broker.replica_manager import ReplicaManager
@@ -162,17 +163,7 @@ def test_a_node_whose_disk_fills_stops_and_its_partitions_move(
         victim = partitions[0].leader if 0 in partitions else -1
         time.sleep(0.1)
     assert victim > 0  # the partition's leader: its disk fills
-    acked: list[int] = []
-    acked_at: list[float] = []
-    failed: list[str] = []
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-        else:
-            acked.append(msg.offset())
-            acked_at.append(time.monotonic())
-
+    reports = Deliveries()
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5,
                          "message.timeout.ms": 60_000})
@@ -182,12 +173,12 @@ def test_a_node_whose_disk_fills_stops_and_its_partitions_move(
         nonlocal sent
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            producer.produce("full", b"r%06d" % sent, partition=0, on_delivery=delivered)
+            producer.produce("full", b"r%06d" % sent, partition=0, on_delivery=reports)
             sent += 1
             producer.poll(0.002)
 
     produce_for(1.0)
-    assert producer.flush(30) == 0 and acked, failed[:3]
+    assert producer.flush(30) == 0 and reports.acked, reports.failed[:3]
     process.fill_disk(cluster.data_dir(victim), leave_bytes=0)
     filled_at = time.monotonic()
     deadline = filled_at + 30
@@ -199,9 +190,9 @@ def test_a_node_whose_disk_fills_stops_and_its_partitions_move(
     assert producer.flush(60) == 0
     log_text = cluster.server_log(victim)
     assert "Shutdown broker because all log dirs in" in log_text, log_text[-3000:]
-    assert not failed, failed[:3]
-    assert sorted(acked) == list(range(sent)), "every record acknowledged once, in order"
-    times = sorted(acked_at)
+    assert not reports.failed, reports.failed[:3]
+    assert sorted(reports.acked) == list(range(sent)), "every record acknowledged once"
+    times = sorted(reports.acked_at)
     window = max(b - a for a, b in itertools.pairwise(times) if b >= filled_at)
     print(f"\nlog dir failure: node {victim} (leader) stopped {stopped_after:.2f} s after "
           f"its disk filled; {sent} records acknowledged, none failed; write "
