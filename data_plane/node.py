@@ -429,7 +429,17 @@ async def run_node(
     for server in servers:
         server.close()
         await server.wait_closed()
-    replicated_log.close()
+    # After a failed fsync or a failed log dir holding it, the metadata log
+    # gets no more writes (Kafka halts): no indexes, no clean-shutdown
+    # marker; the next start recovers it.
+    metadata_dir_failed = replicas is not None and any(
+        os.path.abspath(config.metadata_log_dir) == os.path.abspath(d)
+        for d in replicas.offline_log_dirs)
+    try:
+        replicated_log.close(clean=driver.failure is None and not metadata_dir_failed)
+    except OSError as e:
+        log.error("cannot close the metadata log cleanly: %s", e)
+        status = status or 1
     for wait in waits:
         wait.cancel()
     await asyncio.gather(*waits, return_exceptions=True)

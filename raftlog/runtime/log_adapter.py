@@ -112,9 +112,11 @@ class SegmentReplicatedLog:
         self._delete_snapshots_below(storage.log_start_offset, keep=latest)
         return self
 
-    def close(self) -> None:
-        """Flush and close the storage log (clean shutdown). Idempotent."""
-        self.storage.close()
+    def close(self, *, clean: bool = True) -> None:
+        """Flush and close the storage log (clean shutdown). Idempotent.
+        ``clean=False`` only releases its files (its disk failed): the next
+        open recovers it as after a crash."""
+        self.storage.close(clean=clean)
 
     # -- queries -----------------------------------------------------------------
 
