@@ -5,6 +5,11 @@ runs) and `--long` runs tests marked `long` (minutes-long real-process
 scenarios); without them those are skipped with the reason shown, so the
 default suite stays inside its 15-minute budget. A short version of each
 stays in the default run.
+
+Hypothesis runs without its per-example deadline (200 ms by default): a
+deadline is a timing assertion, and on a shared two-core host one example of
+a JWT fuzz test took 580 ms once and 0.1 ms on the rerun, failing the
+suite. Timing belongs in the benchmarks.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("raftlog", deadline=None)
+settings.load_profile("raftlog")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
