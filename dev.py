@@ -50,11 +50,30 @@ def setup() -> None:
             sys.exit(f"dev.py: could not create a virtual environment ({exc}); "
                      "install your distribution's python3-venv package")
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text().strip() == want:
-        return
-    _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench,chaos,spark]")
-    STAMP.write_text(want)
+    if not STAMP.exists() or STAMP.read_text().strip() != want:
+        _check(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+        _check(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[dev,bench,chaos,spark]")
+        STAMP.write_text(want)
+    compile_sources()
+
+
+#: The project's packages (the editable install runs them from the tree).
+PACKAGES = ("raftlog", "metadata_quorum", "data_plane", "chaos", "spark_sink")
+
+
+def compile_sources() -> None:
+    """Write the packages' bytecode (only what changed since the last time).
+
+    With PYTHONDONTWRITEBYTECODE set (this machine's environment sets it),
+    Python never caches what it compiles, so every node and every CLI call
+    compiled the project from source again: about a fifth of a CLI call's
+    start-up. Caches written here are still read under that setting.
+    pip compiles the installed dependencies itself."""
+    import compileall
+
+    for package in PACKAGES:
+        if not compileall.compile_dir(str(ROOT / package), quiet=1):
+            sys.exit(f"dev.py: could not compile {package}")
 
 
 # Debian packages the tests use: the chaos suite's fault backends
