@@ -17,7 +17,6 @@ dead disk).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
 from .files import BytesLike, FileHandle, FileSystem
@@ -55,23 +54,29 @@ class ReportingFileSystem:
         return self.inner.list_dir(path)
 
     def make_dirs(self, path: str) -> None:
-        self._guarded(path, self.inner.make_dirs, path)
+        try:
+            self.inner.make_dirs(path)
+        except OSError as e:
+            self._report(path, e)
+            raise
 
     def remove(self, path: str, *, sync_dir: bool = True) -> None:
-        self._guarded(path, functools.partial(self.inner.remove, sync_dir=sync_dir), path)
+        try:
+            self.inner.remove(path, sync_dir=sync_dir)
+        except OSError as e:
+            self._report(path, e)
+            raise
 
     def rename(self, src: str, dst: str, *, sync_dir: bool = True) -> None:
-        self._guarded(dst, functools.partial(self.inner.rename, sync_dir=sync_dir), src, dst)
+        try:
+            self.inner.rename(src, dst, sync_dir=sync_dir)
+        except OSError as e:
+            self._report(dst, e)
+            raise
 
     def fsync_dir(self, path: str) -> None:
-        self._guarded(path, self.inner.fsync_dir, path)
-
-    def _guarded(self, path: str, operation: Callable[..., None], *args: str) -> None:
-        """``operation(*args)``, its OSError reported with ``path`` and raised on.
-        (Directory operations only: a file's appends, on every produce, are
-        guarded inline in `_ReportingFile`.)"""
         try:
-            operation(*args)
+            self.inner.fsync_dir(path)
         except OSError as e:
             self._report(path, e)
             raise
