@@ -10,6 +10,9 @@
   ``--bootstrap-server HOST:PORT`` (a broker: Metadata, with live leaders
   and ISRs; CreateTopics/CreatePartitions/DeleteTopics forwarded), printing
   what kafka-topics.sh prints; ``alter --partitions N`` adds partitions;
+  ``create``, ``alter`` and ``delete`` return once every reachable
+  bootstrap node's Metadata shows the change (within ``--timeout-ms``), so
+  the next command sees it whichever node answers;
 - ``configs describe|alter --topic T | --broker ID | --broker-defaults`` with
   ``--add-config k=v,k2=[a,b]`` and ``--delete-config k,k2``, like
   kafka-configs.sh (IncrementalAlterConfigs); ``--client``/``--user``/``--ip``
@@ -213,6 +216,16 @@ class _Admin:
         for client in self._clients.values():
             await client.close()
 
+    def _client(self, address: tuple[str, int]) -> KafkaProtocolClient:
+        client = self._clients.get(address)
+        if client is None:
+            client = KafkaProtocolClient(
+                *address, client_id="raftlog-admin", request_timeout_ms=5000,
+                connect_timeout_ms=1000, reconnect_backoff_max_ms=200, security=self.security,
+            )
+            self._clients[address] = client
+        return client
+
     def prefer(self, host: str, port: int) -> None:
         if (host, port) in self._addresses:
             self._addresses.remove((host, port))
@@ -229,13 +242,7 @@ class _Admin:
         last_error = "no controller answered"
         while True:
             for address in list(self._addresses):
-                client = self._clients.get(address)
-                if client is None:
-                    client = KafkaProtocolClient(
-                        *address, client_id="raftlog-admin", request_timeout_ms=5000,
-                        connect_timeout_ms=1000, reconnect_backoff_max_ms=200, security=self.security,
-                    )
-                    self._clients[address] = client
+                client = self._client(address)
                 try:
                     response = await client.send(request, version)
                 except (SaslAuthenticationFailedError, TlsHandshakeFailedError) as exc:
@@ -260,6 +267,30 @@ class _Admin:
             if time.monotonic() >= self._deadline:
                 raise CliError(last_error)
             await asyncio.sleep(0.2)
+
+    async def until_every(self, request: Any, version: int, done: Callable[[Any], bool]) -> bool:
+        """Asks every bootstrap node until each that answers gives a response
+        ``done`` holds for; a node that cannot be reached is left out. True
+        once they all agree, False at the deadline (the caller's change is
+        made by then; only its propagation is late)."""
+        waiting = list(self._addresses)
+        while waiting:
+            for address in list(waiting):
+                client = self._client(address)
+                try:
+                    response = await client.send(request, version)
+                except (TransportError, UnsupportedVersionError,
+                        SaslAuthenticationFailedError, TlsHandshakeFailedError):
+                    waiting.remove(address)
+                    continue
+                if done(response):
+                    waiting.remove(address)
+            if not waiting:
+                break
+            if time.monotonic() >= self._deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
 
 def _transport_error(address: tuple[str, int], exc: TransportError,
@@ -517,6 +548,30 @@ async def _metadata(admin: _Admin, names: Sequence[str] | None) -> md_resp.Metad
     return response
 
 
+async def _until_seen(admin: _Admin, name: str,
+                      done: Callable[[md_resp.MetadataResponseTopic], bool]) -> None:
+    """Returns once every reachable bootstrap node's Metadata shows the
+    change just committed (``done`` holds for topic ``name``), or at the
+    deadline. The active controller answers a write once the metadata log
+    has committed it; the other nodes apply it a fetch later. Waiting here
+    means ``topics create`` followed by ``topics describe`` (or ``delete``
+    by ``list``) sees its own write, whichever node the next command asks.
+    A node not allowed to describe the topic is not waited for."""
+    request = md_req.MetadataRequest(
+        topics=(md_req.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=TopicName(name)),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+    def shows(response: md_resp.MetadataResponse) -> bool:
+        topic = next((t for t in response.topics if str(t.name) == name), None)
+        if topic is None:
+            return False
+        return topic.error_code == ErrorCode.topic_authorization_failed or done(topic)
+
+    await admin.until_every(request, 12, shows)
+
+
 def cmd_topics(args: argparse.Namespace) -> int:
     async def body(admin: _Admin) -> int:
         match args.action:
@@ -563,6 +618,7 @@ async def _topics_create(admin: _Admin, args: argparse.Namespace) -> int:
         request, 7, lambda r: _not_controller([t.error_code for t in r.topics])
     )
     _check(response.topics[0], f"create topic {args.topic}")
+    await _until_seen(admin, args.topic, lambda t: t.error_code == ErrorCode.none)
     print(f"Created topic {args.topic}.")
     return 0
 
@@ -578,6 +634,7 @@ async def _topics_alter(admin: _Admin, args: argparse.Namespace) -> int:
         request, 3, lambda r: _not_controller([t.error_code for t in r.results])
     )
     _check(response.results[0], f"add partitions to {args.topic}")
+    await _until_seen(admin, args.topic, lambda t: len(t.partitions) >= args.partitions)
     print(f"Topic {args.topic} now has {args.partitions} partitions.")
     return 0
 
@@ -591,6 +648,8 @@ async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
         request, 6, lambda r: _not_controller([t.error_code for t in r.responses])
     )
     _check(response.responses[0], f"delete topic {args.topic}")
+    await _until_seen(admin, args.topic,
+                      lambda t: t.error_code == ErrorCode.unknown_topic_or_partition)
     print(f"Deleted topic {args.topic}.")
     return 0
 
