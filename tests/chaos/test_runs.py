@@ -39,19 +39,7 @@ UNSAFE = {"RAFTLOG_UNSAFE_ACK_BEFORE_HW": "1", "RAFTLOG_I_KNOW_THIS_IS_UNSAFE": 
 
 
 def test_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
-    opts = RunOptions(
-        seed=1,
-        faults=("kill", "partition"),
-        time_limit_s=20,  # three faults, at 2, 8 and 14 s
-        rate_hz=60,  # as many ops as 30 s at 40/s
-        quiet_s=6,
-        interval_s=6,
-        duration_s=3,
-        mode="proxy",
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.ops, outcome.counts, outcome.valid)
+    outcome = _smoke(tmp_path, 1, ("kill", "partition"), mode="proxy")
     assert outcome.counts["ok"] > 100
     assert outcome.valid is True, outcome.result.to_json()
     assert (tmp_path / "run" / "index.html").exists()
@@ -68,20 +56,7 @@ def test_tls_smoke_kill_pause_and_partition_is_valid(tmp_path: Path) -> None:
     """The same promise with every connection over mutual TLS: clients,
     replication, the quorum and the brokers' controller channel. The faults
     also cut connections mid-handshake; no node may log an error for it."""
-    opts = RunOptions(
-        seed=3,
-        faults=("kill", "pause", "partition"),
-        time_limit_s=20,
-        rate_hz=60,
-        quiet_s=6,
-        interval_s=6,
-        duration_s=3,
-        mode="proxy",
-        tls=True,
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.ops, outcome.counts, outcome.valid)
+    outcome = _smoke(tmp_path, 3, ("kill", "pause", "partition"), mode="proxy", tls=True)
     assert outcome.tls and "mutual TLS" in summarize(outcome)[0]
     # Real work under the faults (a pause stalls clients longer than a
     # kill, so fewer than the kill + partition smoke's); the verdict is the
@@ -109,19 +84,8 @@ def test_netns_smoke_kill_and_partition_is_valid(tmp_path: Path) -> None:
     before = set(
         subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     )
-    opts = RunOptions(
-        seed=2,  # plan: kill the leader, partition halves, kill a minority
-        faults=("kill", "partition"),
-        time_limit_s=20,  # the same three faults, at 2, 8 and 14 s
-        rate_hz=60,  # as many ops as 30 s at 40/s
-        quiet_s=6,
-        interval_s=6,
-        duration_s=3,
-        mode="netns",
-        out=str(tmp_path / "run"),
-    )
-    outcome = asyncio.run(run(opts))
-    print(outcome.mode, outcome.ops, outcome.counts, outcome.valid)
+    # Seed 2's plan: kill the leader, partition halves, kill a minority.
+    outcome = _smoke(tmp_path, 2, ("kill", "partition"), mode="netns")
     assert outcome.mode == "netns"
     history = (tmp_path / "run" / "history.jsonl").read_text()
     assert '"start-kill"' in history and '"start-partition"' in history
@@ -226,6 +190,12 @@ def test_unsafe_mode_is_refused_without_confirmation(tmp_path: Path) -> None:
     env.pop("RAFTLOG_I_KNOW_THIS_IS_UNSAFE", None)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "refusing to start" in r.stderr
+
+
+def _smoke(tmp_path: Path, seed: int, faults: tuple[str, ...], **options: Any) -> RunOutcome:
+    """A default-suite smoke run: 20 s with three faults (at 2, 8 and 14 s),
+    at 60 ops/s (as many ops as 30 s at 40/s), 6 s quiet."""
+    return _short_run(tmp_path, seed, faults, time_limit_s=20, rate_hz=60, quiet_s=6, **options)
 
 
 def _short_run(tmp_path: Path, seed: int, faults: tuple[str, ...], **options: Any) -> RunOutcome:
