@@ -356,17 +356,13 @@ class KafkaProtocolClient:
     async def _open(self, deadline: float) -> _Link:
         timeout_s = max(0.0, deadline - asyncio.get_running_loop().time())
         link = _Link(self, ClientConnection(self.client_id, self.max_response_bytes))
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
                 if self.security.tls is None:
-                    await asyncio.get_running_loop().create_connection(
-                        lambda: link, self.host, self.port
-                    )
+                    await loop.create_connection(lambda: link, self.host, self.port)
                 else:
-                    await asyncio.get_running_loop().create_connection(
-                        lambda: link, self.host, self.port, ssl=self.security.tls,
-                        server_hostname=self.host, ssl_handshake_timeout=max(timeout_s, 0.001),
-                    )
+                    await self._open_tls(link, self.security.tls, max(timeout_s, 0.001))
         except ssl.SSLCertVerificationError as exc:
             self._note_failure()
             raise TlsHandshakeFailedError(
@@ -376,6 +372,29 @@ class KafkaProtocolClient:
             self._note_failure()
             raise ConnectFailedError(f"connect to {self.host}:{self.port} failed: {exc!r}") from exc
         return link
+
+    async def _open_tls(self, link: _Link, context: ssl.SSLContext, timeout_s: float) -> None:
+        """TCP first, then the TLS handshake on it (``start_tls``), rather
+        than ``create_connection(ssl=...)``: given up (cancelled) while its
+        TCP step completes, the latter leaves its TLS layer's waiter behind,
+        and the handshake's failure (the peer closed) is then logged as a
+        "Future exception was never retrieved" ERROR (MagicStack/uvloop#437;
+        a chaos run's TLS smoke saw one when a fetcher stopped mid-connect).
+        Here each step awaits what it starts."""
+        loop = asyncio.get_running_loop()
+        raw, _ = await loop.create_connection(asyncio.Protocol, self.host, self.port)
+        if raw.is_closing():  # the peer closed at once: nothing to upgrade
+            raise ConnectionResetError("connection closed before the TLS handshake")
+        try:
+            transport = await loop.start_tls(
+                raw, link, context, server_hostname=self.host, ssl_handshake_timeout=timeout_s)
+        except BaseException:
+            raw.abort()
+            raise
+        if transport is None:  # the type allows it; no loop we run returns None
+            raw.abort()
+            raise ConnectionResetError("connection closed during the TLS handshake")
+        link.connection_made(transport)
 
     async def _handshake(self, link: _Link, deadline: float) -> None:
         local = self._local_versions or {

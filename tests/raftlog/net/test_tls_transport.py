@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import socket
 import ssl
 import struct
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -374,3 +376,66 @@ def test_a_peer_that_closes_after_the_server_hello_is_not_a_failed_authenticatio
             assert server.failed_authentications == 0 and server.failed_handshakes == 0
 
     run(main())
+
+
+def test_a_connect_given_up_as_the_peer_closes_leaves_no_error_behind(
+    pki: dev_pki.Pki, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A TLS connect cancelled (a fetcher stopped, a deadline) in the loop
+    turn its peer closed the half-made connection: with
+    ``create_connection(ssl=...)`` uvloop then set the failure on a waiter
+    nobody awaited, logged as "Future exception was never retrieved" (a
+    chaos TLS smoke failed on it; about 3 in 100 of these attempts showed
+    it). The peer here accepts and closes at once, and pokes a control
+    connection whose arrival cancels the connect: the two land in one turn
+    often enough."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    control = socket.create_server(("127.0.0.1", 0))
+    attempts = 600
+
+    def peer() -> None:
+        poke, _ = control.accept()
+        with poke:
+            for _ in range(attempts):
+                conn, _ = listener.accept()
+                conn.close()
+                poke.send(b"x")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        connecting: list[asyncio.Task[Any]] = []
+
+        class Canceller(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                if connecting and not connecting[-1].done():
+                    connecting[-1].cancel()
+
+        control_link, _ = await loop.create_connection(
+            Canceller, "127.0.0.1", control.getsockname()[1])
+        outcomes: set[str] = set()
+        for _ in range(attempts):
+            client = KafkaProtocolClient(
+                "127.0.0.1", listener.getsockname()[1], request_timeout_ms=5000,
+                security=ConnectionSecurity(tls=client_tls(pki, None)))
+            connecting.append(loop.create_task(client.send(vote_request(2))))
+            try:
+                await connecting[-1]
+            except (asyncio.CancelledError, TransportError) as exc:
+                outcomes.add(type(exc).__name__)
+            await client.close()
+        control_link.close()
+        assert "CancelledError" in outcomes  # the race was really run
+        for _ in range(3):
+            gc.collect()
+            await asyncio.sleep(0.05)
+
+    thread = threading.Thread(target=peer, daemon=True)
+    thread.start()
+    try:
+        with caplog.at_level("DEBUG"):
+            run(main())
+    finally:
+        listener.close()
+        control.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors[:3]]
