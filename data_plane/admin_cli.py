@@ -1000,8 +1000,19 @@ def _admin_options(parser: argparse.ArgumentParser, *, broker: bool = False) -> 
                         help="give up after this long without an acceptable answer")
 
 
-def register(sub: Any) -> None:
-    """Add the cluster subcommands to the `raftlog` subparsers ``sub``."""
+def register(sub: Any, only: str | None = None) -> None:
+    """Add the cluster subcommands to the `raftlog` subparsers ``sub``.
+
+    With ``only`` (the command a command line names), the commands that
+    other modules define (acls, reassign-partitions, transactions, produce,
+    consume, groups) are added only if named: importing them all (Kafka
+    clients, the group model, many more protocol schemas) is about a third
+    of a second of every CLI call on these machines. Help and errors need
+    every command: `data_plane.cli.build_parser` asks for them all then."""
+
+    def wanted(*commands: str) -> bool:
+        return only is None or only in commands
+
     server = sub.add_parser("server", help="run a node").add_subparsers(dest="action", required=True)
     start = server.add_parser("start", help="run a node in the foreground (logs to stderr)")
     start.add_argument("config", metavar="FILE", help="server.properties")
@@ -1100,17 +1111,18 @@ def register(sub: Any) -> None:
     _admin_options(election, broker=True)
     election.set_defaults(func=cmd_leader_election)
 
-    from .acls_cli import register_acls
+    if wanted("acls"):
+        from .acls_cli import register_acls
 
-    register_acls(sub)
+        register_acls(sub)
+    if wanted("reassign-partitions"):
+        from .reassign_cli import register as register_reassign
 
-    from .reassign_cli import register as register_reassign
+        register_reassign(sub)
+    if wanted("transactions"):
+        from .transactions_cli import register as register_transactions
 
-    register_reassign(sub)
-
-    from .transactions_cli import register as register_transactions
-
-    register_transactions(sub)
+        register_transactions(sub)
 
     from .cluster_cli import register_cluster
 
@@ -1128,13 +1140,14 @@ def register(sub: Any) -> None:
     _admin_options(unregister, broker=True)
     unregister.set_defaults(func=cmd_cluster_unregister)
 
-    from .console_cli import register_console
+    if wanted("produce", "consume"):
+        from .console_cli import register_console
 
-    register_console(sub)
+        register_console(sub)
+    if wanted("groups"):
+        from .groups_cli import register_groups
 
-    from .groups_cli import register_groups
-
-    register_groups(sub)
+        register_groups(sub)
 
     metadata = sub.add_parser("metadata", help="metadata log tools")
     dump = metadata.add_subparsers(dest="action", required=True).add_parser(

@@ -27,7 +27,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from data_plane.admin_cli import CliError, register
 from raftlog.clock import SystemClock
@@ -148,7 +148,19 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `raftlog` parser: every command, or with ``command`` (the one a
+    command line names) only the commands of its own modules, so a call
+    imports what it runs (`data_plane.admin_cli.register`). A name no
+    command has gets the full parser, whose error lists them all."""
+    if command is not None:
+        parser, commands = _build_parser(command)
+        if command in commands:
+            return parser
+    return _build_parser(None)[0]
+
+
+def _build_parser(only: str | None) -> tuple[argparse.ArgumentParser, Collection[str]]:
     parser = argparse.ArgumentParser(prog="raftlog", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -172,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     chaos = sub.add_parser("chaos", help="chaos test runs (chaos/: run, soak)", add_help=False)
     chaos.add_argument("chaos_args", nargs=argparse.REMAINDER)
     chaos.set_defaults(func=cmd_chaos)
-    register(sub)
-    return parser
+    register(sub, only)
+    return parser, sub.choices
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
@@ -191,8 +203,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     if argv[:1] == ["chaos"]:
         # Everything after `chaos` is the chaos CLI's, options included
         # (argparse's REMAINDER would refuse a leading `-h`).
