@@ -279,8 +279,7 @@ class _Admin:
                 client = self._client(address)
                 try:
                     response = await client.send(request, version)
-                except (TransportError, UnsupportedVersionError,
-                        SaslAuthenticationFailedError, TlsHandshakeFailedError):
+                except (TransportError, UnsupportedVersionError):  # refused logins too
                     waiting.remove(address)
                     continue
                 if done(response):
@@ -569,7 +568,9 @@ async def _until_seen(admin: _Admin, name: str,
             return False
         return topic.error_code == ErrorCode.topic_authorization_failed or done(topic)
 
-    await admin.until_every(request, 12, shows)
+    if not await admin.until_every(request, 12, shows):
+        print(f"raftlog: not every node shows the change to {name} yet (--timeout-ms reached)",
+              file=sys.stderr)
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

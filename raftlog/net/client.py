@@ -354,9 +354,9 @@ class KafkaProtocolClient:
             return link
 
     async def _open(self, deadline: float) -> _Link:
-        timeout_s = max(0.0, deadline - asyncio.get_running_loop().time())
-        link = _Link(self, ClientConnection(self.client_id, self.max_response_bytes))
         loop = asyncio.get_running_loop()
+        timeout_s = max(0.0, deadline - loop.time())
+        link = _Link(self, ClientConnection(self.client_id, self.max_response_bytes))
         try:
             async with asyncio.timeout(timeout_s):
                 if self.security.tls is None:

@@ -11,6 +11,7 @@ import datetime
 import uuid
 from typing import Any
 
+import pytest
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import response as md_resp
@@ -105,9 +106,21 @@ def test_create_returns_once_a_lagging_follower_shows_the_topic_and_skips_a_dead
     assert dead.asks == 1
 
 
-def test_a_node_that_never_catches_up_costs_the_deadline_not_an_error() -> None:
+def test_a_node_that_never_catches_up_costs_the_deadline_not_an_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
     cluster = _Cluster()
     stuck, active = _Node(cluster, active=False, lag=10**9), _Node(cluster, active=True, lag=0)
-    # The write is committed: the command still succeeds, after the timeout.
+    # The write is committed: the command still succeeds, after the timeout,
+    # and says on stderr that a node lags.
     assert _create({("a", 1): stuck, ("b", 2): active}, 400) == 0
     assert stuck.metadata_asks > 1
+    out, err = capsys.readouterr()
+    assert out == "Created topic t.\n"
+    assert "not every node shows the change to t yet" in err
+
+
+def test_a_create_that_every_node_shows_says_nothing_more(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = _Cluster()
+    assert _create({("b", 2): _Node(cluster, active=True, lag=0)}, 5_000) == 0
+    assert capsys.readouterr() == ("Created topic t.\n", "")
