@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import faulthandler
 import logging
@@ -80,6 +81,8 @@ from kio.schema.describe_cluster.v2 import response as dc_resp_v2
 from kio.schema.describe_configs.v4 import request as dcfg_req
 from kio.schema.describe_configs.v4 import response as dcfg_resp
 from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.describe_topic_partitions.v0 import request as dtp_req
+from kio.schema.describe_topic_partitions.v0 import response as dtp_resp
 from kio.schema.elect_leaders.v2 import request as el_req
 from kio.schema.elect_leaders.v2 import response as el_resp
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
@@ -236,9 +239,14 @@ class _Admin:
         request: Any,
         version: int,
         accept: Callable[[Any], str | None],
+        *,
+        unsupported_raises: bool = False,
     ) -> Any:
         """The first response ``accept`` returns None for (else it names the
-        retriable error); raises `CliError` at the deadline with the last error."""
+        retriable error); raises `CliError` at the deadline with the last error.
+        ``unsupported_raises``: a node that does not serve the request's API
+        version raises `UnsupportedVersionError` at once (the caller falls back
+        to an older API) instead of being passed over."""
         last_error = "no controller answered"
         while True:
             for address in list(self._addresses):
@@ -254,6 +262,8 @@ class _Admin:
                     last_error = _transport_error(address, exc, self.security)
                     continue
                 except UnsupportedVersionError as exc:
+                    if unsupported_raises:
+                        raise
                     # An older node, or a controller asked for a broker API.
                     last_error = f"{address[0]}:{address[1]}: {exc}"
                     continue
@@ -694,12 +704,59 @@ def _leader_text(leader: int) -> str:
     return "none" if leader < 0 else str(leader)
 
 
+async def _described_topics(admin: _Admin, names: Sequence[str] | None,
+                            page_limit: int) -> list[Any]:
+    """The topics ``names`` (None: all) with their partitions, as
+    DescribeTopicPartitions pages them (``page_limit`` partitions a page,
+    capped by the broker), joined per topic, as Kafka's admin client does
+    from 3.8. A node that does not serve that API (a controller, an older
+    broker) is asked Metadata instead."""
+    request = dtp_req.DescribeTopicPartitionsRequest(
+        topics=tuple(dtp_req.TopicRequest(name=TopicName(n)) for n in names or ()),
+        response_partition_limit=i32(page_limit),
+    )
+    joined: dict[str, dtp_resp.DescribeTopicPartitionsResponseTopic] = {}
+    pages = 0
+    while True:
+        try:
+            response: dtp_resp.DescribeTopicPartitionsResponse = await admin.first(
+                request, 0, lambda r: None, unsupported_raises=True)
+        except UnsupportedVersionError:
+            if pages:
+                raise CliError("a node stopped serving DescribeTopicPartitions while "
+                               "paging; try again") from None
+            return list((await _metadata(admin, names)).topics)
+        pages += 1
+        for topic in response.topics:
+            name = str(topic.name)
+            seen = joined.get(name)
+            joined[name] = topic if seen is None else dataclasses.replace(
+                seen, partitions=seen.partitions + topic.partitions)
+        cursor = response.next_cursor
+        if cursor is None:
+            return list(joined.values())
+        request = dataclasses.replace(request, cursor=dtp_req.Cursor(
+            topic_name=cursor.topic_name, partition_index=cursor.partition_index))
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
 async def _topics_describe(admin: _Admin, args: argparse.Namespace) -> int:
     from .reassign_cli import ongoing_reassignments
 
-    response = await _metadata(admin, [args.topic] if args.topic else None)
+    topics = await _described_topics(admin, [args.topic] if args.topic else None,
+                                     args.partition_size_limit_per_response)
     ongoing = await ongoing_reassignments(admin, None)
-    for topic in sorted(response.topics, key=lambda t: str(t.name)):
+    for topic in sorted(topics, key=lambda t: str(t.name)):
         if topic.error_code != ErrorCode.none:
             raise CliError(f"topic {topic.name}: {_error_name(topic.error_code)}")
         reassigning = {p: (tuple(int(b) for b in r.adding_replicas),
@@ -1050,6 +1107,10 @@ def register(sub: Any, only: str | None = None) -> None:
                         help="create: the count; alter: the new, larger count")
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
+    topics.add_argument("--partition-size-limit-per-response", type=_positive, default=2000,
+                        metavar="N", help="describe: partitions per DescribeTopicPartitions "
+                        "answer (Kafka's admin default 2000; the broker caps it at "
+                        "max.request.partition.size.limit)")
     _admin_options(topics, broker=True)
     topics.set_defaults(func=cmd_topics)
 

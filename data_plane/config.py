@@ -285,6 +285,7 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "log.index.interval.bytes": 0,
     "log.index.size.max.bytes": 4,
     "message.max.bytes": 0,
+    "max.request.partition.size.limit": 1,  # DescribeTopicPartitions' page
     "log.flush.interval.messages": 1,
     "log.flush.interval.ms": 0,
     "producer.id.expiration.ms": 1,

@@ -6,9 +6,9 @@ cover what current clients negotiate (kafka-python 3.x, aiokafka 0.14,
 librdkafka 2.x) while only advertising what is really served: Fetch from v4
 (librdkafka uses v2 batches only when Fetch >= 4 is advertised) to v16
 (topic ids, ReplicaState with broker epoch: our own followers use it);
-Produce v3 (the first with v2 batches) to v9 (before KIP-951's leader hints
-that we do not fill); ListOffsets to v7 (max-timestamp -3); Metadata to v12
-(v13 only adds a top-level error).
+Produce v3 (the first with v2 batches) to v10 (KIP-951's leader hints); ListOffsets to v7 (max-timestamp -3); Metadata to v12
+(v13 only adds a top-level error); DescribeTopicPartitions v0, Metadata's
+paged form for one or all topics (KIP-966, without eligible leader replicas).
 
 InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`);
 FindCoordinator and the classic group APIs serve consumer groups
@@ -70,7 +70,11 @@ from data_plane.api.groups import (
     handle_offset_fetch,
     handle_sync_group,
 )
-from data_plane.api.metadata import handle_describe_cluster, handle_metadata
+from data_plane.api.metadata import (
+    handle_describe_cluster,
+    handle_describe_topic_partitions,
+    handle_metadata,
+)
 from data_plane.api.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from data_plane.api.produce import handle_produce
 from data_plane.api.producer_ids import handle_init_producer_id
@@ -111,6 +115,7 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -118,6 +123,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
@@ -170,6 +176,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     FETCH: handle_fetch,
     LIST_OFFSETS: handle_list_offsets,
     METADATA: handle_metadata,
+    DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
     OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     CREATE_TOPICS: handle_create_topics,
     DELETE_TOPICS: handle_delete_topics,

@@ -28,6 +28,26 @@ ACLs (with an authorizer), as Kafka's KafkaApis.handleTopicMetadataRequest:
   cluster's is 0 without DESCRIBE on it. Not asked for: Kafka's "not
   requested" value.
 DescribeCluster itself needs no ACL, as in Kafka.
+
+DescribeTopicPartitions (v0, KIP-966's paged describe, which Kafka's admin
+client and ``kafka-topics.sh --describe`` use from 3.8): the same partition
+facts as Metadata, topics sorted by name and cut after
+``min(response_partition_limit, max.request.partition.size.limit)``
+partitions, with a cursor (topic, partition) where the next page starts
+(Kafka's DescribeTopicPartitionsRequestHandler):
+- no topics named: every topic the principal may describe, from the
+  cursor's topic on; topics named: those at or after the cursor's topic,
+  which must be one of them (else INVALID_REQUEST on each);
+- a named topic without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED
+  (zero id, no partitions) after the others, by name; a named topic that does not
+  exist, UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an
+  illegal name);
+- the cursor's partition index applies to its own topic only, and only when
+  the principal may describe it;
+- partitions carry no error, replicas and ISR unfiltered, the leader -1
+  when no registered broker leads; eligible leader replicas (KIP-966 ELR)
+  are empty lists, as Kafka sends them while ELR is off;
+- each topic's authorized operations are always filled in.
 """
 
 from __future__ import annotations
@@ -46,12 +66,12 @@ from data_plane.api.authorization import authorized_operations
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, UNREQUESTED_OPERATIONS, BrokerApiContext
 from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
-from metadata_quorum.image import TopicImage
-from metadata_quorum.topic_names import INTERNAL_TOPICS
+from metadata_quorum.image import PartitionRegistration, TopicImage
+from metadata_quorum.topic_names import INTERNAL_TOPICS, topic_name_error
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 
-__all__ = ("handle_describe_cluster", "handle_metadata")
+__all__ = ("handle_describe_cluster", "handle_describe_topic_partitions", "handle_metadata")
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +236,6 @@ def _topic(api: BrokerApiContext, topic: TopicImage,
            ops_for: RequestContext | None = None) -> dict[str, object]:
     """``topic``'s entry; with ``ops_for``, its authorized operations for
     that request's principal."""
-    image = api.image
     partitions = []
     for pid in sorted(topic.partitions):
         reg = topic.partitions[pid]
@@ -227,8 +246,7 @@ def _topic(api: BrokerApiContext, topic: TopicImage,
             "leader_epoch": reg.leader_epoch,
             "replica_nodes": reg.replicas,
             "isr_nodes": reg.isr,
-            "offline_replicas": tuple(r for r in reg.replicas if r not in image.brokers
-                                      or image.brokers[r].fenced),
+            "offline_replicas": _offline(api, reg.replicas),
         })
     return {
         "error_code": ErrorCode.none,
@@ -238,6 +256,103 @@ def _topic(api: BrokerApiContext, topic: TopicImage,
         "partitions": partitions,
         "topic_authorized_operations": UNREQUESTED_OPERATIONS if ops_for is None
         else authorized_operations(api, ops_for, ResourceType.TOPIC, topic.name),
+    }
+
+
+def _offline(api: BrokerApiContext, replicas: tuple[int, ...]) -> tuple[int, ...]:
+    """The replicas on brokers that are not registered or are fenced."""
+    brokers = api.image.brokers
+    return tuple(r for r in replicas if r not in brokers or brokers[r].fenced)
+
+
+async def handle_describe_topic_partitions(api: BrokerApiContext, ctx: RequestContext,
+                                           request: Any) -> Any:
+    image = api.image
+    cursor = request.cursor
+    cursor_topic = "" if cursor is None else str(cursor.topic_name)
+    named = [str(t.name) for t in request.topics]
+    every = not named
+    if every:
+        candidates = [t.name for t in image.topics.values() if t.name >= cursor_topic]
+    else:
+        candidates = list(dict.fromkeys(n for n in named if n >= cursor_topic))
+        if cursor is not None and cursor_topic not in candidates:
+            # Kafka answers the InvalidRequestException on every named topic.
+            return build(response_class(request), {
+                "throttle_time": NO_THROTTLE,
+                "topics": [_missing(ErrorCode.invalid_request, n, _ZERO_UUID)
+                           for n in dict.fromkeys(named)],
+            })
+    checked = api.authorization is not None
+    refused: list[dict[str, object]] = []
+    allowed: list[str] = []
+    for name in candidates:
+        if checked and not _may_describe(api, ctx, name):
+            if not every:  # named: refused without saying whether it exists
+                refused.append(_missing(ErrorCode.topic_authorization_failed, name, _ZERO_UUID))
+            continue
+        allowed.append(name)
+    allowed.sort()
+    first_index = (int(cursor.partition_index) if cursor is not None
+                   and (not checked or _may_describe(api, ctx, cursor_topic)) else 0)
+    limit = min(int(api.replicas.broker_config["max.request.partition.size.limit"]),
+                int(request.response_partition_limit))
+    topics: list[dict[str, object]] = []
+    next_cursor: dict[str, object] | None = None
+    remaining = limit
+    for name in allowed:
+        if remaining == 0:
+            # The page is full and ends with a whole topic: the next one
+            # starts at this topic (which may not even exist).
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        if remaining < 0:
+            break
+        topic = image.topic_by_name(name)
+        if topic is None:
+            if not every:
+                error = (ErrorCode.unknown_topic_or_partition if topic_name_error(name) is None
+                         else ErrorCode.invalid_topic_exception)
+                entry = _missing(error, name, _ZERO_UUID, is_internal=name in INTERNAL_TOPICS)
+                entry["topic_authorized_operations"] = authorized_operations(
+                    api, ctx, ResourceType.TOPIC, name)
+                topics.append(entry)
+            continue
+        start = first_index if name == cursor_topic else 0
+        count = len(topic.partitions)
+        upper = min(count, start + remaining)
+        partitions = [_described_partition(api, pid, topic.partitions[pid])
+                      for pid in range(start, upper) if pid in topic.partitions]
+        topics.append({
+            "error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
+            "topic_authorized_operations": authorized_operations(
+                api, ctx, ResourceType.TOPIC, name),
+        })
+        if upper < count:
+            next_cursor = {"topic_name": name, "partition_index": upper}
+            break
+        remaining -= len(partitions)
+    return build(response_class(request), {
+        "throttle_time": NO_THROTTLE,
+        "topics": topics + sorted(refused, key=lambda t: str(t["name"])),
+        "next_cursor": next_cursor,
+    })
+
+
+def _described_partition(api: BrokerApiContext, pid: int,
+                         reg: PartitionRegistration) -> dict[str, object]:
+    leader = reg.leader if reg.leader in api.image.brokers else -1
+    return {
+        "error_code": ErrorCode.none,
+        "partition_index": pid,
+        "leader_id": leader,
+        "leader_epoch": reg.leader_epoch,
+        "replica_nodes": reg.replicas,
+        "isr_nodes": reg.isr,
+        "eligible_leader_replicas": (),  # KIP-966 ELR: not kept, empty as in Kafka with it off
+        "last_known_elr": (),
+        "offline_replicas": _offline(api, reg.replicas),
     }
 
 

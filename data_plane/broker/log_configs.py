@@ -102,6 +102,8 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "log.flush.scheduler.interval.ms": _LONG_MAX,
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "socket.request.max.bytes": "104857600",
+    # The most partitions a DescribeTopicPartitions answer holds (KIP-966).
+    "max.request.partition.size.limit": "2000",
     "auto.create.topics.enable": "true",
     "num.partitions": "1",
     "default.replication.factor": "1",

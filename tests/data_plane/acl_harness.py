@@ -48,13 +48,13 @@ class AclBroker:
     brokers 1..``brokers`` are registered; ``User:admin`` is a super user."""
 
     def __init__(self, brokers: int = 1, *, authorizer: bool = True,
-                 allow_if_no_acl: bool = False) -> None:
+                 allow_if_no_acl: bool = False, config: dict[str, str] | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.cluster = FakeMetadataCluster()
         for broker_id in range(1, brokers + 1):
             self.cluster.register_broker(broker_id, "127.0.0.1", 9000 + broker_id)
         self.meta = self.cluster.view(1)
-        static = {"auto.create.topics.enable": "true"}
+        static = {"auto.create.topics.enable": "true", **(config or {})}
         if authorizer:
             static.update({"authorizer.class.name": STANDARD_AUTHORIZER,
                            "super.users": "User:admin",
@@ -103,9 +103,14 @@ class AclBroker:
     def call(self, api_key: int, request: Any, user: str = "alice",
              host: str = HOST) -> Any:
         """The handler's answer as a client reads it off the wire."""
+        return self.run(self.answer(api_key, request, user, host))
+
+    async def answer(self, api_key: int, request: Any, user: str = "alice",
+                     host: str = HOST) -> Any:
+        """`call` from a coroutine running on the broker's loop (`run`)."""
         ctx = RequestContext(api_key, int(request.__version__), 1, "test", (host, 5555),
                              "PLAINTEXT", user=user)
-        response = self.run(self.handlers[api_key](ctx, request))
+        response = await self.handlers[api_key](ctx, request)
         if response is NO_RESPONSE or isinstance(response, NoResponse):
             return response
         if isinstance(response, EncodedBody):

@@ -149,6 +149,12 @@ def test_brokers_register_get_fenced_on_kill_and_come_back_with_a_new_epoch(
     for option, where in (("--bootstrap-controller", b), ("--bootstrap-server", kafka)):
         head = cli("topics", "describe", "--topic", "orders", option, where).stdout.splitlines()[0]
         assert head.endswith("Configs: min.insync.replicas=2,retention.ms=86400000"), head
+    # From a broker, paged by DescribeTopicPartitions (4 partitions an
+    # answer, then 2): the same lines as one answer, 6 partitions.
+    whole = cli("topics", "describe", "--topic", "orders", "--bootstrap-server", kafka).stdout
+    paged = cli("topics", "describe", "--topic", "orders", "--bootstrap-server", kafka,
+                "--partition-size-limit-per-response", "4").stdout
+    assert paged == whole and whole.count("\tPartition: ") == 6, (whole, paged)
     assert all(len(p["Isr"].split(",")) == 3 for p in before)
 
     # SIGKILL a broker that is not the active controller (a combined follower).

@@ -17,6 +17,7 @@ from kio.schema.alter_client_quotas.v1 import request as acq1
 from kio.schema.alter_partition_reassignments.v1 import request as apr1
 from kio.schema.describe_client_quotas.v1 import request as dcq1
 from kio.schema.describe_producers.v0 import request as dp0
+from kio.schema.describe_topic_partitions.v0 import request as dtp0
 from kio.schema.describe_transactions.v0 import request as dtx0
 from kio.schema.fetch.v12 import request as f12
 from kio.schema.fetch.v16 import request as f16
@@ -176,6 +177,21 @@ def test_metadata(names: list[str] | None) -> None:
         allow_auto_topic_creation=True, include_topic_authorized_operations=False,
     )
     harness().call(3, request)
+
+
+@SETTINGS
+@given(names=st.lists(topics, max_size=3), limit=sizes,
+       cursor=st.one_of(st.none(), st.tuples(topics, sizes)))
+def test_describe_topic_partitions(names: list[str], limit: int,
+                                   cursor: tuple[str, int] | None) -> None:
+    response = harness().call(75, dtp0.DescribeTopicPartitionsRequest(
+        topics=tuple(dtp0.TopicRequest(name=n) for n in names),  # type: ignore[arg-type]
+        response_partition_limit=limit,  # type: ignore[arg-type]
+        cursor=None if cursor is None else dtp0.Cursor(
+            topic_name=cursor[0], partition_index=cursor[1]),  # type: ignore[arg-type]
+    ))
+    # Never more partitions than asked for (nor than the broker's cap).
+    assert sum(len(t.partitions) for t in response.topics) <= max(limit, 0)
 
 
 @SETTINGS
