@@ -59,6 +59,7 @@ import dataclasses
 import datetime
 import faulthandler
 import logging
+import re
 import signal
 import sys
 import time
@@ -94,6 +95,7 @@ from kio.schema.unregister_broker.v0 import request as ub_req
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from metadata_quorum.bootstrap import BootstrapError, parse_add_scram
+from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
@@ -593,9 +595,8 @@ def cmd_topics(args: argparse.Namespace) -> int:
             case "alter":
                 return await _topics_alter(admin, args)
             case "list":
-                response = await _metadata(admin, None)
-                for topic in sorted(response.topics, key=lambda t: str(t.name)):
-                    print(topic.name)
+                for name in await _matching_topics(admin, args, must_exist=False):
+                    print(name)
                 return 0
             case _:
                 return await _topics_describe(admin, args)
@@ -628,6 +629,8 @@ async def _topics_create(admin: _Admin, args: argparse.Namespace) -> int:
     response: ct_resp.CreateTopicsResponse = await admin.first(
         request, 7, lambda r: _not_controller([t.error_code for t in r.topics])
     )
+    if args.if_not_exists and response.topics[0].error_code == ErrorCode.topic_already_exists:
+        return 0  # kafka-topics.sh --if-not-exists: nothing said
     _check(response.topics[0], f"create topic {args.topic}")
     await _until_seen(admin, args.topic, lambda t: t.error_code == ErrorCode.none)
     print(f"Created topic {args.topic}.")
@@ -644,6 +647,8 @@ async def _topics_alter(admin: _Admin, args: argparse.Namespace) -> int:
     response: cp_resp.CreatePartitionsResponse = await admin.first(
         request, 3, lambda r: _not_controller([t.error_code for t in r.results])
     )
+    if args.if_exists and response.results[0].error_code == ErrorCode.unknown_topic_or_partition:
+        return 0
     _check(response.results[0], f"add partitions to {args.topic}")
     await _until_seen(admin, args.topic, lambda t: len(t.partitions) >= args.partitions)
     print(f"Topic {args.topic} now has {args.partitions} partitions.")
@@ -658,6 +663,8 @@ async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
     response: dt_resp.DeleteTopicsResponse = await admin.first(
         request, 6, lambda r: _not_controller([t.error_code for t in r.responses])
     )
+    if args.if_exists and response.responses[0].error_code == ErrorCode.unknown_topic_or_partition:
+        return 0
     _check(response.responses[0], f"delete topic {args.topic}")
     await _until_seen(admin, args.topic,
                       lambda t: t.error_code == ErrorCode.unknown_topic_or_partition)
@@ -665,15 +672,21 @@ async def _topics_delete(admin: _Admin, args: argparse.Namespace) -> int:
     return 0
 
 
-def format_topic(topic: md_resp.MetadataResponseTopic,
+def format_topic(topic: Any,
                  configs: Sequence[tuple[str, str]] = (),
                  reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None,
+                 *,
+                 header: bool = True,
+                 keep: Callable[[Any], bool] | None = None,
                  ) -> list[str]:
-    """kafka-topics.sh ``--describe`` lines for one topic; ``configs`` are
-    the topic's own settings (``name=value``, comma-separated, as Kafka);
-    ``reassigning``: partition -> (adding, removing) replicas of the
-    reassignments in progress, shown as Kafka shows them (the replication
-    factor then leaves out the replicas being added)."""
+    """kafka-topics.sh ``--describe`` lines for one topic (a Metadata or
+    DescribeTopicPartitions answer's); ``configs`` are the topic's own
+    settings (``name=value``, comma-separated, as Kafka); ``reassigning``:
+    partition -> (adding, removing) replicas of the reassignments in
+    progress, shown as Kafka shows them (the replication factor then leaves
+    out the replicas being added). ``header``: the topic line first;
+    ``keep``: only the partitions it holds for (None: all; the report
+    options of `_topics_describe`)."""
     reassigning = reassigning or {}
     partitions = sorted(topic.partitions, key=lambda p: int(p.partition_index))
     rf = 0
@@ -684,8 +697,10 @@ def format_topic(topic: md_resp.MetadataResponseTopic,
         f"Topic: {topic.name}\tTopicId: {_topic_id_text(topic.topic_id)}\t"
         f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\t"
         f"Configs: {','.join(f'{k}={v}' for k, v in configs)}"
-    ]
+    ] if header else []
     for p in partitions:
+        if keep is not None and not keep(p):
+            continue
         lines.append(
             f"\tTopic: {topic.name}\tPartition: {int(p.partition_index)}\t"
             f"Leader: {_leader_text(int(p.leader_id))}\t"
@@ -750,21 +765,86 @@ def _positive(text: str) -> int:
     return value
 
 
+async def _matching_topics(admin: _Admin, args: argparse.Namespace, *,
+                           must_exist: bool) -> list[str]:
+    """The topics ``--topic`` names, sorted: every topic without it; as in
+    kafka-topics.sh (list, describe), a regular expression the whole name
+    must match (``a,b`` means ``a|b``). ``--exclude-internal`` leaves out the
+    internal topics. None matching when ``must_exist``: `CliError`, or
+    nothing with ``--if-exists``."""
+    names = sorted(str(t.name) for t in (await _metadata(admin, None)).topics)
+    if args.exclude_internal:
+        names = [n for n in names if n not in INTERNAL_TOPICS]
+    if not args.topic:
+        return names
+    text = args.topic.strip().strip("'\"").replace(",", "|")
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        raise CliError(f"--topic {args.topic!r} is not a valid regular expression: {exc}") from None
+    found = [n for n in names if pattern.fullmatch(n)]
+    if not found and must_exist and not args.if_exists:
+        raise CliError(f"Topic '{args.topic}' does not exist as expected")
+    return found
+
+
+#: kafka-topics.sh --describe options that print only some partitions.
+_PARTITION_REPORTS: Final = ("under_replicated_partitions", "unavailable_partitions",
+                             "under_min_isr_partitions", "at_min_isr_partitions")
+
+
 async def _topics_describe(admin: _Admin, args: argparse.Namespace) -> int:
+    """kafka-topics.sh ``--describe``. With a report option
+    (``--under-replicated-partitions`` and the like) only the partitions it
+    picks are printed, without topic lines; ``--topics-with-overrides``
+    prints only the topic lines of topics with settings of their own."""
     from .reassign_cli import ongoing_reassignments
 
-    topics = await _described_topics(admin, [args.topic] if args.topic else None,
-                                     args.partition_size_limit_per_response)
+    names = await _matching_topics(admin, args, must_exist=True)
+    if not names:
+        return 0
+    topics = await _described_topics(admin, names, args.partition_size_limit_per_response)
+    reports = [r for r in _PARTITION_REPORTS if getattr(args, r, False)]
+    live = {int(b.node_id) for b in (await _metadata(admin, [])).brokers} \
+        if "unavailable_partitions" in reports else set()
     ongoing = await ongoing_reassignments(admin, None)
     for topic in sorted(topics, key=lambda t: str(t.name)):
         if topic.error_code != ErrorCode.none:
+            if topic.error_code == ErrorCode.unknown_topic_or_partition and args.if_exists:
+                continue  # deleted since it was listed
             raise CliError(f"topic {topic.name}: {_error_name(topic.error_code)}")
         reassigning = {p: (tuple(int(b) for b in r.adding_replicas),
                            tuple(int(b) for b in r.removing_replicas))
                        for (t, p), r in ongoing.items() if t == str(topic.name)}
-        print("\n".join(format_topic(topic, await _topic_overrides(admin, str(topic.name)),
-                                      reassigning)))
+        configs = await _topic_configs(admin, str(topic.name))
+        overrides = sorted((k, v) for k, v, source in configs if source == _DYNAMIC_TOPIC_CONFIG)
+        if args.topics_with_overrides:
+            if overrides and not reports:
+                print(format_topic(topic, overrides, reassigning)[0])
+            continue
+        keep = None
+        if reports:
+            min_isr = next((int(v) for k, v, _ in configs if k == "min.insync.replicas"), 1)
+            keep = _report_filter(reports, reassigning, live, min_isr)
+        lines = format_topic(topic, overrides, reassigning, header=not reports, keep=keep)
+        if lines:
+            print("\n".join(lines))
     return 0
+
+
+def _report_filter(reports: Sequence[str],
+                   reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]],
+                   live: set[int], min_isr: int) -> Callable[[Any], bool]:
+    """Whether a partition is one the report options pick (any of them), by
+    Kafka's TopicCommand rules."""
+    def keep(p: Any) -> bool:
+        leader, isr = int(p.leader_id), len(p.isr_nodes)
+        rf = len(p.replica_nodes) - len(reassigning.get(int(p.partition_index), ((),))[0])
+        return (("under_replicated_partitions" in reports and rf - isr > 0)
+                or ("unavailable_partitions" in reports and (leader < 0 or leader not in live))
+                or ("under_min_isr_partitions" in reports and (leader < 0 or isr < min_isr))
+                or ("at_min_isr_partitions" in reports and isr == min_isr))
+    return keep
 
 
 # DescribeConfigs resource type and config source (Kafka's ConfigResource.Type
@@ -773,21 +853,27 @@ _TOPIC_RESOURCE = 2
 _DYNAMIC_TOPIC_CONFIG = 1
 
 
-async def _topic_overrides(admin: _Admin, name: str) -> list[tuple[str, str]]:
-    """The configs set on the topic itself (what kafka-topics.sh lists)."""
+async def _topic_configs(admin: _Admin, name: str) -> list[tuple[str, str, int]]:
+    """Every config of topic ``name``: (key, value, config source)."""
     request = dcfg_req.DescribeConfigsRequest(
         resources=(dcfg_req.DescribeConfigsResource(
             resource_type=i8(_TOPIC_RESOURCE), resource_name=name, configuration_keys=None),),
         include_synonyms=False, include_documentation=False,
     )
     response: dcfg_resp.DescribeConfigsResponse = await admin.first(request, 4, lambda r: None)
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, int]] = []
     for result in response.results:
         if result.error_code != ErrorCode.none:
             raise CliError(f"topic {name} configs: {_error_name(result.error_code)}")
-        out.extend((str(c.name), "" if c.value is None else str(c.value))
-                   for c in result.configs if int(c.config_source) == _DYNAMIC_TOPIC_CONFIG)
-    return sorted(out)
+        out.extend((str(c.name), "" if c.value is None else str(c.value), int(c.config_source))
+                   for c in result.configs)
+    return out
+
+
+async def _topic_overrides(admin: _Admin, name: str) -> list[tuple[str, str]]:
+    """The configs set on the topic itself (what kafka-topics.sh lists)."""
+    return sorted((k, v) for k, v, source in await _topic_configs(admin, name)
+                  if source == _DYNAMIC_TOPIC_CONFIG)
 
 
 # --- configs (kafka-configs.sh) ------------------------------------------------------
@@ -1102,11 +1188,29 @@ def register(sub: Any, only: str | None = None) -> None:
 
     topics = sub.add_parser("topics", help="manage topics (kafka-topics.sh)")
     topics.add_argument("action", choices=("create", "list", "describe", "alter", "delete"))
-    topics.add_argument("--topic")
+    topics.add_argument("--topic", help="list, describe: a regular expression the whole "
+                        "name must match (a,b: either); create, alter, delete: one name")
     topics.add_argument("--partitions", type=int, default=-1,
                         help="create: the count; alter: the new, larger count")
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", metavar="KEY=VALUE")
+    topics.add_argument("--if-exists", action="store_true",
+                        help="alter, delete, describe: do nothing (exit 0) if the topic is not there")
+    topics.add_argument("--if-not-exists", action="store_true",
+                        help="create: do nothing (exit 0) if the topic is already there")
+    topics.add_argument("--exclude-internal", action="store_true",
+                        help="list, describe: leave out __consumer_offsets and "
+                        "__transaction_state")
+    for flag, what in (("--under-replicated-partitions", "whose ISR is smaller than their "
+                        "replica set"),
+                       ("--unavailable-partitions", "without a live leader"),
+                       ("--under-min-isr-partitions", "whose ISR is below min.insync.replicas "
+                        "(or without a leader)"),
+                       ("--at-min-isr-partitions", "whose ISR is at min.insync.replicas")):
+        topics.add_argument(flag, action="store_true",
+                            help=f"describe: only the partitions {what}")
+    topics.add_argument("--topics-with-overrides", action="store_true",
+                        help="describe: only the topics with configs of their own (topic lines)")
     topics.add_argument("--partition-size-limit-per-response", type=_positive, default=2000,
                         metavar="N", help="describe: partitions per DescribeTopicPartitions "
                         "answer (Kafka's admin default 2000; the broker caps it at "

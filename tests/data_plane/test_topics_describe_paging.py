@@ -13,9 +13,11 @@ import pytest
 from acl_harness import AclBroker
 
 from data_plane import admin_cli
-from raftlog.net.errors import UnsupportedVersionError
+from data_plane.api.build import build, response_class
+from data_plane.api.common import NO_THROTTLE
+from raftlog.net.errors import ErrorCode, UnsupportedVersionError
 
-DESCRIBE_TOPIC_PARTITIONS, METADATA = 75, 3
+DESCRIBE_TOPIC_PARTITIONS, METADATA, LIST_PARTITION_REASSIGNMENTS = 75, 3, 46
 
 
 class _Node:
@@ -88,3 +90,118 @@ def test_the_page_size_must_be_positive() -> None:
     for bad in ("0", "-1", "x"):
         with pytest.raises(SystemExit):
             parser.parse_args(["--n", bad])
+
+
+# --- kafka-topics.sh --describe's report options, --topic as a regex, --if-exists ---------
+
+
+def _topics(broker: AclBroker, action: str, *flags: str, topic: str | None = None,
+            **values: Any) -> tuple[int, list[str]]:
+    """`raftlog topics ACTION` against ``broker``: (exit code, stdout lines)."""
+    argv = [action, "--bootstrap-server", "n:1", *flags]
+    if topic is not None:
+        argv += ["--topic", topic]
+    parser = argparse.ArgumentParser()
+    admin_cli.register(parser.add_subparsers(dest="command"), "topics")
+    args = parser.parse_args(["topics", *argv])
+    for key, value in values.items():
+        setattr(args, key, value)
+    node = _Node(broker)
+    printed: list[str] = []
+
+    async def run() -> int:
+        admin = admin_cli._Admin([("n", 1)], 5_000)
+        admin._clients[("n", 1)] = node  # type: ignore[assignment]
+        match action:
+            case "describe":
+                return await admin_cli._topics_describe(admin, args)
+            case _:
+                names = await admin_cli._matching_topics(admin, args, must_exist=False)
+                printed.extend(names)
+                return 0
+
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = broker.run(run())
+    return code, printed + out.getvalue().splitlines()
+
+
+@pytest.fixture
+def degraded() -> Iterator[AclBroker]:
+    """Broker 3 fenced: every partition of "wide" (RF 3) is down to two in
+    sync, the partition of "solo" (RF 1) that broker 3 held has no leader;
+    "wide" has min.insync.replicas=2 of its own, "solo" 1."""
+    b = AclBroker(brokers=3, authorizer=False)
+    # No reassignments: the fake controller answers ListPartitionReassignments empty.
+    b.answers[LIST_PARTITION_REASSIGNMENTS] = lambda request: build(
+        response_class(request), {"throttle_time": NO_THROTTLE, "error_code": ErrorCode.none, "topics": []})
+    b.create_topic("wide", 2, 3)
+    b.create_topic("solo", 3, 1)
+    b.cluster.set_topic_config("wide", "min.insync.replicas", "2")
+    b.cluster.set_topic_config("solo", "min.insync.replicas", None)  # the default, 1
+    b.cluster.fence_broker(3)
+    b.settle()
+    yield b
+    b.close()
+
+
+def _partitions(lines: list[str]) -> list[tuple[str, int]]:
+    out = []
+    for line in lines:
+        fields = dict(f.split(": ", 1) for f in line.strip("\t").split("\t"))
+        out.append((fields["Topic"], int(fields["Partition"])))
+    return out
+
+
+def test_report_options_print_only_the_partitions_they_pick(degraded: AclBroker) -> None:
+    image = degraded.cluster.image
+    solo = image.topics[image.topic_ids["solo"]].partitions
+    leaderless = [("solo", pid) for pid, reg in sorted(solo.items()) if reg.leader < 0]
+    assert len(leaderless) == 1
+    wide = [("wide", 0), ("wide", 1)]
+
+    code, lines = _topics(degraded, "describe", "--under-replicated-partitions")
+    assert code == 0 and _partitions(lines) == wide  # no topic lines
+    assert _partitions(_topics(degraded, "describe", "--unavailable-partitions")[1]) == leaderless
+    # Under min ISR: no leader, or fewer in sync than min.insync.replicas.
+    assert _partitions(_topics(degraded, "describe", "--under-min-isr-partitions")[1]) \
+        == leaderless
+    assert _partitions(_topics(degraded, "describe", "--at-min-isr-partitions")[1]) == sorted(
+        wide + [("solo", pid) for pid, reg in solo.items() if len(reg.isr) == 1])
+    # Two options: a partition either picks.
+    both = _topics(degraded, "describe", "--under-replicated-partitions",
+                   "--unavailable-partitions")[1]
+    assert _partitions(both) == sorted(leaderless + wide)
+
+
+def test_topics_with_overrides_prints_their_topic_lines_only(degraded: AclBroker) -> None:
+    code, lines = _topics(degraded, "describe", "--topics-with-overrides")
+    assert code == 0 and len(lines) == 1
+    assert lines[0].startswith("Topic: wide\t") and lines[0].endswith(
+        "Configs: min.insync.replicas=2")
+
+
+def test_topic_is_a_regex_over_whole_names_and_if_exists_quiets_a_miss(
+        degraded: AclBroker) -> None:
+    degraded.create_topic("wider", 1, 1)
+    assert _topics(degraded, "list", topic="wide")[1] == ["wide"]  # whole-name match
+    assert _topics(degraded, "list", topic="wide.*")[1] == ["wide", "wider"]
+    assert _topics(degraded, "list", topic="solo,wider")[1] == ["solo", "wider"]
+    code, lines = _topics(degraded, "describe", topic="wid.*")
+    assert code == 0
+    assert [line.split("\t")[0] for line in lines if line.startswith("Topic: ")] == [
+        "Topic: wide", "Topic: wider"]
+    with pytest.raises(admin_cli.CliError, match="Topic 'nope' does not exist as expected"):
+        _topics(degraded, "describe", topic="nope")
+    assert _topics(degraded, "describe", "--if-exists", topic="nope") == (0, [])
+    assert _topics(degraded, "list", topic="nope") == (0, [])
+    with pytest.raises(admin_cli.CliError, match="not a valid regular expression"):
+        _topics(degraded, "describe", topic="(")
+
+
+def test_exclude_internal_leaves_out_the_internal_topics(degraded: AclBroker) -> None:
+    degraded.create_topic("__consumer_offsets", 1, 1)
+    assert "__consumer_offsets" in _topics(degraded, "list")[1]
+    assert _topics(degraded, "list", "--exclude-internal")[1] == ["solo", "wide"]
