@@ -82,8 +82,10 @@ def _metadata(error: ErrorCode) -> md_resp.MetadataResponse:
         controller_id=i32(2), topics=(topic,))
 
 
-def _create(nodes: dict[tuple[str, int], Any], timeout_ms: int) -> int:
-    args = argparse.Namespace(topic="t", partitions=1, replication_factor=1, config=None)
+def _create(nodes: dict[tuple[str, int], Any], timeout_ms: int, *,
+            if_not_exists: bool = False) -> int:
+    args = argparse.Namespace(topic="t", partitions=1, replication_factor=1, config=None,
+                              if_not_exists=if_not_exists)
 
     async def run() -> int:
         admin = admin_cli._Admin(list(nodes), timeout_ms)
@@ -124,3 +126,22 @@ def test_a_create_that_every_node_shows_says_nothing_more(
     cluster = _Cluster()
     assert _create({("b", 2): _Node(cluster, active=True, lag=0)}, 5_000) == 0
     assert capsys.readouterr() == ("Created topic t.\n", "")
+
+
+class _Exists:
+    """The active controller, where topic t is already there."""
+
+    async def send(self, request: Any, version: int) -> Any:
+        assert type(request).__name__ == "CreateTopicsRequest"
+        return _created(ErrorCode.topic_already_exists)
+
+    async def close(self) -> None:
+        pass
+
+
+def test_if_not_exists_makes_an_existing_topic_a_quiet_success(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(admin_cli.CliError, match="TOPIC_ALREADY_EXISTS"):
+        _create({("a", 1): _Exists()}, 1_000)
+    assert _create({("a", 1): _Exists()}, 1_000, if_not_exists=True) == 0
+    assert capsys.readouterr() == ("", "")  # kafka-topics.sh says nothing either
