@@ -1,4 +1,4 @@
-"""The KRaft RPCs as plain, validated data (KIP-595, KIP-630, KIP-836, KIP-996).
+"""The KRaft RPCs as plain, validated data (KIP-595, KIP-630, KIP-836, KIP-996, KIP-1166).
 
 Field names follow Kafka's JSON message specs so the kio mapping is one to
 one. Every request and response travels inside an `Envelope` naming its
@@ -18,6 +18,13 @@ NO_LEADER = -1
 
 ANONYMOUS_REPLICA = -1
 """ReplicaId of an observer that must not be counted as a voter (KAFKA-12161)."""
+
+HIGH_WATERMARK_UNKNOWN = -1
+"""A fetcher's HighWatermark when it knows none yet (KIP-1166)."""
+
+HIGH_WATERMARK_UNSUPPORTED = 2**63 - 1
+"""A fetcher's HighWatermark when it does not send one (Fetch v17 and older,
+KIP-1166's default): the leader parks its empty fetches as before."""
 
 
 def _check_epoch(name: str, value: int) -> None:
@@ -136,6 +143,10 @@ class FetchRequest:
 
     ``fetch_offset`` doubles as the acknowledgement that everything below it
     is durable on the fetcher, which is why followers fsync before fetching.
+    ``high_watermark`` is the HW the fetcher knows (KIP-1166, Fetch v18): a
+    leader that knows a higher one answers at once instead of parking the
+    fetch, so a committed change reaches every replica without waiting out
+    ``max_wait_ms``.
     """
 
     replica_id: int  # ANONYMOUS_REPLICA for an observer that must not count
@@ -144,6 +155,7 @@ class FetchRequest:
     last_fetched_epoch: int
     max_wait_ms: int
     max_bytes: int
+    high_watermark: int = HIGH_WATERMARK_UNSUPPORTED
 
     def __post_init__(self) -> None:
         _check_epoch("leader_epoch", self.leader_epoch)
@@ -153,6 +165,8 @@ class FetchRequest:
             raise ValueError("max_wait_ms must be >= 0 and max_bytes > 0")
         if self.replica_id < ANONYMOUS_REPLICA:
             raise ValueError(f"bad replica_id {self.replica_id}")
+        if self.high_watermark < HIGH_WATERMARK_UNKNOWN:
+            raise ValueError(f"high_watermark must be >= -1, got {self.high_watermark}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,11 @@
 Leader side: validate (fetch offset, last fetched epoch) against the log,
 answer with records, a DivergingEpoch or a snapshot id, long-poll empty
 fetches ("parked" until new data, a HW change or ``max_wait_ms``), and move
-the high watermark from voters' fetch offsets.
+the high watermark from voters' fetch offsets. An empty fetch whose sender
+knows a lower HW than the leader's is answered at once (KIP-1166): the
+acknowledging fetch that moves the HW would otherwise park until
+``max_wait_ms``, and every replica, brokers included, would see a committed
+change up to half a second late.
 
 Follower side: one outstanding request at a time; append what the leader
 sends, truncate on divergence, download a snapshot when below the leader's
@@ -68,7 +72,8 @@ class ReplicationMixin(CoreBase):
             # One parked fetch per source: answer the older one now (it is
             # stale for the fetcher, but every request gets its response).
             self._answer_fetch(role, src, replaced[0], replaced[1])
-        if req.fetch_offset >= self.log.end_offset() and req.max_wait_ms > 0:
+        if (req.fetch_offset >= self.log.end_offset() and req.max_wait_ms > 0
+                and req.high_watermark >= self._high_watermark):
             # Long poll: answer when data arrives, the HW moves, or at max wait.
             self._parked[src] = (cid, req, now_ms + req.max_wait_ms)
             return
@@ -212,7 +217,7 @@ class ReplicationMixin(CoreBase):
         # carries this request flushes the log up to the LEO first.
         return FetchRequest(replica_id, epoch, self.log.end_offset(),
                             self.log.last_fetched_epoch(), self.config.fetch_max_wait_ms,
-                            self.config.fetch_max_bytes)
+                            self.config.fetch_max_bytes, high_watermark=self._high_watermark)
 
     def _accept_response(self, src: int, cid: int) -> bool:
         outstanding = self._fetch

@@ -490,7 +490,15 @@ class RaftDriver:
     async def _exchange(self, envelope: Envelope) -> None:
         request = envelope.body
         assert isinstance(request, wire.REQUEST_TYPES)
-        response = await self._transport.send(envelope.destination, request)
+        try:
+            response = await self._transport.send(envelope.destination, request)
+        except Exception:
+            # The transport answers every failure it expects with an error
+            # response; anything else is a bug, but the core must still see
+            # the request end (and retry it) rather than wait out a timeout.
+            log.exception("node %d: sending %s to %d failed", self.node_id,
+                          type(request).__name__, envelope.destination)
+            response = wire.error_response(request, Errors.UNKNOWN_SERVER_ERROR)
         if not self._stopping:
             self._put(
                 _ResponseIn(

@@ -93,13 +93,17 @@ class KafkaTransport:
             if isinstance(request, FetchRequest | FetchSnapshotRequest)
             else self._control_pool
         )
-        payload = wire.encode_request(
-            request,
-            destination=destination,
-            cluster_id=self.cluster_id,
-            local_endpoint=self.local_endpoint,
-        )
         try:
+            fetch_version = wire.FETCH_VERSION
+            if isinstance(request, FetchRequest):
+                fetch_version = await self._fetch_version(destination)
+            payload = wire.encode_request(
+                request,
+                destination=destination,
+                cluster_id=self.cluster_id,
+                local_endpoint=self.local_endpoint,
+                fetch_version=fetch_version,
+            )
             answer = await pool.send(destination, payload)
         except RequestTimeoutError:
             return wire.error_response(request, Errors.REQUEST_TIMED_OUT)
@@ -111,6 +115,17 @@ class KafkaTransport:
         except wire.WireError as exc:
             log.warning("bad %s response from %d: %s", type(request).__name__, destination, exc)
             return wire.error_response(request, Errors.UNKNOWN_SERVER_ERROR)
+
+    async def _fetch_version(self, destination: int) -> int:
+        """Fetch v18 (with the fetcher's HW, KIP-1166) if ``destination``
+        serves it, else v17. Connects first when no handshake has told.
+        Raises what connecting raises."""
+        client = self._fetch_pool.client(destination)
+        version = client.negotiated_version(wire.FETCH_KEY)
+        if version is None:
+            await client.connect()
+            version = client.negotiated_version(wire.FETCH_KEY)
+        return wire.FETCH_VERSION if version is None else min(version, wire.FETCH_VERSION)
 
     async def close(self) -> None:
         await self._fetch_pool.close()

@@ -15,6 +15,7 @@ from raftlog.consensus.config import QuorumConfig
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.errors import Errors
 from raftlog.consensus.messages import (
+    HIGH_WATERMARK_UNSUPPORTED,
     BeginQuorumEpochRequest,
     Body,
     Envelope,
@@ -138,10 +139,13 @@ class RaftTestContext:
         return self
 
     def follower_fetch(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int,
-                       max_wait_ms: int = 0) -> None:
-        """A follower's Fetch arrives at the (local) leader."""
+                       max_wait_ms: int = 0,
+                       high_watermark: int = HIGH_WATERMARK_UNSUPPORTED) -> None:
+        """A follower's Fetch arrives at the (local) leader; ``high_watermark``
+        is the HW it knows (KIP-1166; by default it sends none, Fetch v17)."""
         self.deliver(replica_id, FetchRequest(replica_id, self.core.epoch, fetch_offset,
-                                              last_fetched_epoch, max_wait_ms, 1 << 20),
+                                              last_fetched_epoch, max_wait_ms, 1 << 20,
+                                              high_watermark=high_watermark),
                      correlation_id=1000 + replica_id)
 
     def answer_fetch(self, **response: Any) -> FetchRequest:

@@ -13,17 +13,19 @@ API                   ver  why
 Vote (52)              2   KIP-996 ``PreVote`` exists only from v2
 BeginQuorumEpoch (53)  1   KIP-853 shape (flexible, leader endpoints)
 EndQuorumEpoch (54)    1   KIP-853 shape (``PreferredCandidates``)
-Fetch (1)             17   KRaft fetches by topic id from v13 (KIP-516);
+Fetch (1)            17-18 KRaft fetches by topic id from v13 (KIP-516);
                            v15 carries ``ReplicaState`` (KIP-903), v17
-                           the replica directory id; Kafka 4.0's raft
-                           client and observers send v17
+                           the replica directory id (Kafka 4.0's raft
+                           client sends v17), v18 the fetcher's high
+                           watermark (KIP-1166, Kafka 4.1); v18 is sent
+                           to a peer that serves it, else v17
 FetchSnapshot (59)     1   KIP-853 shape
 DescribeQuorum (55)   0-2  served at every version, so the Kafka 3.x and
                            4.x ``kafka-metadata-quorum.sh`` both work
 ====================  ===  ==============================================
 
-The Raft APIs are served at exactly one version each: only raftlog nodes
-(and Kafka nodes of the same generation) send them.
+The Raft APIs but Fetch are served at exactly one version each: only
+raftlog nodes (and Kafka nodes of the same generation) send them.
 
 Every KRaft RPC addresses the single partition ``__cluster_metadata-0``; from
 Fetch v13 on the topic travels as its fixed topic id
@@ -44,6 +46,8 @@ answer with (STYLE.md section 8, tier 1); the caller answers or drops.
 
 from raftlog.runtime.wire.common import (
     API_KEYS,
+    FETCH_KEY,
+    FETCH_VERSION,
     METADATA_PARTITION,
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
@@ -63,6 +67,8 @@ from raftlog.runtime.wire.responses import (
 
 __all__ = (
     "API_KEYS",
+    "FETCH_KEY",
+    "FETCH_VERSION",
     "METADATA_PARTITION",
     "METADATA_TOPIC",
     "METADATA_TOPIC_ID",

@@ -55,12 +55,16 @@ SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProxyTyp
         VOTE_KEY: (2, 2),
         BEGIN_QUORUM_EPOCH_KEY: (1, 1),
         END_QUORUM_EPOCH_KEY: (1, 1),
-        FETCH_KEY: (17, 17),
+        FETCH_KEY: (17, 18),  # v18: the fetcher's HighWatermark (KIP-1166)
         FETCH_SNAPSHOT_KEY: (1, 1),
         DESCRIBE_QUORUM_KEY: (0, 2),
     }
 )
 """``api_key -> (min, max)`` served by a quorum node for the Raft APIs."""
+
+FETCH_VERSION: Final = 18
+"""The Fetch version a quorum node sends when its peer serves it (else 17,
+without the fetcher's HighWatermark)."""
 
 REQUEST_TYPES: Final = (
     VoteRequest,

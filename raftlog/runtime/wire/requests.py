@@ -10,7 +10,8 @@ from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.describe_quorum.v2 import request as dq_req
 from kio.schema.end_quorum_epoch.v1 import request as eqe_req
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17 import request as fetch_req
+from kio.schema.fetch.v17 import request as fetch_req17
+from kio.schema.fetch.v18 import request as fetch_req
 from kio.schema.fetch_snapshot.v1 import request as fs_req
 from kio.schema.types import BrokerId
 from kio.schema.vote.v2 import request as vote_req
@@ -19,6 +20,7 @@ from kio.static.protocol import RequestPayload
 
 from raftlog.consensus.messages import (
     ANONYMOUS_REPLICA,
+    HIGH_WATERMARK_UNSUPPORTED,
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     EndQuorumEpochRequest,
@@ -32,6 +34,7 @@ from raftlog.runtime.wire.common import (
     _PARTITION,
     _TOPIC_NAME,
     DESCRIBE_QUORUM_KEY,
+    FETCH_VERSION,
     METADATA_PARTITION,
     METADATA_TOPIC_ID,
     SUPPORTED_VERSIONS,
@@ -47,12 +50,15 @@ def encode_request(
     destination: int,
     cluster_id: str | None = None,
     local_endpoint: Endpoint | None = None,
+    fetch_version: int = FETCH_VERSION,
 ) -> RequestPayload:
     """The kio request carrying ``body`` to node ``destination``.
 
     ``local_endpoint`` is this node's own listener, advertised in
-    BeginQuorumEpoch/EndQuorumEpoch (KIP-853). Raises TypeError for a body
-    that is not a request.
+    BeginQuorumEpoch/EndQuorumEpoch (KIP-853). A Fetch goes at
+    ``fetch_version``: 18 carries the fetcher's high watermark (KIP-1166),
+    17 (for a peer that serves no more) leaves it out. Raises TypeError for
+    a body that is not a request, ValueError for another Fetch version.
     """
     leader_endpoints = () if local_endpoint is None else (local_endpoint,)
     match body:
@@ -127,9 +133,14 @@ def encode_request(
                 ),
             )
         case FetchRequest():
-            return fetch_req.FetchRequest(
+            if fetch_version not in (17, 18):
+                raise ValueError(f"Fetch v{fetch_version} is not sent by a quorum node")
+            schema: Any = fetch_req if fetch_version == 18 else fetch_req17
+            extra: dict[str, Any] = (
+                {} if fetch_version == 17 else {"high_watermark": i64(body.high_watermark)})
+            return typing.cast(RequestPayload, schema.FetchRequest(
                 cluster_id=cluster_id,
-                replica_state=fetch_req.ReplicaState(
+                replica_state=schema.ReplicaState(
                     replica_id=BrokerId(body.replica_id), replica_epoch=i64(-1)
                 ),
                 max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=body.max_wait_ms)),
@@ -137,22 +148,23 @@ def encode_request(
                 max_bytes=i32(body.max_bytes),
                 isolation_level=i8(0),
                 topics=(
-                    fetch_req.FetchTopic(
+                    schema.FetchTopic(
                         topic_id=METADATA_TOPIC_ID,
                         partitions=(
-                            fetch_req.FetchPartition(
+                            schema.FetchPartition(
                                 partition=_PARTITION,
                                 current_leader_epoch=i32(body.leader_epoch),
                                 fetch_offset=i64(body.fetch_offset),
                                 last_fetched_epoch=i32(body.last_fetched_epoch),
                                 log_start_offset=i64(-1),
                                 partition_max_bytes=i32(body.max_bytes),
+                                **extra,
                             ),
                         ),
                     ),
                 ),
                 forgotten_topics_data=(),
-            )
+            ))
         case FetchSnapshotRequest():
             return fs_req.FetchSnapshotRequest(
                 cluster_id=cluster_id,
@@ -199,7 +211,8 @@ def decode_request(
     rejects, a voter id naming another node) or UNSUPPORTED_VERSION.
     """
     api_key, version = payload.__api_key__, payload.__version__
-    if api_key != DESCRIBE_QUORUM_KEY and SUPPORTED_VERSIONS.get(api_key, (-1, -1))[0] != version:
+    low, high = SUPPORTED_VERSIONS.get(api_key, (-1, -1))
+    if api_key != DESCRIBE_QUORUM_KEY and not low <= version <= high:
         raise WireError(ErrorCode.unsupported_version, f"api {api_key} v{version}")
     _check_cluster_id(getattr(payload, "cluster_id", None), cluster_id)
     try:
@@ -234,7 +247,7 @@ def _decode_request(payload: RequestPayload, local_id: int) -> tuple[int | None,
                 tuple(int(c.candidate_id) for c in ep.preferred_candidates),
             )
             return _node_id(end.leader_id), end
-        case fetch_req.FetchRequest():
+        case fetch_req.FetchRequest() | fetch_req17.FetchRequest():
             if len(payload.topics) != 1 or payload.topics[0].topic_id != METADATA_TOPIC_ID:
                 raise WireError(ErrorCode.invalid_request, "Fetch must name __cluster_metadata")
             partitions = payload.topics[0].partitions
@@ -249,6 +262,7 @@ def _decode_request(payload: RequestPayload, local_id: int) -> tuple[int | None,
                 last_fetched_epoch=max(0, int(fp.last_fetched_epoch)),
                 max_wait_ms=_millis(payload.max_wait),
                 max_bytes=max(1, min(int(payload.max_bytes), int(fp.partition_max_bytes))),
+                high_watermark=int(getattr(fp, "high_watermark", HIGH_WATERMARK_UNSUPPORTED)),
             )
             return (None if replica_id == ANONYMOUS_REPLICA else _node_id(replica_id)), fetch
         case fs_req.FetchSnapshotRequest():

@@ -14,6 +14,7 @@ from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v17 import response as fetch_resp
+from kio.schema.fetch.v18 import response as fetch_resp18
 from kio.schema.fetch_snapshot.v1 import response as fs_resp
 from kio.schema.types import BrokerId
 from kio.schema.vote.v2 import response as vote_resp
@@ -63,8 +64,8 @@ def encode_response(
     endpoints: Mapping[int, Endpoint] | None = None,
 ) -> ResponsePayload:
     """The kio response carrying ``body`` (at ``version``; only DescribeQuorum
-    has more than one). ``endpoints`` fills KIP-853 node endpoints for the
-    leader named in the response. Raises TypeError for a non-response."""
+    and Fetch have more than one). ``endpoints`` fills KIP-853 node endpoints
+    for the leader named in the response. Raises TypeError for a non-response."""
     endpoints = endpoints or {}
     match body:
         case VoteResponse():
@@ -138,7 +139,9 @@ def encode_response(
                 ),
             )
         case FetchResponse():
-            return _encode_fetch_response(body, endpoints)
+            # v18 changed only the request (KIP-1166): the same answer, v18's class.
+            return _encode_fetch_response(body, endpoints,
+                                          fetch_resp18 if version == 18 else fetch_resp)
         case FetchSnapshotResponse():
             return _encode_fetch_snapshot_response(body, endpoints)
         case DescribeQuorumResponse():
@@ -147,45 +150,45 @@ def encode_response(
 
 
 def _encode_fetch_response(
-    body: FetchResponse, endpoints: Mapping[int, Endpoint]
+    body: FetchResponse, endpoints: Mapping[int, Endpoint], schema: Any = fetch_resp
 ) -> ResponsePayload:
     diverging = body.diverging_epoch
     snapshot = body.snapshot_id
-    partition = fetch_resp.PartitionData(
+    partition = schema.PartitionData(
         partition_index=_PARTITION,
         error_code=_to_kio(body.error),
         high_watermark=i64(body.high_watermark),
         last_stable_offset=i64(-1),
         log_start_offset=i64(body.log_start_offset),
-        diverging_epoch=fetch_resp.EpochEndOffset(
+        diverging_epoch=schema.EpochEndOffset(
             epoch=i32(diverging.epoch), end_offset=i64(diverging.end_offset)
         )
         if diverging is not None
-        else fetch_resp.EpochEndOffset(),
-        current_leader=fetch_resp.LeaderIdAndEpoch(
+        else schema.EpochEndOffset(),
+        current_leader=schema.LeaderIdAndEpoch(
             leader_id=BrokerId(body.leader_id), leader_epoch=i32(body.leader_epoch)
         ),
-        snapshot_id=fetch_resp.SnapshotId(
+        snapshot_id=schema.SnapshotId(
             end_offset=i64(snapshot.end_offset), epoch=i32(snapshot.epoch)
         )
         if snapshot is not None
-        else fetch_resp.SnapshotId(),
+        else schema.SnapshotId(),
         aborted_transactions=None,
         preferred_read_replica=BrokerId(-1),
         records=Records(body.records),
     )
-    return fetch_resp.FetchResponse(
+    return typing.cast(ResponsePayload, schema.FetchResponse(
         throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
         error_code=ErrorCode.none,
         session_id=i32(0),
         responses=(
-            fetch_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(partition,)),
+            schema.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(partition,)),
         ),
         node_endpoints=tuple(
-            fetch_resp.NodeEndpoint(node_id=BrokerId(e.node_id), host=e.host, port=i32(e.port))
+            schema.NodeEndpoint(node_id=BrokerId(e.node_id), host=e.host, port=i32(e.port))
             for e in _leader_endpoints(body.leader_id, endpoints)
         ),
-    )
+    ))
 
 
 def _encode_fetch_snapshot_response(
@@ -347,7 +350,7 @@ def _decode_response(payload: ResponsePayload, request: Request) -> Response:
             return EndQuorumEpochResponse(
                 _from_kio(ep.error_code), max(0, int(ep.leader_epoch)), int(ep.leader_id)
             )
-        case FetchRequest(), fetch_resp.FetchResponse():
+        case FetchRequest(), fetch_resp.FetchResponse() | fetch_resp18.FetchResponse():
             if len(payload.responses) != 1 or payload.responses[0].topic_id != METADATA_TOPIC_ID:
                 raise ValueError("Fetch response must name __cluster_metadata")
             partitions = payload.responses[0].partitions

@@ -142,6 +142,54 @@ def test_kip595_parked_fetch_is_answered_empty_at_max_wait() -> None:
     ctx.assert_sent(FetchResponse, 2, records=b"", error=Errors.NONE)
 
 
+def test_kip1166_empty_fetch_from_a_replica_behind_the_leaders_hw_is_answered_at_once() -> None:
+    ctx = _leader()
+    end = ctx.log.end_offset()
+    ctx.follower_fetch(2, end, 1)  # commits the LEADER_CHANGE batch
+    hw = ctx.core.high_watermark
+    assert hw == end
+    ctx.clear_sent()
+    # Replica 3 has the records but not the HW: no parking, the HW now.
+    ctx.follower_fetch(3, end, 1, max_wait_ms=500, high_watermark=0)
+    ctx.assert_sent(FetchResponse, 3, records=b"", high_watermark=hw)
+
+
+def test_kip1166_the_fetch_that_moves_the_hw_is_answered_with_it() -> None:
+    ctx = _leader()
+    end = ctx.log.end_offset()
+    assert ctx.core.high_watermark < end
+    # The acknowledging fetch moves the HW past what its sender knew.
+    ctx.follower_fetch(2, end, 1, max_wait_ms=500, high_watermark=ctx.core.high_watermark)
+    ctx.assert_sent(FetchResponse, 2, records=b"", high_watermark=end)
+
+
+def test_kip1166_empty_fetch_that_knows_the_hw_is_parked() -> None:
+    ctx = _leader()
+    end = ctx.log.end_offset()
+    ctx.follower_fetch(2, end, 1)
+    ctx.clear_sent()
+    ctx.follower_fetch(3, end, 1, max_wait_ms=500, high_watermark=ctx.core.high_watermark)
+    ctx.assert_nothing_sent(FetchResponse)
+    ctx.advance_time(500)
+    ctx.assert_sent(FetchResponse, 3, records=b"")
+
+
+def test_kip1166_empty_fetch_without_a_hw_is_parked_as_before() -> None:
+    ctx = _leader()
+    end = ctx.log.end_offset()
+    ctx.follower_fetch(2, end, 1)
+    ctx.clear_sent()
+    ctx.follower_fetch(3, end, 1, max_wait_ms=500)  # Fetch v17: HIGH_WATERMARK_UNSUPPORTED
+    ctx.assert_nothing_sent(FetchResponse)
+
+
+def test_kip1166_follower_sends_the_hw_it_knows() -> None:
+    ctx = RaftTestContext().with_leader(2, epoch=1)
+    first = ctx.answer_fetch(records=leader_batch(1, b"a"), high_watermark=1)
+    assert first.high_watermark == 0  # the log start: nothing known committed
+    ctx.assert_sent(FetchRequest, 2, fetch_offset=1, high_watermark=1)
+
+
 # -- high watermark ------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ commit, graceful resignation and failure handling.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
@@ -115,7 +116,7 @@ class LoopbackTransport:
 
 
 class Cluster:
-    def __init__(self) -> None:
+    def __init__(self, **config: int) -> None:
         self.journal = Journal()
         self.drivers: dict[int, RaftDriver] = {}
         self.logs: dict[int, FailingLog] = {}
@@ -132,6 +133,7 @@ class Cluster:
             append_linger_ms=0,
             fetch_max_wait_ms=100,
         )
+        self.config = dataclasses.replace(self.config, **config)
 
     def start(self, node_id: int) -> RaftDriver:
         clock = SystemClock()
@@ -185,8 +187,8 @@ def run(coro: object) -> None:
     asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def _with_cluster(body: object) -> None:
-    c = Cluster()
+async def _with_cluster(body: object, **config: int) -> None:
+    c = Cluster(**config)
     for node_id in VOTERS:
         c.start(node_id)
     try:
@@ -387,6 +389,61 @@ def test_kip595_leader_change_answers_a_parked_fetch_at_once_not_at_the_fallback
         assert elapsed_ms < 200, elapsed_ms
 
     run(_with_cluster(body))
+
+
+def test_kip1166_followers_learn_a_commit_without_waiting_out_the_long_poll() -> None:
+    """With a 3 s long poll, a committed value reaches every follower's
+    listener at once: the fetch that moves the HW is answered with it, and
+    a follower behind the HW is not parked (Kafka 4.1, KIP-1166)."""
+
+    async def body(c: Cluster) -> None:
+        await c.wait_leader()
+        await c.propose([b"warm-up"])
+        async with asyncio.timeout(8):
+            while any(len(col.values) < 1 for col in c.collectors.values()):
+                await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        for i in range(3):
+            started = loop.time()
+            await c.propose([f"v{i}".encode()])
+            async with asyncio.timeout(8):
+                while any(len(col.values) < i + 2 for col in c.collectors.values()):
+                    await asyncio.sleep(0.002)
+            elapsed_ms = (loop.time() - started) * 1000
+            assert elapsed_ms < 1000, f"followers saw commit {i} after {elapsed_ms:.0f} ms"
+
+    run(_with_cluster(body, fetch_max_wait_ms=3000, fetch_timeout_ms=6000,
+                      request_timeout_ms=1000))
+
+
+def test_a_transport_that_raises_fails_the_request_not_the_driver() -> None:
+    """A bug in a transport (an exception it does not turn into an error
+    response) ends that one request with UNKNOWN_SERVER_ERROR at once; the
+    node fetches again after a backoff, not after the request's 6 s expiry,
+    and the quorum keeps committing."""
+
+    async def body(c: Cluster) -> None:
+        await c.wait_leader()
+        follower = next(i for i, d in c.drivers.items() if not d.core.is_leader)
+        transport = c.drivers[follower]._transport
+        real = transport.send
+        raised: list[Request] = []
+
+        async def flaky(destination: int, request: Request) -> Response:
+            if isinstance(request, FetchRequest) and len(raised) < 3:
+                raised.append(request)
+                raise RuntimeError("transport bug")
+            return await real(destination, request)
+
+        transport.send = flaky  # type: ignore[method-assign]
+        await c.propose([b"after"])
+        async with asyncio.timeout(2):
+            while b"after" not in c.collectors[follower].values:
+                await asyncio.sleep(0.01)
+        assert len(raised) == 3
+
+    run(_with_cluster(body, fetch_max_wait_ms=3000, request_timeout_ms=3000,
+                      fetch_timeout_ms=10000))
 
 
 def test_a_stopped_driver_answers_peers_broker_not_available() -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17 import request as fetch_req
+from kio.schema.fetch.v17 import request as fetch_req17
+from kio.schema.fetch.v18 import request as fetch_req
 
 from raftlog.consensus.errors import Errors
 from raftlog.consensus.messages import (
+    HIGH_WATERMARK_UNSUPPORTED,
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -65,6 +69,8 @@ REQUESTS: list[tuple[Request, int | None]] = [
     (EndQuorumEpochRequest(9, 1, (3, 2)), 1),
     (FetchRequest(3, 9, 1234, 8, 500, 8 * 1024 * 1024), 3),
     (FetchRequest(-1, 9, 0, 0, 0, 1), None),  # anonymous observer
+    (FetchRequest(3, 9, 1234, 8, 500, 1 << 20, high_watermark=1200), 3),  # KIP-1166
+    (FetchRequest(3, 9, 0, 0, 500, 1 << 20, high_watermark=-1), 3),  # no HW known yet
     (FetchSnapshotRequest(4, 9, SnapshotId(100, 7), 4096, 1 << 20), 4),
     (DescribeQuorumRequest(), None),
 ]
@@ -88,8 +94,8 @@ RESPONSES: list[tuple[Response, Request]] = [
     ),
     (FetchResponse(Errors.NONE, 9, 1, 1200, 100, snapshot_id=SNAP), REQUESTS[4][0]),
     (FetchResponse(Errors.FENCED_LEADER_EPOCH, 10, 2, -1, 0), REQUESTS[4][0]),
-    (FetchSnapshotResponse(Errors.NONE, 9, 1, SNAP, 10_000, 4096, b"z" * 100), REQUESTS[6][0]),
-    (FetchSnapshotResponse(Errors.SNAPSHOT_NOT_FOUND, 9, 1), REQUESTS[6][0]),
+    (FetchSnapshotResponse(Errors.NONE, 9, 1, SNAP, 10_000, 4096, b"z" * 100), REQUESTS[8][0]),
+    (FetchSnapshotResponse(Errors.SNAPSHOT_NOT_FOUND, 9, 1), REQUESTS[8][0]),
     (
         DescribeQuorumResponse(
             Errors.NONE,
@@ -102,9 +108,9 @@ RESPONSES: list[tuple[Response, Request]] = [
             ),
             (ReplicaState(7, 900, 6, -1),),
         ),
-        REQUESTS[7][0],
+        REQUESTS[9][0],
     ),
-    (DescribeQuorumResponse(Errors.NOT_LEADER_OR_FOLLOWER, 1, 9, -1), REQUESTS[7][0]),
+    (DescribeQuorumResponse(Errors.NOT_LEADER_OR_FOLLOWER, 1, 9, -1), REQUESTS[9][0]),
 ]
 
 
@@ -119,6 +125,53 @@ def test_fetch_request_uses_the_cluster_metadata_topic_id() -> None:
     assert payload.topics[0].topic_id == wire.METADATA_TOPIC_ID
     assert str(wire.METADATA_TOPIC_ID) == "00000000-0000-0000-0000-000000000001"
     assert payload.replica_state.replica_id == 3
+
+
+def test_kip1166_fetch_v17_leaves_the_hw_out_and_reads_as_unsupported() -> None:
+    body = FetchRequest(3, 9, 1234, 8, 500, 1 << 20, high_watermark=1200)
+    payload = wire.encode_request(body, destination=LOCAL, fetch_version=17)
+    assert isinstance(payload, fetch_req17.FetchRequest)
+    frame = codec.encode_request(payload, correlation_id=11, client_id="raftlog-1")
+    decoded = codec.decode_request(frame[4:])
+    assert decoded.header.api_version == 17
+    _, got = wire.decode_request(decoded.body, local_id=LOCAL)
+    assert isinstance(got, FetchRequest)
+    assert got.high_watermark == HIGH_WATERMARK_UNSUPPORTED
+    assert got == FetchRequest(3, 9, 1234, 8, 500, 1 << 20)
+
+
+def test_kip1166_fetch_v18_carries_the_hw_on_the_wire() -> None:
+    payload = wire.encode_request(REQUESTS[6][0], destination=LOCAL)
+    assert payload.__version__ == 18
+    assert payload.topics[0].partitions[0].high_watermark == 1200
+
+
+def test_kip1166_a_hw_below_minus_one_is_invalid_request() -> None:
+    payload = wire.encode_request(REQUESTS[6][0], destination=LOCAL)
+    part = payload.topics[0].partitions[0]
+    bad = dataclasses.replace(payload, topics=(dataclasses.replace(
+        payload.topics[0], partitions=(dataclasses.replace(part, high_watermark=-5),)),))
+    with pytest.raises(wire.WireError) as raised:
+        wire.decode_request(bad, local_id=LOCAL)
+    assert raised.value.error_code == ErrorCode.invalid_request
+
+
+def test_fetch_v16_is_unsupported_on_the_quorum_listener() -> None:
+    from kio.schema.fetch.v16 import request as fetch_req16
+    payload = wire.encode_request(REQUESTS[4][0], destination=LOCAL, fetch_version=17)
+    old = registry.convert_request(payload, 16)
+    assert isinstance(old, fetch_req16.FetchRequest)
+    with pytest.raises(wire.WireError) as raised:
+        wire.decode_request(old, local_id=LOCAL)
+    assert raised.value.error_code == ErrorCode.unsupported_version
+
+
+@pytest.mark.parametrize("version", [17, 18])
+def test_fetch_response_at_each_served_version(version: int) -> None:
+    body, request = RESPONSES[4]
+    assert _response_over_bytes(body, request, version=version) == body
+    payload = wire.encode_response(body, version=version)
+    assert payload.__version__ == version
 
 
 @pytest.mark.parametrize("version", [0, 1])
