@@ -40,22 +40,28 @@ def test_metadata_invariants_hold_for_ci_seeds(chunk: int) -> None:
         assert summary["recovered_ms"] is not None
 
 
-def test_kip996_seed_257_voter_prospective_above_the_leaders_epoch_rejoins() -> None:
-    """Seed 257 strands voter 1 Prospective in epoch 4 under a leader of epoch
-    3 (and observer 5 Unattached in epoch 4). A pre-vote from a voter in a
-    higher epoch moves the receiver to that epoch (Kafka's handleVoteRequest),
-    so every replica follows one leader again and every broker is back.
+def test_kip996_seed_311_voter_prospective_above_the_leaders_epoch_rejoins() -> None:
+    """Seed 311 strands voter 1 Prospective in epoch 4 under a leader of epoch
+    3. A pre-vote from a voter in a higher epoch moves the receiver to that
+    epoch (Kafka's handleVoteRequest), so every replica follows one leader
+    again and every broker is back.
 
     (Seed 186 drew this schedule until controlled shutdown started fencing
-    brokers, which changed every later step of the seeds.)"""
-    buggy = MetadataSimulation(257, core_factory=PreVoteIgnoresHigherEpochCore)
+    brokers, and seed 257 until KIP-1166 stopped parking the fetches of
+    replicas behind the leader's high watermark; each changed every later
+    step of the seeds. A new one is found by running the broken core over
+    the seeds and keeping one whose stranded voter sits above the leader's
+    epoch.)"""
+    buggy = MetadataSimulation(311, core_factory=PreVoteIgnoresHigherEpochCore)
     with pytest.raises(SimulationFailure) as stalled:
         buggy.run()
-    assert stalled.value.reason.startswith("liveness: nodes [1, 5] did not apply")
+    assert stalled.value.reason.startswith("liveness: nodes [1] did not apply")
     stranded = {n.node_id: (n.core.role_name, n.core.epoch)
-                for n in buggy.nodes.values() if n.core is not None and n.node_id in (1, 5)}
-    assert stranded == {1: ("Prospective", 4), 5: ("Unattached", 4)}
-    sim = MetadataSimulation(257)
+                for n in buggy.nodes.values() if n.core is not None and n.core.quorum.is_voter}
+    leader_epochs = [n.core.epoch for n in buggy.nodes.values()
+                     if n.core is not None and n.core.is_leader]
+    assert stranded[1] == ("Prospective", 4) and leader_epochs == [3], (stranded, leader_epochs)
+    sim = MetadataSimulation(311)
     summary = sim.run()
     assert summary["recovered_ms"] is not None
     leaders = [n for n in sim.nodes.values() if n.core is not None and n.core.is_leader]
