@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from raftlog.consensus.errors import Errors
 from raftlog.consensus.messages import (
+    HIGH_WATERMARK_UNSUPPORTED,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     Body,
@@ -82,7 +83,11 @@ def bodies(draw: st.DrawFn) -> Body:
             case 6:
                 return FetchRequest(draw(st.sampled_from([-1, 1, 2, 3, 9])), draw(EPOCHS),
                                     draw(OFFSETS), draw(EPOCHS), draw(st.sampled_from([0, 50])),
-                                    draw(st.sampled_from([1, 1 << 20])))
+                                    draw(st.sampled_from([1, 1 << 20])),
+                                    # KIP-1166: none sent, unknown, or any claim at all
+                                    high_watermark=draw(st.one_of(
+                                        st.just(HIGH_WATERMARK_UNSUPPORTED),
+                                        st.integers(-1, 60))))
             case 7:
                 error = draw(st.sampled_from([Errors.NONE, Errors.NONE, draw(ERRORS)]))
                 which = draw(st.integers(0, 2)) if error is Errors.NONE else -1
