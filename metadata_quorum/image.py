@@ -131,10 +131,18 @@ class PartitionRegistration:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    #: KIP-966: replicas outside the ISR that hold every record below the
+    #: high watermark (the ISR shrank below ``min.insync.replicas`` without
+    #: them), so they may be elected when the ISR is empty.
+    elr: tuple[int, ...] = ()
+    #: KIP-966: the last leader, kept once the ISR and ELR are both empty
+    #: (for an operator's recovery); cleared when the partition has a leader.
+    last_known_elr: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_partition_shape(
-            self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader
+            self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader,
+            self.elr,
         )
         if self.leader_epoch < 0 or self.partition_epoch < 0:
             raise ValueError("epochs are non-negative")
@@ -175,6 +183,10 @@ class PartitionRegistration:
                 self.adding_replicas if change.adding_replicas is None else change.adding_replicas
             ),
             leader_recovery_state=state,
+            elr=self.elr if change.eligible_leader_replicas is None else (
+                change.eligible_leader_replicas),
+            last_known_elr=self.last_known_elr if change.last_known_elr is None else (
+                change.last_known_elr),
         )
 
     def to_record(self, topic_id: uuid.UUID, partition_id: int) -> PartitionRecord:
@@ -184,6 +196,7 @@ class PartitionRegistration:
             adding_replicas=self.adding_replicas, leader=self.leader,
             leader_recovery_state=self.leader_recovery_state,
             leader_epoch=self.leader_epoch, partition_epoch=self.partition_epoch,
+            eligible_leader_replicas=self.elr, last_known_elr=self.last_known_elr,
         )
 
     @classmethod
@@ -194,6 +207,7 @@ class PartitionRegistration:
             removing_replicas=record.removing_replicas,
             adding_replicas=record.adding_replicas,
             leader_recovery_state=record.leader_recovery_state,
+            elr=record.eligible_leader_replicas, last_known_elr=record.last_known_elr,
         )
 
 

@@ -19,7 +19,7 @@ Encoding of one record value (all integers big-endian, two's complement)::
     endpoint[]  int32 count, then per endpoint:
                 string name, string host, int32 port, int16 security protocol
 
-Record types (type id = Kafka's metadata apiKey), all at version 0; the
+Record types (type id = Kafka's metadata apiKey), at version 0 unless said; the
 fields are Kafka's, in Kafka's order, but encoded as above (Kafka's own
 frames are flexible versions, with compact lengths and tagged fields):
 
@@ -30,12 +30,15 @@ frames are flexible versions, with compact lengths and tagged fields):
                                            bool in_controlled_shutdown
     1   UnregisterBroker                   int32 broker_id, int64 broker_epoch
     2   Topic                              string name, uuid topic_id
-    3   Partition                          int32 partition_id, uuid topic_id,
+    3   Partition (v1)                     int32 partition_id, uuid topic_id,
                                            int32[] replicas, int32[] isr,
                                            int32[] removing_replicas,
                                            int32[] adding_replicas, int32 leader,
                                            int8 leader_recovery_state,
-                                           int32 leader_epoch, int32 partition_epoch
+                                           int32 leader_epoch, int32 partition_epoch,
+                                           int32[] eligible_leader_replicas,
+                                           int32[] last_known_elr
+                                           (v0 ends at partition_epoch)
     4   Config                             int8 resource_type, string resource_name,
                                            string name, nullable string value
     5   PartitionChange                    int32 partition_id, uuid topic_id,
@@ -44,7 +47,10 @@ frames are flexible versions, with compact lengths and tagged fields):
                                            nullable int32[] replicas,
                                            nullable int32[] removing_replicas,
                                            nullable int32[] adding_replicas,
-                                           int8 leader_recovery_state (-1 unchanged)
+                                           int8 leader_recovery_state (-1 unchanged),
+                                           nullable int32[] eligible_leader_replicas,
+                                           nullable int32[] last_known_elr
+                                           (v1; v0 ends at leader_recovery_state)
     7   FenceBroker                        int32 broker_id, int64 broker_epoch
     8   UnfenceBroker                      int32 broker_id, int64 broker_epoch
     9   RemoveTopic                        uuid topic_id
@@ -71,7 +77,9 @@ Decoding rejects an unknown type (`UnknownRecordTypeError`), an unknown
 version (`UnsupportedRecordVersionError`), truncation, trailing bytes and any
 field value the record's validation refuses (`MetadataRecordError`). It
 never raises anything else. Unlike Kafka's generated messages there are no
-tagged fields: a new field means a new version, decoded by a new layout.
+tagged fields: a new field means a new version. Older versions of a record
+stay readable (its ``OLDER_VERSIONS``): they are a prefix of its fields, and
+the missing ones take their defaults.
 """
 
 from __future__ import annotations
@@ -197,11 +205,16 @@ def decode_record(value: bytes | bytearray | memoryview) -> MetadataRecord:
     cls = RECORD_CLASSES.get(type_id)
     if cls is None:
         raise UnknownRecordTypeError(type_id)
-    if version != cls.VERSION:
-        raise UnsupportedRecordVersionError(cls.TYPE.name, version, (cls.VERSION,))
+    if version == cls.VERSION:
+        layout = cls.FIELDS
+    elif version in cls.OLDER_VERSIONS:
+        layout = cls.FIELDS[:cls.OLDER_VERSIONS[version]]
+    else:
+        raise UnsupportedRecordVersionError(
+            cls.TYPE.name, version, (*sorted(cls.OLDER_VERSIONS), cls.VERSION))
     reader = Reader(data)
     reader.pos = _FRAME.size
-    fields = {name: decode(reader) for name, _encode, decode in cls.FIELDS}
+    fields = {name: decode(reader) for name, _encode, decode in layout}
     if reader.remaining:
         raise MetadataRecordError(f"{reader.remaining} trailing bytes after {cls.TYPE.name}")
     try:

@@ -243,6 +243,10 @@ class _RecordBase:
     TYPE: ClassVar[MetadataRecordType]
     VERSION: ClassVar[int] = 0
     FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = ()
+    #: Older versions still read: version -> how many leading ``FIELDS`` it
+    #: has (the rest take their defaults). Logs written before a field was
+    #: added stay readable.
+    OLDER_VERSIONS: ClassVar[dict[int, int]] = {}
     REDACTED: ClassVar[frozenset[str]] = frozenset()
 
 
@@ -397,37 +401,48 @@ def check_partition_shape(
     removing: tuple[int, ...],
     adding: tuple[int, ...],
     leader: int,
+    elr: tuple[int, ...] = (),
 ) -> None:
     """Raise ValueError unless the replica sets are consistent.
 
-    Invariants: at least one replica; ISR, removing and adding replicas are
-    subsets of the replicas; removing and adding are disjoint; the leader is
-    NO_LEADER or an ISR member (an unclean election shrinks the ISR to the
-    new leader, KIP-704).
+    Invariants: at least one replica; ISR, ELR, removing and adding replicas
+    are subsets of the replicas; removing and adding are disjoint, and so
+    are the ISR and the ELR (KIP-966); the leader is NO_LEADER or an ISR
+    member (an unclean election shrinks the ISR to the new leader, KIP-704;
+    an election from the ELR makes the ISR the new leader).
     """
     if not replicas:
         raise ValueError("a partition has at least one replica")
     members = set(replicas)
-    for name, group in (("isr", isr), ("removing_replicas", removing), ("adding_replicas", adding)):
+    for name, group in (("isr", isr), ("eligible_leader_replicas", elr),
+                        ("removing_replicas", removing), ("adding_replicas", adding)):
         if not set(group) <= members:
             raise ValueError(f"{name} {group} is not a subset of replicas {replicas}")
     if set(removing) & set(adding):
         raise ValueError("removing_replicas and adding_replicas overlap")
+    if set(isr) & set(elr):
+        raise ValueError(f"isr {isr} and eligible_leader_replicas {elr} overlap")
     if leader != NO_LEADER and leader not in isr:
         raise ValueError(f"leader {leader} is not in the ISR {isr}")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecord(_RecordBase):
-    """Creates a partition, or states it whole in a snapshot."""
+    """Creates a partition, or states it whole in a snapshot.
+
+    Version 1 adds KIP-966's ``eligible_leader_replicas`` and
+    ``last_known_elr`` (Kafka's PartitionRecord v2 fields).
+    """
 
     TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.PARTITION_RECORD
+    VERSION: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
         _int32("partition_id"), _uuid("topic_id"), _ids("replicas"), _ids("isr"),
         _ids("removing_replicas"), _ids("adding_replicas"), _int32("leader"),
         ("leader_recovery_state", enc_int8, dec_int8), _int32("leader_epoch"),
-        _int32("partition_epoch"),
+        _int32("partition_epoch"), _ids("eligible_leader_replicas"), _ids("last_known_elr"),
     )
+    OLDER_VERSIONS: ClassVar[dict[int, int]] = {0: 10}
 
     partition_id: int
     topic_id: uuid.UUID
@@ -439,11 +454,14 @@ class PartitionRecord(_RecordBase):
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
     leader_epoch: int = 0
     partition_epoch: int = 0
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_int("partition_id", self.partition_id, 0, INT32_MAX)
         check_uuid("topic_id", self.topic_id)
-        for name in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+        for name in ("replicas", "isr", "removing_replicas", "adding_replicas",
+                     "eligible_leader_replicas", "last_known_elr"):
             check_broker_ids(name, getattr(self, name))
         check_int("leader", self.leader, NO_LEADER, INT32_MAX)
         object.__setattr__(
@@ -452,8 +470,12 @@ class PartitionRecord(_RecordBase):
         check_int("leader_epoch", self.leader_epoch, 0, INT32_MAX)
         check_int("partition_epoch", self.partition_epoch, 0, INT32_MAX)
         check_partition_shape(
-            self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader
+            self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader,
+            self.eligible_leader_replicas,
         )
+        if not set(self.last_known_elr) <= set(self.replicas):
+            raise ValueError(f"last_known_elr {self.last_known_elr} is not a subset of "
+                             f"replicas {self.replicas}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,15 +485,19 @@ class PartitionChangeRecord(_RecordBase):
     Replaying it bumps the partition epoch, and the leader epoch when it sets
     the leader, to another broker or the same one (KIP-631; the epochs are not
     carried in the record).
-    ``leader_recovery_state`` -1 = unchanged.
+    ``leader_recovery_state`` -1 = unchanged. Version 1 adds KIP-966's
+    ``eligible_leader_replicas`` and ``last_known_elr`` (None = unchanged).
     """
 
     TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.PARTITION_CHANGE_RECORD
+    VERSION: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
         _int32("partition_id"), _uuid("topic_id"), _nids("isr"), _int32("leader"),
         _nids("replicas"), _nids("removing_replicas"), _nids("adding_replicas"),
-        ("leader_recovery_state", enc_int8, dec_int8),
+        ("leader_recovery_state", enc_int8, dec_int8), _nids("eligible_leader_replicas"),
+        _nids("last_known_elr"),
     )
+    OLDER_VERSIONS: ClassVar[dict[int, int]] = {0: 8}
 
     partition_id: int
     topic_id: uuid.UUID
@@ -481,11 +507,14 @@ class PartitionChangeRecord(_RecordBase):
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
     leader_recovery_state: int = -1
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         check_int("partition_id", self.partition_id, 0, INT32_MAX)
         check_uuid("topic_id", self.topic_id)
-        for name in ("isr", "replicas", "removing_replicas", "adding_replicas"):
+        for name in ("isr", "replicas", "removing_replicas", "adding_replicas",
+                     "eligible_leader_replicas", "last_known_elr"):
             check_broker_ids(name, getattr(self, name), nullable=True)
         check_int("leader", self.leader, NO_LEADER_CHANGE, INT32_MAX)
         check_int("leader_recovery_state", self.leader_recovery_state, -1, 1)

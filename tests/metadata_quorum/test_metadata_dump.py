@@ -45,8 +45,10 @@ def test_one_line_per_batch_and_per_record() -> None:
     assert "CreateTime: 7" in lines[2] and "compresscodec: none" in lines[2]
     assert lines[3].startswith("| offset: 1 CreateTime: 7 keySize: -1")
     payload = json.loads(lines[4].split("payload: ", 1)[1])
-    assert payload["type"] == "PARTITION_RECORD" and payload["version"] == 0
+    assert payload["type"] == "PARTITION_RECORD" and payload["version"] == 1
     assert payload["data"]["topic_id"] == str(TID) and payload["data"]["leader"] == 1
+    assert payload["data"]["eligible_leader_replicas"] == []
+    assert payload["data"]["last_known_elr"] == []
 
 
 def test_headers_only() -> None:

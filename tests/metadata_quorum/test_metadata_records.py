@@ -173,11 +173,42 @@ def test_layout_of_topic_record_is_the_documented_frame() -> None:
 def test_layout_of_partition_change_uses_minus_one_for_unchanged_lists() -> None:
     encoded = encode_record(PartitionChangeRecord(3, TID, isr=(1, 2)))
     expected = (
+        struct.pack(">hhi", 5, 1, 3) + TID.bytes + struct.pack(">iii", 2, 1, 2)
+        + struct.pack(">i", NO_LEADER_CHANGE) + struct.pack(">iii", -1, -1, -1)
+        + struct.pack(">b", -1) + struct.pack(">ii", -1, -1)
+    )
+    assert encoded == expected
+
+
+def test_version_0_partition_records_still_decode() -> None:
+    """Logs written before KIP-966's fields (v0) stay readable: the new
+    fields take their defaults (unchanged / empty)."""
+    change_v0 = (
         struct.pack(">hhi", 5, 0, 3) + TID.bytes + struct.pack(">iii", 2, 1, 2)
         + struct.pack(">i", NO_LEADER_CHANGE) + struct.pack(">iii", -1, -1, -1)
         + struct.pack(">b", -1)
     )
-    assert encoded == expected
+    assert decode_record(change_v0) == PartitionChangeRecord(3, TID, isr=(1, 2))
+    record = PartitionRecord(0, TID, (1, 2, 3), (1, 2), leader=1, leader_epoch=4,
+                             partition_epoch=5)
+    partition_v0 = bytearray(encode_record(record)[:-8])  # without the two empty lists
+    partition_v0[2:4] = struct.pack(">h", 0)
+    assert decode_record(bytes(partition_v0)) == record
+    with pytest.raises(UnsupportedRecordVersionError, match=r"supported: \[0, 1\]"):
+        decode_record(struct.pack(">hh", 5, 2) + bytes(change_v0[4:]))
+
+
+def test_elr_fields_round_trip_and_are_checked() -> None:
+    record = PartitionRecord(0, TID, (1, 2, 3), (1,), leader=1,
+                             eligible_leader_replicas=(2, 3), last_known_elr=(3,))
+    assert decode_record(encode_record(record)) == record
+    change = PartitionChangeRecord(0, TID, isr=(), leader=-1, eligible_leader_replicas=(1, 2),
+                                   last_known_elr=(1,))
+    assert decode_record(encode_record(change)) == change
+    with pytest.raises(ValueError, match="overlap"):
+        PartitionRecord(0, TID, (1, 2, 3), (1, 2), leader=1, eligible_leader_replicas=(2,))
+    with pytest.raises(ValueError, match="not a subset"):
+        PartitionRecord(0, TID, (1, 2, 3), (1,), leader=1, eligible_leader_replicas=(4,))
 
 
 def test_layout_of_register_broker_record_is_pinned() -> None:
