@@ -28,8 +28,13 @@ offset):
 - every node's image at offset N equals every other node's image at N
   (controllers and brokers alike);
 - no partition has a fenced, shutting-down or unregistered leader;
-- no ISR holds a fenced or shutting-down broker, except as the last member
-  of a leaderless partition (KIP-841; see `cluster_control`);
+- no ISR holds a fenced or shutting-down broker (KIP-841; see
+  `cluster_control`); with KIP-966 ELR off (``elr=False``), except as the
+  last member of a leaderless partition;
+- with ELR on (the default, as a new cluster's): a partition has a leader
+  exactly when its ISR is not empty; its ELR is empty while the ISR is at
+  ``min.insync.replicas`` (2 here, at most the replica count); the last
+  known ELR is set only while it has no leader;
 - per node, leader epochs and partition epochs never decrease;
 - plus every Raft invariant of the base simulation.
 
@@ -65,9 +70,10 @@ from metadata_quorum.controller.replication_control import (
     DeleteTopicsRequest,
 )
 from metadata_quorum.controller.result import ControllerConfig
-from metadata_quorum.image import MetadataImage
+from metadata_quorum.features import ELR_FEATURE, elr_enabled
+from metadata_quorum.image import MetadataImage, PartitionRegistration
 from metadata_quorum.loader import build_snapshot_batches
-from metadata_quorum.records import NO_LEADER, Endpoint
+from metadata_quorum.records import NO_LEADER, Endpoint, FeatureLevelRecord
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.errors import NotLeaderError
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, Ready, SnapshotLoad
@@ -83,6 +89,7 @@ from raftlog.testing.simulator import (
 __all__ = ("MetadataSimulation", "run_seed")
 
 SESSION_TIMEOUT_MS = 600
+MIN_INSYNC_REPLICAS = 2  # the controllers' static min.insync.replicas (KIP-966's ELR)
 HEARTBEAT_INTERVAL_MS = 100
 RPC_TIMEOUT_MS = 300
 CONTROLLER_TICK_MS = 50
@@ -129,8 +136,10 @@ class _Broker:
 class MetadataSimulation(Simulation):
     """One seed of controllers + brokers (see module doc)."""
 
-    def __init__(self, seed: int, *, core_factory: CoreFactory = KRaftCore) -> None:
-        """``core_factory`` swaps the KRaft core (the self-tests' broken ones)."""
+    def __init__(self, seed: int, *, core_factory: CoreFactory = KRaftCore,
+                 elr: bool = True) -> None:
+        """``core_factory`` swaps the KRaft core (the self-tests' broken ones);
+        ``elr`` formats the cluster with KIP-966 eligible leader replicas."""
         probe = Simulation(seed)  # draws the base parameters from the seed
         # Longer safety phases than the Raft-only simulation: sessions (600 ms)
         # must have time to expire, brokers to be fenced and come back.
@@ -149,10 +158,13 @@ class MetadataSimulation(Simulation):
         self.fencings = 0
         self.registrations = 0
         self.unfencings = 0
+        self.elr = elr
         self.controller_config = ControllerConfig(
             cluster_id=CLUSTER_ID,
             broker_session_timeout_ms=SESSION_TIMEOUT_MS,
             leader_imbalance_check_interval_ms=1000,
+            min_insync_replicas=MIN_INSYNC_REPLICAS,
+            bootstrap_records=(FeatureLevelRecord(ELR_FEATURE, 1),) if elr else (),
         )
         super().__init__(seed, core_factory=core_factory, params=params)
         for broker_id in self.observers:
@@ -494,12 +506,26 @@ class MetadataSimulation(Simulation):
                 broker = image.brokers.get(part.leader)
                 if broker is None or broker.fenced or broker.in_controlled_shutdown:
                     raise self.fail(f"{where} is led by {part.leader}, which is not usable")
+            elr_on = elr_enabled(image)
             for member in part.isr:
                 broker = image.brokers.get(member)
                 usable = broker is not None and not broker.fenced \
                     and not broker.in_controlled_shutdown
-                if not usable and not (part.leader == NO_LEADER and len(part.isr) == 1):
+                if not usable and (elr_on or not (
+                        part.leader == NO_LEADER and len(part.isr) == 1)):
                     raise self.fail(f"{where}: ISR {part.isr} holds unusable broker {member}")
+            if elr_on:
+                self._check_elr(where, part)
+            elif part.elr or part.last_known_elr:
+                raise self.fail(f"{where}: ELR {part.elr} / {part.last_known_elr} with ELR off")
+
+    def _check_elr(self, where: str, part: PartitionRegistration) -> None:
+        if (part.leader == NO_LEADER) != (not part.isr):
+            raise self.fail(f"{where}: leader {part.leader} with ISR {part.isr}")
+        if part.elr and len(part.isr) >= min(MIN_INSYNC_REPLICAS, len(part.replicas)):
+            raise self.fail(f"{where}: ELR {part.elr} beside a full ISR {part.isr}")
+        if part.last_known_elr and part.leader != NO_LEADER:
+            raise self.fail(f"{where}: last known ELR {part.last_known_elr} with a leader")
 
     def _check_epochs_grow(self, nid: int, before: MetadataImage, after: MetadataImage) -> None:
         for topic_id, topic in after.topics.items():

@@ -66,6 +66,9 @@ class BrokerRegistrationRequest:
     listeners: tuple[Endpoint, ...] = ()
     rack: str | None = None
     cluster_id: str | None = None
+    #: The broker epoch its last clean shutdown recorded (KIP-966), -1 if
+    #: it did not shut down cleanly (or never ran).
+    previous_broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +103,11 @@ def register_broker(
       again with the same listeners and rack (an idempotent retry);
     - otherwise, a new epoch. If the old registration still leads
       partitions or sits in ISRs, those records come first (a restarted
-      broker may have lost its disk).
+      broker may have lost its disk). If a new incarnation's
+      ``previous_broker_epoch`` is not the old registration's epoch, it did
+      not shut down cleanly and
+      may have lost what it had in its page cache: with KIP-966 ELR on, it
+      also leaves every ELR (`replication_control.records_for_broker_leaving`).
     """
     if request.cluster_id is not None and request.cluster_id != config.cluster_id:
         return ControllerResult((), BrokerRegistrationResponse(
@@ -128,7 +135,10 @@ def register_broker(
             ))
     records: list[MetadataRecord] = []
     if existing is not None:
-        records.extend(records_for_broker_leaving(image, request.broker_id, config))
+        unclean = (existing.incarnation_id != request.incarnation_id
+                   and request.previous_broker_epoch != existing.epoch)
+        records.extend(records_for_broker_leaving(
+            image, request.broker_id, config, unclean_shutdown=unclean))
     epoch = next_offset + len(records)
     records.append(RegisterBrokerRecord(
         broker_id=request.broker_id, incarnation_id=request.incarnation_id,

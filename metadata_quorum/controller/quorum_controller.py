@@ -422,13 +422,13 @@ class QuorumController:
             case CreatePartitionsRequest():
                 result = create_partitions(image, request)
             case ElectLeadersRequest():
-                result = elect_leaders(image, request)
+                result = elect_leaders(image, request, config)
             case AlterReassignmentsRequest():
                 result = alter_partition_reassignments(image, request)
             case DeleteTopicsRequest():
                 result = delete_topics(image, request)
             case AlterPartitionRequest():
-                result = alter_partition(image, request)
+                result = alter_partition(image, request, config)
             case AlterConfigsRequest():
                 result = alter_configs(image, request)
             case AllocateProducerIdsRequest():

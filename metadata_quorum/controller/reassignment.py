@@ -134,9 +134,14 @@ def _record(
     ``bump_leader_epoch``."""
     set_leader = leader != before.leader or bump_leader_epoch
     set_recovery = recovery is not None and recovery != before.leader_recovery_state
+    # KIP-966 sets keep to the replicas (and the ELR out of the ISR).
+    kept, in_isr = set(replicas), set(isr)
+    elr = tuple(b for b in before.elr if b in kept and b not in in_isr)
+    last_known_elr = tuple(b for b in before.last_known_elr if b in kept)
     fields_changed = (
         replicas != before.replicas or isr != before.isr or set_leader or set_recovery
         or adding != before.adding_replicas or removing != before.removing_replicas
+        or elr != before.elr or last_known_elr != before.last_known_elr
     )
     if not fields_changed:
         return None
@@ -149,6 +154,8 @@ def _record(
         adding_replicas=adding if adding != before.adding_replicas else None,
         removing_replicas=removing if removing != before.removing_replicas else None,
         leader_recovery_state=int(recovery) if set_recovery and recovery is not None else -1,
+        eligible_leader_replicas=elr if elr != before.elr else None,
+        last_known_elr=last_known_elr if last_known_elr != before.last_known_elr else None,
     )
 
 

@@ -11,9 +11,11 @@ command:
 
 - a partition's leader is -1 or a usable broker (registered, unfenced, not
   in controlled shutdown);
-- ISR members are usable, except that the *last* ISR member of a leaderless
-  partition stays even when fenced (without KIP-966 ELR, it is the only
-  replica known to hold every committed record);
+- ISR members are usable, except that, with KIP-966 ELR off, the *last*
+  ISR member of a leaderless partition stays even when fenced (it is the
+  only replica known to hold every committed record). With ELR on
+  (`metadata_quorum.features`), it leaves the ISR for the ELR, which
+  `partition_change` keeps;
 - leader epochs and partition epochs only increase.
 """
 
@@ -41,7 +43,11 @@ from raftlog import kafka_uuid
 from raftlog.net.errors import ErrorCode
 
 from ._replay import image_after
-from .configuration_control import topic_config_error, unclean_leader_election_enabled
+from .configuration_control import (
+    elr_min_isr,
+    topic_config_error,
+    unclean_leader_election_enabled,
+)
 from .partition_change import Election, ElectionOutcome, elect, isr_without
 from .placement import PlacementBroker, PlacementError, place_replicas
 from .reassignment import finish_if_complete, is_reassigning
@@ -592,7 +598,8 @@ class AlterPartitionResponse:
 
 
 def alter_partition(
-    image: MetadataImage, request: AlterPartitionRequest
+    image: MetadataImage, request: AlterPartitionRequest,
+    config: ControllerConfig | None = None,
 ) -> ControllerResult[AlterPartitionResponse]:
     """AlterPartition from a partition leader: change the ISR (and recovery state).
 
@@ -613,15 +620,18 @@ def alter_partition(
       be re-added by an old request).
 
     A request that changes nothing answers with the current state and no
-    record.
+    record. With KIP-966 ELR on, a shrink below ``min.insync.replicas``
+    moves the members that leave to the ELR, and an expansion back to it
+    clears the ELR (`partition_change`).
     """
+    config = ControllerConfig() if config is None else config
     sender = image.brokers.get(request.broker_id)
     if sender is None or sender.epoch != request.broker_epoch:
         return ControllerResult((), AlterPartitionResponse(ErrorCode.stale_broker_epoch))
     records: list[MetadataRecord] = []
     results = []
     for item in request.partitions:
-        record, result = _alter_one(image, request.broker_id, item)
+        record, result = _alter_one(image, request.broker_id, item, config)
         if record is not None:
             records.append(record)
         results.append(result)
@@ -629,7 +639,7 @@ def alter_partition(
 
 
 def _alter_one(
-    image: MetadataImage, sender: int, item: AlterPartitionItem
+    image: MetadataImage, sender: int, item: AlterPartitionItem, config: ControllerConfig
 ) -> tuple[PartitionChangeRecord | None, AlterPartitionItemResult]:
     def fail(code: ErrorCode) -> tuple[None, AlterPartitionItemResult]:
         return None, AlterPartitionItemResult(item.topic_id, item.partition_id, code)
@@ -669,6 +679,7 @@ def _alter_one(
     record, _outcome = elect(
         item.topic_id, item.partition_id, part, is_acceptable=image.is_usable,
         target_isr=new_isr, target_recovery_state=item.leader_recovery_state,
+        min_isr=elr_min_isr(image, topic.name, config),
     )
     after = part if record is None else part.merge(record)
     # The ISR change may complete a reassignment (KIP-455): one record for both.
@@ -688,27 +699,37 @@ def _alter_one(
 
 
 def records_for_broker_leaving(
-    image: MetadataImage, broker_id: int, config: ControllerConfig
+    image: MetadataImage, broker_id: int, config: ControllerConfig, *,
+    unclean_shutdown: bool = False,
 ) -> list[PartitionChangeRecord]:
     """Partition changes for a broker about to be fenced, shut down or unregistered.
 
     For every partition that has it as leader or in the ISR: drop it from the
-    ISR (unless it is the last member) and, if it led, elect a new leader
-    from the ISR among usable brokers other than it; when none is left and
+    ISR (unless it is the last member and KIP-966 ELR is off) and, if it led,
+    elect a new leader from the ISR among usable brokers other than it (then
+    from the ELR, when the ISR is empty); when none is left and
     ``unclean.leader.election.enable`` holds for the topic, elect any usable
     replica (KIP-704 RECOVERING); otherwise the partition goes leaderless.
+
+    ``unclean_shutdown``: the broker is registering again after a shutdown
+    that was not clean (it may have lost records it had acknowledged as a
+    follower), so it also leaves every ELR, and joins none (KIP-966).
     """
     def acceptable(b: int) -> bool:
         return b != broker_id and image.is_usable(b)
 
     out = []
     for topic, partition_id, part in image.iter_partitions():
-        if part.leader != broker_id and broker_id not in part.isr:
+        if part.leader != broker_id and broker_id not in part.isr and not (
+                unclean_shutdown and broker_id in part.elr):
             continue
+        min_isr = elr_min_isr(image, topic.name, config)
         record, _outcome = elect(
             topic.topic_id, partition_id, part, is_acceptable=acceptable,
-            target_isr=isr_without(part.isr, broker_id),
+            target_isr=isr_without(part.isr, broker_id, elr=min_isr is not None),
             unclean=unclean_leader_election_enabled(image, topic.name, config),
+            min_isr=min_isr,
+            unclean_shutdown=frozenset((broker_id,)) if unclean_shutdown else frozenset(),
         )
         if record is not None:
             out.append(record)
@@ -721,7 +742,9 @@ def records_for_broker_unfenced(
     """Elections for leaderless partitions that ``broker_id`` (now usable) can lead.
 
     ``image`` must already show the broker unfenced. Cleanly if it is in the
-    ISR; uncleanly only where the topic allows it.
+    ISR (or in the ELR of an empty ISR); uncleanly only where the topic
+    allows it, or as the last known leader of a partition whose ISR and ELR
+    are empty (KIP-966).
     """
     out = []
     for topic, partition_id, part in image.iter_partitions():
@@ -730,6 +753,7 @@ def records_for_broker_unfenced(
         record, _outcome = elect(
             topic.topic_id, partition_id, part, is_acceptable=image.is_usable,
             unclean=unclean_leader_election_enabled(image, topic.name, config),
+            min_isr=elr_min_isr(image, topic.name, config),
         )
         if record is not None:
             out.append(record)
@@ -746,7 +770,8 @@ def elect_unclean_leaders(
         if part.has_leader or not unclean_leader_election_enabled(image, topic.name, config):
             continue
         record, _outcome = elect(
-            topic.topic_id, partition_id, part, is_acceptable=image.is_usable, unclean=True
+            topic.topic_id, partition_id, part, is_acceptable=image.is_usable, unclean=True,
+            min_isr=elr_min_isr(image, topic.name, config),
         )
         if record is not None:
             records.append(record)
@@ -768,23 +793,24 @@ def balance_partition_leaders(
     if not config.auto_leader_rebalance_enable:
         return ControllerResult((), 0)
     preferred_total: dict[int, int] = {}
-    imbalanced: dict[int, list[tuple[uuid.UUID, int, PartitionRegistration]]] = {}
+    imbalanced: dict[int, list[tuple[uuid.UUID, int, PartitionRegistration, str]]] = {}
     for topic, partition_id, part in image.iter_partitions():
         preferred = part.preferred_leader
         preferred_total[preferred] = preferred_total.get(preferred, 0) + 1
         if part.leader != preferred and preferred in part.isr and image.is_usable(preferred):
-            imbalanced.setdefault(preferred, []).append((topic.topic_id, partition_id, part))
+            imbalanced.setdefault(preferred, []).append(
+                (topic.topic_id, partition_id, part, topic.name))
     threshold = config.leader_imbalance_per_broker_percentage / 100.0
     records: list[MetadataRecord] = []
     for broker_id in sorted(imbalanced):
         if len(imbalanced[broker_id]) / preferred_total[broker_id] <= threshold:
             continue
-        for topic_id, partition_id, part in imbalanced[broker_id]:
+        for topic_id, partition_id, part, name in imbalanced[broker_id]:
             if len(records) >= max_records:
                 break
             record, outcome = elect(
                 topic_id, partition_id, part, is_acceptable=image.is_usable,
-                election=Election.PREFERRED,
+                election=Election.PREFERRED, min_isr=elr_min_isr(image, name, config),
             )
             if record is not None and outcome is ElectionOutcome.CLEAN:
                 records.append(record)
@@ -821,7 +847,7 @@ class ElectLeadersPartitionResult:
 
 
 def elect_leaders(
-    image: MetadataImage, request: ElectLeadersRequest
+    image: MetadataImage, request: ElectLeadersRequest, config: ControllerConfig | None = None,
 ) -> ControllerResult[tuple[ElectLeadersPartitionResult, ...]]:
     """ElectLeaders (kafka-leader-election.sh), one result per partition asked for.
 
@@ -837,12 +863,14 @@ def elect_leaders(
     topics or partitions are UNKNOWN_TOPIC_OR_PARTITION. With ``partitions``
     None every partition is tried and only those that needed an election are
     answered (Kafka's rule); a partition named twice is answered once."""
+    config = ControllerConfig() if config is None else config
     records: list[MetadataRecord] = []
     results: list[ElectLeadersPartitionResult] = []
     if request.partitions is None:
         for topic, partition_id, _part in sorted(
                 image.iter_partitions(), key=lambda t: (t[0].name, t[1])):
-            result = _elect_one(image, request.election_type, topic.name, partition_id, records)
+            result = _elect_one(image, request.election_type, topic.name, partition_id, records,
+                                config)
             if result.error is not ErrorCode.election_not_needed:
                 results.append(result)
     else:
@@ -850,13 +878,13 @@ def elect_leaders(
         # elections would be computed against the same image.
         for topic_name, partition_id in dict.fromkeys(request.partitions):
             results.append(_elect_one(image, request.election_type, topic_name, partition_id,
-                                      records))
+                                      records, config))
     return ControllerResult(tuple(records), tuple(results))
 
 
 def _elect_one(
     image: MetadataImage, election_type: ElectionType, topic_name: str, partition_id: int,
-    records: list[MetadataRecord],
+    records: list[MetadataRecord], config: ControllerConfig,
 ) -> ElectLeadersPartitionResult:
     def answer(error: ErrorCode, message: str | None = None) -> ElectLeadersPartitionResult:
         return ElectLeadersPartitionResult(topic_name, partition_id, error, message)
@@ -874,6 +902,7 @@ def _elect_one(
     record, _outcome = elect(
         topic.topic_id, partition_id, part, is_acceptable=image.is_usable,
         election=Election.PREFERRED if preferred else Election.ONLINE, unclean=not preferred,
+        min_isr=elr_min_isr(image, topic_name, config),
     )
     if record is None:
         if preferred:

@@ -39,6 +39,9 @@ class ControllerConfig:
     - ``unclean_leader_election_enable``: the static cluster default of
       ``unclean.leader.election.enable`` (false); a cluster-default or
       topic config record overrides it.
+    - ``min_insync_replicas``: the static cluster default of
+      ``min.insync.replicas`` (1), which KIP-966's ELR rules read when no
+      topic or cluster-default config record sets it.
     - ``auto_leader_rebalance_enable``: ``auto.leader.rebalance.enable``.
     - ``leader_imbalance_per_broker_percentage``: (10).
     - ``leader_imbalance_check_interval_ms``: (300 s).
@@ -54,6 +57,7 @@ class ControllerConfig:
     cluster_id: str = "raftlog-cluster"
     broker_session_timeout_ms: int = 9000
     unclean_leader_election_enable: bool = False
+    min_insync_replicas: int = 1
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
@@ -71,6 +75,8 @@ class ControllerConfig:
             raise ValueError("leader.imbalance.per.broker.percentage must be in [0, 100]")
         if self.leader_imbalance_check_interval_ms <= 0:
             raise ValueError("leader.imbalance.check.interval must be positive")
+        if self.min_insync_replicas < 1:
+            raise ValueError("min.insync.replicas must be >= 1")
         if self.default_num_partitions < 1:
             raise ValueError("num.partitions must be >= 1")
         if self.default_replication_factor < 1:

@@ -40,35 +40,35 @@ def test_metadata_invariants_hold_for_ci_seeds(chunk: int) -> None:
         assert summary["recovered_ms"] is not None
 
 
-def test_kip996_seed_311_voter_prospective_above_the_leaders_epoch_rejoins() -> None:
-    """Seed 311 strands voter 1 Prospective in epoch 4 under a leader of epoch
-    3. A pre-vote from a voter in a higher epoch moves the receiver to that
-    epoch (Kafka's handleVoteRequest), so every replica follows one leader
-    again and every broker is back.
+def test_kip996_seed_300_voter_prospective_above_the_leaders_epoch_rejoins() -> None:
+    """Seed 300 strands voter 2 Prospective in epoch 6 under a leader of epoch
+    5, and the run fails liveness. With the real core, a pre-vote from a
+    voter in a higher epoch moves the receiver to that epoch (Kafka's
+    handleVoteRequest): the same seed ends with every replica following one
+    leader and every broker back.
 
     (Seed 186 drew this schedule until controlled shutdown started fencing
-    brokers, and seed 257 until KIP-1166 stopped parking the fetches of
-    replicas behind the leader's high watermark; each changed every later
-    step of the seeds. A new one is found by running the broken core over
-    the seeds and keeping one whose stranded voter sits above the leader's
-    epoch.)"""
-    buggy = MetadataSimulation(311, core_factory=PreVoteIgnoresHigherEpochCore)
+    brokers, seed 257 until KIP-1166 stopped parking the fetches of replicas
+    behind the leader's high watermark, and seed 311 until the simulated
+    cluster was formatted with KIP-966 ELR; each changed every later step of
+    the seeds. A new one is found by running the broken core over the seeds
+    and keeping one whose stranded voter sits above the leader's epoch.)"""
+    buggy = MetadataSimulation(300, core_factory=PreVoteIgnoresHigherEpochCore)
     with pytest.raises(SimulationFailure) as stalled:
         buggy.run()
-    assert stalled.value.reason.startswith("liveness: nodes [1] did not apply")
+    assert stalled.value.reason.startswith("liveness: nodes [2, "), stalled.value.reason
     stranded = {n.node_id: (n.core.role_name, n.core.epoch)
                 for n in buggy.nodes.values() if n.core is not None and n.core.quorum.is_voter}
     leader_epochs = [n.core.epoch for n in buggy.nodes.values()
                      if n.core is not None and n.core.is_leader]
-    assert stranded[1] == ("Prospective", 4) and leader_epochs == [3], (stranded, leader_epochs)
-    sim = MetadataSimulation(311)
+    assert stranded[2] == ("Prospective", 6) and leader_epochs == [5], (stranded, leader_epochs)
+    sim = MetadataSimulation(300)
     summary = sim.run()
     assert summary["recovered_ms"] is not None
     leaders = [n for n in sim.nodes.values() if n.core is not None and n.core.is_leader]
     assert len(leaders) == 1
     assert leaders[0].core is not None
     epoch, leader_id = leaders[0].core.epoch, leaders[0].node_id
-    assert epoch > 4  # the quorum left epoch 3 for the stranded voter's 4, then elected
     for node in sim.nodes.values():
         assert node.core is not None
         assert (node.core.epoch, node.core.quorum.leader_id()) == (epoch, leader_id)

@@ -24,8 +24,9 @@ from metadata_quorum.controller import (
     register_broker,
 )
 from metadata_quorum.delta import MetadataDelta
+from metadata_quorum.features import ELR_FEATURE, elr_enabled
 from metadata_quorum.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
-from metadata_quorum.records import NO_LEADER, Endpoint, MetadataRecord
+from metadata_quorum.records import NO_LEADER, Endpoint, FeatureLevelRecord, MetadataRecord
 from raftlog.net.errors import ErrorCode
 
 
@@ -48,13 +49,22 @@ def apply_records(image: MetadataImage, records: Iterable[MetadataRecord]) -> Me
 
 
 def check_invariants(image: MetadataImage, before: MetadataImage | None = None) -> None:
-    """KIP-841 and epoch monotonicity (the issue's simulation invariants)."""
+    """KIP-841 and epoch monotonicity (the issue's simulation invariants);
+    with KIP-966 ELR on, every ISR member is usable, a partition leads
+    exactly when its ISR is not empty, and the last known ELR is kept only
+    while it does not."""
+    elr = elr_enabled(image)
     for topic, pid, part in image.iter_partitions():
         if part.leader != NO_LEADER:
             assert image.is_usable(part.leader), (topic.name, pid, part)
-        if not (part.leader == NO_LEADER and len(part.isr) == 1):
+        if elr or not (part.leader == NO_LEADER and len(part.isr) == 1):
             for member in part.isr:
                 assert image.is_usable(member), (topic.name, pid, part)
+        if elr:
+            assert (part.leader == NO_LEADER) == (not part.isr), (topic.name, pid, part)
+            assert not (part.last_known_elr and part.leader != NO_LEADER), (topic.name, pid, part)
+        else:
+            assert not part.elr and not part.last_known_elr, (topic.name, pid, part)
         if before is not None:
             old = before.partition(topic.topic_id, pid)
             if old is not None:
@@ -72,11 +82,14 @@ def check_invariants(image: MetadataImage, before: MetadataImage | None = None) 
 class Ctx:
     """An image plus the controller inputs that evolve with it."""
 
-    def __init__(self, config: ControllerConfig | None = None) -> None:
+    def __init__(self, config: ControllerConfig | None = None, *, elr: bool = False) -> None:
+        """``elr``: the image starts with KIP-966 ELR on (its feature level)."""
         self.config = config or ControllerConfig(cluster_id="test-cluster")
         self.image = EMPTY_IMAGE
         self.sessions = BrokerSessions()
         self.now_ms = 1_000
+        if elr:
+            self.run(ControllerResult((FeatureLevelRecord(ELR_FEATURE, 1),), None))
 
     @property
     def next_offset(self) -> int:
@@ -89,12 +102,14 @@ class Ctx:
         return result.response
 
     def register(
-        self, broker_id: int, *, rack: str | None = None, generation: int = 0
+        self, broker_id: int, *, rack: str | None = None, generation: int = 0,
+        previous_broker_epoch: int = -1,
     ) -> int:
         response = self.run(register_broker(
             self.image, self.sessions,
             BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
-                                      listeners(broker_id), rack),
+                                      listeners(broker_id), rack,
+                                      previous_broker_epoch=previous_broker_epoch),
             self.config, next_offset=self.next_offset, now_ms=self.now_ms,
         ))
         assert response.error is ErrorCode.none, response
@@ -180,10 +195,13 @@ def random_step(ctx: Ctx, data: Any) -> None:
         generation = data.draw(st.integers(0, 2))
         rack = data.draw(st.sampled_from((None, "r1", "r2")))
         ctx.now_ms += data.draw(st.sampled_from((0, 10_000)))
+        old = image.brokers.get(broker_id)
+        clean = old is not None and data.draw(st.booleans())  # KIP-966 clean shutdown
         response = ctx.run(register_broker(
             image, ctx.sessions,
             BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
-                                      listeners(broker_id), rack),
+                                      listeners(broker_id), rack,
+                                      previous_broker_epoch=old.epoch if clean and old else -1),
             ctx.config, next_offset=ctx.next_offset, now_ms=ctx.now_ms,
         ))
         if response.error is ErrorCode.none:
@@ -236,10 +254,12 @@ def random_step(ctx: Ctx, data: Any) -> None:
             image, AllocateProducerIdsRequest(broker_id, image.brokers[broker_id].epoch),
             ctx.config))
     elif op == "config":
-        value = data.draw(st.sampled_from(("true", "false")))
+        key, value = data.draw(st.sampled_from((
+            ("unclean.leader.election.enable", "true"), ("unclean.leader.election.enable", "false"),
+            ("min.insync.replicas", "1"), ("min.insync.replicas", "2"),
+            ("min.insync.replicas", "3"))))
         ctx.run(alter_configs(image, AlterConfigsRequest((AlterConfigsResource(
-            ConfigResourceType.BROKER, "",
-            (AlterConfigOp("unclean.leader.election.enable", ConfigOpType.SET, value),),
+            ConfigResourceType.BROKER, "", (AlterConfigOp(key, ConfigOpType.SET, value),),
         ),))))
     elif op == "unregister" and broker_id in image.brokers:
         ctx.run(unregister_broker(image, UnregisterBrokerRequest(broker_id), ctx.config))

@@ -487,10 +487,13 @@ def test_rebalance_respects_threshold_and_switch() -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_random_command_sequences_keep_kip_841_invariants(data: st.DataObject) -> None:
-    """No fenced/shutting-down leader; no such ISR member except a leaderless last one;
-    leader and partition epochs only increase (checked by Ctx.run after every command)."""
+    """No fenced/shutting-down leader; no such ISR member except a leaderless last one
+    (none at all with KIP-966 ELR on); leader and partition epochs only increase
+    (checked by Ctx.run after every command)."""
     ctx = Ctx(ControllerConfig(cluster_id="test-cluster",
-                               unclean_leader_election_enable=data.draw(st.booleans())))
+                               unclean_leader_election_enable=data.draw(st.booleans()),
+                               min_insync_replicas=data.draw(st.integers(1, 3))),
+              elr=data.draw(st.booleans()))
     for _ in range(data.draw(st.integers(1, 50))):
         random_step(ctx, data)
     ctx.now_ms += 100_000

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mq_builders import Ctx, apply_records, incarnation, random_step
 
+from metadata_quorum.controller import ControllerConfig
 from metadata_quorum.delta import MetadataDelta, MetadataReplayError
 from metadata_quorum.image import (
     EMPTY_IMAGE,
@@ -192,7 +193,8 @@ def load(records: list[MetadataRecord], provenance: MetadataProvenance):  # type
 def test_snapshot_of_replayed_image_loads_to_an_equal_image(data: st.DataObject) -> None:
     """Random command sequences -> records replayed into an image; image -> snapshot
     records -> load into an empty image == the replayed image (and via bytes too)."""
-    ctx = Ctx()
+    ctx = Ctx(ControllerConfig(cluster_id="test-cluster", min_insync_replicas=2),
+              elr=data.draw(st.booleans()))
     for _ in range(data.draw(st.integers(1, 40))):
         random_step(ctx, data)
     image = ctx.image

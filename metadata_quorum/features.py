@@ -1,0 +1,55 @@
+"""Finalized feature levels that change the controller's or brokers' rules.
+
+A feature is a ``FeatureLevelRecord`` in the metadata log (Kafka's
+``kafka-features``); its level is in `MetadataImage.features`. A new
+cluster's first active controller writes the defaults of `NEW_CLUSTER_FEATURES`
+in its bootstrap batch (`metadata_quorum.bootstrap`); a log bootstrapped
+before a feature existed keeps it at level 0 (off), as Kafka's upgrades do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from metadata_quorum.image import MetadataImage
+
+__all__ = ["ELR_FEATURE", "NEW_CLUSTER_FEATURES", "SUPPORTED_FEATURES", "elr_enabled",
+           "parse_feature"]
+
+#: KIP-966 eligible leader replicas; level 1 turns them on. Kafka 4.1 turns
+#: it on for newly formatted clusters.
+ELR_FEATURE: Final = "eligible.leader.replicas.version"
+
+#: Each feature's supported levels, (min, max).
+SUPPORTED_FEATURES: Final[Mapping[str, tuple[int, int]]] = {ELR_FEATURE: (0, 1)}
+
+#: Feature levels a newly formatted cluster starts with.
+NEW_CLUSTER_FEATURES: Final[Mapping[str, int]] = {ELR_FEATURE: 1}
+
+
+def elr_enabled(image: MetadataImage) -> bool:
+    """Whether KIP-966 ELR is on: the controller keeps ELRs and the leaders
+    hold the high watermark while the ISR is below ``min.insync.replicas``."""
+    return image.features.get(ELR_FEATURE, 0) >= 1
+
+
+def parse_feature(spec: str) -> tuple[str, int]:
+    """``NAME=LEVEL`` (``storage format --feature``, as Kafka's) as a pair.
+    Raises ValueError, with a readable message, for an unknown feature or an
+    unsupported level."""
+    name, sep, text = spec.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(f"--feature {spec!r} is not NAME=LEVEL")
+    if name not in SUPPORTED_FEATURES:
+        raise ValueError(f"--feature: unknown feature {name!r} "
+                         f"(known: {', '.join(sorted(SUPPORTED_FEATURES))})")
+    try:
+        level = int(text.strip())
+    except ValueError:
+        raise ValueError(f"--feature {name}: level {text.strip()!r} is not a number") from None
+    low, high = SUPPORTED_FEATURES[name]
+    if not low <= level <= high:
+        raise ValueError(f"--feature {name}: level {level} is not supported ({low}-{high})")
+    return name, level
