@@ -598,7 +598,9 @@ class Partition:
 
         Done with NONE once the HW reaches ``required_offset`` and the maximal
         ISR still has ``min.insync.replicas`` members; done with
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND if it reached it with fewer; done with
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND as soon as the maximal ISR has fewer
+        (the HW holds below the minimum, so waiting could only time out:
+        Kafka 3.7+ lets such a produce time out instead); done with
         NOT_LEADER_OR_FOLLOWER unless this replica has led without a break
         since the epoch that appended. A new epoch with the same leader (a
         reassignment removing a follower bumps it) keeps the wait: only a
@@ -609,10 +611,10 @@ class Partition:
         leader = self._leader
         if leader is None or not self._leading_since_epoch <= leader_epoch <= leader.leader_epoch:
             return True, ErrorCode.not_leader_or_follower
-        if self._high_watermark < required_offset:
-            return False, ErrorCode.none
         if len(leader.maximal_isr) < self.config.min_insync_replicas:
             return True, ErrorCode.not_enough_replicas_after_append
+        if self._high_watermark < required_offset:
+            return False, ErrorCode.none
         return True, ErrorCode.none
 
     # ==== leader: DeleteRecords ======================================================
@@ -851,8 +853,16 @@ class Partition:
     # ==== leader: HW and ISR ========================================================
 
     def _maybe_increment_leader_hw(self) -> bool:
+        """Move the HW to the minimum LEO over the (maximal) ISR, unless the
+        committed ISR is below ``min.insync.replicas`` (at most the replica
+        count): then it holds, as Kafka's leaders do since 3.7. That is what
+        lets KIP-966 trust a replica that left the ISR below the minimum
+        (the ELR) to hold every record below the HW; acks=1 records appended
+        meanwhile become visible once the ISR is back at the minimum."""
         leader = self._leader
         if leader is None:
+            return False
+        if len(leader.isr) < min(self.config.min_insync_replicas, len(leader.replicas)):
             return False
         leo = self.log.log_end_offset
         candidate = leader.high_watermark_candidate(leo)

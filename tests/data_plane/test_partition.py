@@ -269,9 +269,32 @@ def test_not_enough_replicas_after_append_when_the_isr_shrank_while_waiting(ctx:
     ctx.produce(1, b"a")
     leader = ctx.parts[1]
     leader.become_leader(state(1, 1, 2, isr=(1,)), 0)  # followers fenced by the controller
-    assert leader.high_watermark == 1
+    # Below min.insync.replicas the HW holds (Kafka 3.7+, KIP-966's premise),
+    # and the waiting produce is answered at once rather than at its timeout.
+    assert leader.high_watermark == 0
     assert leader.check_enough_replicas_reach_offset(1, 1) == (
         True, ErrorCode.not_enough_replicas_after_append)
+
+
+def test_the_hw_holds_below_min_isr_and_moves_once_the_isr_is_back(ctx: Ctx) -> None:
+    """acks=1 records appended while the ISR is below min.insync.replicas stay
+    above the HW (unreadable) until a follower has them and rejoins."""
+    leader = ctx.parts[1]
+    ctx.apply(state(1, 1, 2, isr=(1,)))
+    ctx.produce(1, b"a", acks=Acks.LEADER)
+    assert (leader.log.log_end_offset, leader.high_watermark) == (1, 0)
+    ctx.replicate(2)  # 2 has the record, but is not in the ISR yet
+    assert leader.high_watermark == 0
+    ctx.apply(state(1, 1, 3, isr=(1, 2)))
+    assert leader.high_watermark == 1
+
+
+def test_the_minimum_the_hw_needs_is_at_most_the_replica_count() -> None:
+    c = Ctx(config=ReplicationConfig(replica_lag_time_max_ms=1_000, min_insync_replicas=5))
+    c.apply(state(1, 1, 1))
+    c.produce(1, b"a", acks=Acks.LEADER)
+    c.replicate(2, 3)
+    assert c.parts[1].high_watermark == 1
 
 
 def test_a_waiting_produce_fails_not_leader_once_leadership_moves(ctx: Ctx) -> None:
