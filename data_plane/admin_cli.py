@@ -95,6 +95,7 @@ from kio.schema.unregister_broker.v0 import request as ub_req
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from metadata_quorum.bootstrap import BootstrapError, parse_add_scram
+from metadata_quorum.features import NEW_CLUSTER_FEATURES, parse_feature
 from metadata_quorum.topic_names import INTERNAL_TOPICS
 from raftlog import kafka_uuid
 from raftlog.consensus.messages import DescribeQuorumRequest
@@ -162,9 +163,11 @@ def cmd_storage_format(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         records = [parse_add_scram(spec) for spec in args.add_scram or ()]
+        features = dict(NEW_CLUSTER_FEATURES)
+        features.update(parse_feature(spec) for spec in args.feature or ())
         written = format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted,
-                                 bootstrap_records=records)
-    except (ConfigError, StorageError, BootstrapError) as exc:
+                                 bootstrap_records=records, features=features)
+    except (ConfigError, StorageError, BootstrapError, ValueError) as exc:
         raise CliError(str(exc)) from None
     for directory in written:
         print(f"Formatting {directory} with cluster.id {args.cluster_id} (node.id {config.node_id})")
@@ -712,6 +715,12 @@ def format_topic(topic: Any,
             adding, removing = moving
             lines[-1] += (f"\tAdding Replicas: {','.join(str(int(b)) for b in adding)}"
                           f"\tRemoving Replicas: {','.join(str(int(b)) for b in removing)}")
+        # KIP-966, from DescribeTopicPartitions; a Metadata answer has none (N/A).
+        for label, field_name in (("Elr", "eligible_leader_replicas"),
+                                  ("LastKnownElr", "last_known_elr")):
+            members = getattr(p, field_name, None)
+            shown = "N/A" if members is None else ",".join(str(int(b)) for b in members)
+            lines[-1] += f"\t{label}: {shown}"
     return lines
 
 
@@ -1173,6 +1182,11 @@ def register(sub: Any, only: str | None = None) -> None:
                      help="a SCRAM credential the new cluster starts with (KIP-900), e.g. "
                           "'SCRAM-SHA-256=[name=broker,password=s]'; repeatable; give the same "
                           "ones to every controller")
+    fmt.add_argument("--feature", action="append", metavar="NAME=LEVEL",
+                     help="a feature level for the new cluster, e.g. "
+                          "'eligible.leader.replicas.version=0' to format without KIP-966 "
+                          "eligible leader replicas (on, level 1, by default, as in Kafka "
+                          "4.1); repeatable; give the same ones to every controller")
     fmt.set_defaults(func=cmd_storage_format)
     storage_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(
         func=cmd_storage_random_uuid

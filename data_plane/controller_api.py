@@ -48,8 +48,7 @@ from kio.schema.alter_partition_reassignments.v1 import request as apr_req
 from kio.schema.alter_partition_reassignments.v1 import response as apr_resp
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
-from kio.schema.broker_registration.v1 import request as reg_req
-from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.broker_registration.v3 import request as reg_req
 from kio.schema.create_partitions.v3 import request as cp_req
 from kio.schema.create_partitions.v3 import response as cp_resp
 from kio.schema.create_topics.v7 import request as ct_req
@@ -188,7 +187,7 @@ CONTROLLER_API_VERSIONS: Final = {
     METADATA_KEY: (12, 12),
     ALTER_PARTITION_KEY: (3, 3),
     DESCRIBE_CLUSTER_KEY: (0, 2),
-    BROKER_REGISTRATION_KEY: (1, 1),
+    BROKER_REGISTRATION_KEY: (1, 3),  # v3: PreviousBrokerEpoch (KIP-966)
     BROKER_HEARTBEAT_KEY: (0, 0),
     ALLOCATE_PRODUCER_IDS_KEY: (0, 0),
     DESCRIBE_CONFIGS_KEY: (4, 4),
@@ -388,16 +387,18 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
             ),
             rack=body.rack,
             cluster_id=body.cluster_id,
+            # v1-v2 (a broker from before KIP-966) carry none: unclean.
+            previous_broker_epoch=int(getattr(body, "previous_broker_epoch", -1)),
         )
         response, error = await _write(service, request)
         if error is not ErrorCode.none:
             response = BrokerRegistrationResponse(error=error)
         assert isinstance(response, BrokerRegistrationResponse)
-        return reg_resp.BrokerRegistrationResponse(
-            throttle_time=_NO_THROTTLE,
-            error_code=response.error,
-            broker_epoch=i64(response.broker_epoch),
-        )
+        return build(response_class(body), {
+            "throttle_time": _NO_THROTTLE,
+            "error_code": response.error,
+            "broker_epoch": i64(response.broker_epoch),
+        })
 
     async def broker_heartbeat(_: RequestContext, body: hb_req.BrokerHeartbeatRequest) -> Any:
         request = BrokerHeartbeatRequest(

@@ -42,6 +42,7 @@ log dirs ... have failed"), 2 for a bad config or storage.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -76,6 +77,7 @@ from raftlog.security.sasl import OAUTHBEARER, PLAIN, SaslServer, plain_server, 
 from raftlog.security.scram import ScramCredential
 
 from .api.authorization import AclAuthorization
+from .broker.clean_shutdown import take_previous_broker_epoch, write_clean_shutdown
 from .broker.client_quotas import QuotaWindow
 from .broker.connection_rate_quotas import IpConnectionRates
 from .broker.controller_channel import QuorumControllerChannel
@@ -134,6 +136,7 @@ def controller_config(config: NodeConfig, cluster_id: str) -> ControllerConfig:
         cluster_id=cluster_id,
         broker_session_timeout_ms=config.broker_session_timeout_ms,
         unclean_leader_election_enable=config.unclean_leader_election_enable,
+        min_insync_replicas=config.min_insync_replicas,
         auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
         leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
@@ -284,7 +287,8 @@ async def run_node(
     services: BrokerServices | None = None
     if publisher is not None:
         lifecycle = BrokerLifecycle(
-            broker_lifecycle_config(config, cluster_id),
+            dataclasses.replace(broker_lifecycle_config(config, cluster_id),
+                                previous_broker_epoch=take_previous_broker_epoch(config.log_dirs)),
             QuorumControllerChannel(
                 addresses,
                 lambda: publisher.leader_id,
@@ -414,11 +418,17 @@ async def run_node(
         if status == 0:
             # Controlled shutdown: leadership moves off this broker first (KIP-631).
             await lifecycle.controlled_shutdown(config.broker_session_timeout_ms)
+        stopped_cleanly = True
         for hook in services.on_stop:
             try:
                 await hook()
             except Exception:
+                stopped_cleanly = False
                 log.exception("broker shutdown hook %r failed", hook)
+        if (status == 0 and stopped_cleanly and lifecycle.broker_epoch >= 0
+                and not (replicas is not None and replicas.offline_log_dirs)):
+            # Every log is flushed and closed: say so for the next start (KIP-966).
+            write_clean_shutdown(config.log_dirs, lifecycle.broker_epoch)
         await lifecycle.stop()
     for task in background:
         task.cancel()

@@ -28,13 +28,14 @@ a fresh start.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from data_plane.config import NodeConfig, parse_properties
 from metadata_quorum.bootstrap import write_bootstrap
-from metadata_quorum.records import MetadataRecord
+from metadata_quorum.features import NEW_CLUSTER_FEATURES
+from metadata_quorum.records import FeatureLevelRecord, MetadataRecord
 from raftlog import kafka_uuid
 
 __all__ = (
@@ -142,10 +143,13 @@ def read_meta_properties(directory: str) -> MetaProperties | None:
 def format_storage(
     config: NodeConfig, cluster_id: str, *, ignore_formatted: bool = False,
     bootstrap_records: Sequence[MetadataRecord] = (),
+    features: Mapping[str, int] = NEW_CLUSTER_FEATURES,
 ) -> list[str]:
     """Write ``meta.properties`` into every storage directory (creating it),
-    and ``bootstrap_records`` (``--add-scram``, KIP-900) into the metadata
-    log directory's bootstrap file when it is formatted now.
+    and the bootstrap file into the metadata log directory when it is
+    formatted now: a FeatureLevelRecord per feature of ``features`` above
+    level 0 (a new cluster's defaults unless ``--feature`` says otherwise),
+    then ``bootstrap_records`` (``--add-scram``, KIP-900).
 
     Returns the directories formatted (skipping already-formatted ones when
     ``ignore_formatted``). Raises `AlreadyFormattedError` if any directory is
@@ -165,8 +169,11 @@ def format_storage(
         if directory in formatted:
             continue
         os.makedirs(directory, exist_ok=True)
-        if bootstrap_records and directory == config.metadata_log_dir:
-            write_bootstrap(directory, bootstrap_records)  # before meta.properties
+        records = [*(FeatureLevelRecord(name, level)
+                     for name, level in sorted(features.items()) if level > 0),
+                   *bootstrap_records]
+        if records and directory == config.metadata_log_dir:
+            write_bootstrap(directory, records)  # before meta.properties
         meta = MetaProperties(cluster_id, config.node_id, random_uuid())
         _write_durably(directory, META_PROPERTIES, meta.encode())
         written.append(directory)

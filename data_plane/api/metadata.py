@@ -45,8 +45,8 @@ partitions, with a cursor (topic, partition) where the next page starts
 - the cursor's partition index applies to its own topic only, and only when
   the principal may describe it;
 - partitions carry no error, replicas and ISR unfiltered, the leader -1
-  when no registered broker leads; eligible leader replicas (KIP-966 ELR)
-  are empty lists, as Kafka sends them while ELR is off;
+  when no registered broker leads; the eligible leader replicas and last
+  known ELR (KIP-966) as the controller keeps them (empty while ELR is off);
 - each topic's authorized operations are always filled in.
 """
 
@@ -350,8 +350,8 @@ def _described_partition(api: BrokerApiContext, pid: int,
         "leader_epoch": reg.leader_epoch,
         "replica_nodes": reg.replicas,
         "isr_nodes": reg.isr,
-        "eligible_leader_replicas": (),  # KIP-966 ELR: not kept, empty as in Kafka with it off
-        "last_known_elr": (),
+        "eligible_leader_replicas": reg.elr,  # KIP-966
+        "last_known_elr": reg.last_known_elr,
         "offline_replicas": _offline(api, reg.replicas),
     }
 

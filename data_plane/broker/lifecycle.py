@@ -49,8 +49,8 @@ from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
-from kio.schema.broker_registration.v1 import request as reg_req
-from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.broker_registration.v3 import request as reg_req
+from kio.schema.broker_registration.v3 import response as reg_resp
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i16, i32, i64, u16
 
@@ -128,6 +128,9 @@ class LifecycleConfig:
     alter_partition_timeout_ms: int = 5000
     forward_timeout_ms: int = 30_000
     incarnation_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    #: The broker epoch of the last clean shutdown (KIP-966), -1 if unclean
+    #: (`data_plane.broker.clean_shutdown`).
+    previous_broker_epoch: int = -1
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -369,6 +372,7 @@ class BrokerLifecycle:
             ),
             features=(),
             rack=config.rack,
+            previous_broker_epoch=i64(config.previous_broker_epoch),
         )
         try:
             response = await self._channel.send(request, timeout_ms=config.request_timeout_ms)
@@ -394,11 +398,14 @@ class BrokerLifecycle:
         self._registered.set()
         if self._caught_up(self._publisher.image):  # replayed before the answer came
             self._publisher.open_gate()
+        previous = config.previous_broker_epoch
         log.info(
-            "broker %d registered with broker epoch %d (incarnation %s)",
+            "broker %d registered with broker epoch %d (incarnation %s; %s)",
             config.broker_id,
             self._broker_epoch,
             config.incarnation_id,
+            f"previous broker epoch {previous}: a clean shutdown" if previous >= 0
+            else "no clean shutdown recorded",
         )
 
     async def _heartbeat(self) -> int:

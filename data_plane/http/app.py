@@ -151,7 +151,8 @@ async def status(backend: ClusterBackend, metrics: NodeMetrics | None) -> dict[s
         for index, p in sorted(topic.partitions.items()):
             partitions.append({
                 "partition_id": index, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
-                "replicas": list(p.replicas), "isr": list(p.isr),
+                "replicas": list(p.replicas), "isr": list(p.isr), "elr": list(p.elr),
+                "last_known_elr": list(p.last_known_elr),
                 "under_replicated": len(p.isr) < len(p.replicas), "offline": p.leader < 0,
                 "end_offset": ends.get((topic.name, index)),
             })

@@ -18,8 +18,8 @@ from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
-from kio.schema.broker_registration.v1 import request as reg_req
-from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.broker_registration.v3 import request as reg_req
+from kio.schema.broker_registration.v3 import response as reg_resp
 from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.types import BrokerId, TopicName
@@ -175,6 +175,7 @@ async def test_registers_with_its_identity_then_is_unfenced_once_caught_up() -> 
     assert registration.rack == "r1"
     assert [(lst.name, lst.host, int(lst.port)) for lst in registration.listeners] == [
         ("PLAINTEXT", "127.0.0.1", 9092)]
+    assert registration.previous_broker_epoch == -1  # no clean shutdown known (KIP-966)
 
     # Not caught up: heartbeats ask to stay fenced and report the replayed offset.
     await wait_until(lambda: len(channel.of(hb_req.BrokerHeartbeatRequest)) >= 1)

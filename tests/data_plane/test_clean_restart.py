@@ -69,6 +69,9 @@ def test_sigterm_then_start_registers_without_waiting_for_the_old_session(
     assert "controlled shutdown granted" in log
     assert REFUSED not in log, log[-2000:]
     assert "broker 2 is unfenced" in log
+    # KIP-966: it recorded its epoch on the way down and registered with it.
+    assert "a clean shutdown" in log and "no clean shutdown recorded" not in log, log[-2000:]
+    assert not (cluster.data_dir(2) / ".kafka_cleanshutdown").exists()  # taken at start
 
     # The whole cluster down and up again, as `raftlog cluster down` / `up` do.
     offsets = _log_offsets(cluster)
@@ -79,6 +82,7 @@ def test_sigterm_then_start_registers_without_waiting_for_the_old_session(
     for node in cluster.layout.nodes:
         log = _log_since(cluster, node.node_id, offsets)
         assert REFUSED not in log, f"node {node.node_id}: {log[-2000:]}"
+        assert "a clean shutdown" in log, f"node {node.node_id}: {log[-2000:]}"
     # Ready means every broker is unfenced: the partitions have leaders now.
     cluster.wait_topic("t", 3, timeout_s=5)
     assert all(leader > 0 for leader in _leaders(cluster, "t"))
@@ -124,4 +128,7 @@ def test_after_sigkill_up_waits_until_every_broker_process_registered(
     assert refused, "no registration was refused: the stale sessions had expired already"
     cluster.wait_topic("t", 3, timeout_s=5)
     assert all(leader > 0 for leader in _leaders(cluster, "t"))
+    # KIP-966: a SIGKILLed broker recorded no clean shutdown.
+    for node in cluster.layout.nodes:
+        assert "no clean shutdown recorded" in _log_since(cluster, node.node_id, offsets)
     print(f"\nup took {took:.1f} s; registrations refused first on nodes {refused}")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
-from kio.schema.broker_registration.v1 import request as reg_req
-from kio.schema.broker_registration.v1 import response as reg_resp
+from kio.schema.broker_registration.v3 import request as reg_req
+from kio.schema.broker_registration.v3 import response as reg_resp
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i64, u16
 
@@ -104,7 +104,7 @@ async def register(
     )
     for client in clients:
         try:
-            response = await client.send(request, 1)
+            response = await client.send(request, 3)
         except TransportError:
             continue
         assert isinstance(response, reg_resp.BrokerRegistrationResponse)

@@ -17,6 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
 from metadata_quorum.bootstrap import BOOTSTRAP_FILE, parse_add_scram, read_bootstrap
+from metadata_quorum.features import ELR_FEATURE
+from metadata_quorum.records import FeatureLevelRecord
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -104,8 +106,32 @@ def test_storage_format_add_scram_writes_the_bootstrap_file(tmp_path: Path) -> N
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "data" / BOOTSTRAP_FILE).is_file()
     records = read_bootstrap(str(tmp_path / "data"))
-    assert [(r.name, r.mechanism.mechanism_name) for r in records] == [  # type: ignore[union-attr]
+    # A new cluster's feature levels first (KIP-966 ELR on), then the credentials.
+    assert records[0] == FeatureLevelRecord(ELR_FEATURE, 1)
+    assert [(r.name, r.mechanism.mechanism_name) for r in records[1:]] == [  # type: ignore[union-attr]
         ("admin", "SCRAM-SHA-512"), ("admin", "SCRAM-SHA-256")]
     bad = cli("storage", "format", "--config", str(config), "--cluster-id", cluster_id,
               "--ignore-formatted", "--add-scram", "SCRAM-SHA-256=[name=admin]")
     assert bad.returncode == 2 and "needs name= and password=" in bad.stderr, bad.stderr
+
+
+def test_storage_format_feature_levels(tmp_path: Path) -> None:
+    """``--feature`` (kafka-storage format's): ELR is on unless formatted at
+    level 0; an unknown feature or level is a readable error."""
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "node.id=1\nprocess.roles=broker,controller\n"
+        "controller.quorum.voters=1@127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
+        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
+        f"log.dirs={tmp_path / 'data'}\n", encoding="utf-8")
+    cluster_id = cli("storage", "random-uuid").stdout.strip()
+    for spec, error in (("eligible.leader.replicas.version=2", "level 2 is not supported (0-1)"),
+                        ("metadata.version=21", "unknown feature 'metadata.version'"),
+                        ("eligible.leader.replicas.version", "is not NAME=LEVEL")):
+        bad = cli("storage", "format", "--config", str(config), "--cluster-id", cluster_id,
+                  "--feature", spec)
+        assert bad.returncode == 2 and error in bad.stderr, bad.stderr
+    out = cli("storage", "format", "--config", str(config), "--cluster-id", cluster_id,
+              "--feature", "eligible.leader.replicas.version=0")
+    assert out.returncode == 0, out.stderr
+    assert read_bootstrap(str(tmp_path / "data")) == ()  # nothing to bootstrap: ELR off
