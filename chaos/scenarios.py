@@ -26,13 +26,13 @@ membership after a disk wipe). What each asserts:
 - ``last-replica-standing`` (row 7, KIP-966): two partitions drop both
   followers one after the other (the ISR shrinks to the leader), the leader
   is SIGKILLed *and* loses its un-fsynced bytes (a power cut: the
-  lossy-fsync hook), the partitions heal and it restarts as the only ISR
-  member. **Our cluster does not implement KIP-966 (ELR)** and does not
-  fsync per write (as Kafka: durability comes from replication), so this
-  double fault CAN lose acknowledged writes: the scenario demonstrates and
-  reports it; its verdict is informative, not a promise. The single-fault
-  promise (one power cut at a time loses nothing) is checked by the
-  lost-writes nemesis runs.
+  lossy-fsync hook), the partitions heal and it restarts. Without KIP-966
+  it would come back as the only ISR member and be elected, and the
+  follower holding every acknowledged write would truncate to it. With
+  ELR (on for a new cluster) the follower that left the ISR below
+  ``min.insync.replicas`` is eligible, the leader's HW held meanwhile, and
+  the restarted leader's unclean shutdown takes it out of the running.
+  Expected: valid.
 - ``disk-wipe-rejoin`` (row 5, KIP-903): a follower's partition directory
   is wiped and the follower restarted at once. The ISR keeps naming it until
   the controller accepts its new incarnation (refused while the old session
@@ -589,14 +589,8 @@ async def last_replica_standing(h: Harness) -> tuple[Result, str]:
     await asyncio.sleep(4)
     result = await h.finish()
     lost = result.children["lost-writes"].anomaly_count()
-    h.notes.append(
-        f"acknowledged writes lost: {lost} (possible: no KIP-966 ELR, no fsync "
-        "per write; two coinciding faults)"
-    )
-    return result, (
-        "informative: may be invalid (lost acked writes) - without KIP-966 "
-        "this double fault is outside the guarantee"
-    )
+    h.notes.append(f"acknowledged writes lost: {lost}")
+    return result, "valid: KIP-966 elects the eligible follower; no ok send lost"
 
 
 def _log_end(d: Path) -> int:

@@ -45,15 +45,13 @@ def test_indefinite_sends_across_failover(tmp_path: Path) -> None:
     assert o.result.children["indefinite"].stats["indefinite"] > 0
 
 
-def test_last_replica_standing_is_reported_honestly(tmp_path: Path) -> None:
-    """Without KIP-966 this double fault may lose acked writes: the scenario
-    must complete (final reads done, the power-cut leader recovered) and any
-    anomaly must be a loss (no divergence, no duplicates)."""
+def test_last_replica_standing_loses_nothing_with_elr(tmp_path: Path) -> None:
+    """KIP-966's scenario: the ISR shrinks to the leader, which is then
+    power-cut (its un-fsynced bytes lost) and restarted. The follower that
+    left the ISR below min.insync.replicas is elected from the ELR; no
+    acknowledged write is lost."""
     o = _run("last-replica-standing", tmp_path)
-    assert o.valid in (True, False), o.result.to_json()  # not unknown: final reads completed
-    for name, child in o.result.children.items():
-        if name not in ("lost-writes", "inconsistent-offsets", "vanished-reads", "unseen"):
-            assert child.valid is True, (name, child.to_json())
+    assert o.valid is True, o.result.to_json()
 
 
 def test_wiped_follower_rejoins_isr_only_when_caught_up(tmp_path: Path) -> None:
