@@ -47,9 +47,11 @@ __all__ = (
     "StorageNotFormattedError",
     "check_formatted",
     "format_storage",
+    "fsync_dir",
     "random_uuid",
     "read_meta_properties",
     "validate_cluster_id",
+    "write_durably",
 )
 
 META_PROPERTIES: Final = "meta.properties"
@@ -175,7 +177,7 @@ def format_storage(
         if records and directory == config.metadata_log_dir:
             write_bootstrap(directory, records)  # before meta.properties
         meta = MetaProperties(cluster_id, config.node_id, random_uuid())
-        _write_durably(directory, META_PROPERTIES, meta.encode())
+        write_durably(directory, META_PROPERTIES, meta.encode())
         written.append(directory)
     return written
 
@@ -210,7 +212,9 @@ def check_formatted(config: NodeConfig, cluster_id: str | None = None) -> str:
     return seen
 
 
-def _write_durably(directory: str, name: str, data: bytes) -> None:
+def write_durably(directory: str, name: str, data: bytes) -> None:
+    """Write ``data`` to ``directory/name`` as a crash leaves it whole or
+    not at all: a temporary file, fsynced, renamed, the directory fsynced."""
     path = os.path.join(directory, name)
     temp = path + ".tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -220,10 +224,10 @@ def _write_durably(directory: str, name: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(temp, path)
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -23,6 +23,8 @@ import os
 from collections.abc import Sequence
 from typing import Final
 
+from data_plane.storage_format import fsync_dir, write_durably
+
 __all__ = ["CLEAN_SHUTDOWN_FILE", "take_previous_broker_epoch", "write_clean_shutdown"]
 
 log = logging.getLogger(__name__)
@@ -62,32 +64,18 @@ def write_clean_shutdown(log_dirs: Sequence[str], broker_epoch: int) -> None:
     logged: the next start then counts as unclean, which is safe."""
     body = json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":")).encode()
     for directory in log_dirs:
-        path = os.path.join(directory, CLEAN_SHUTDOWN_FILE)
-        temporary = path + ".tmp"
         try:
-            with open(temporary, "wb") as f:
-                f.write(body)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temporary, path)
-            _fsync_dir(directory)
+            write_durably(directory, CLEAN_SHUTDOWN_FILE, body)
         except OSError as exc:
-            log.error("cannot write %s: %s (the next start counts as unclean)", path, exc)
+            log.error("cannot write %s in %s: %s (the next start counts as unclean)",
+                      CLEAN_SHUTDOWN_FILE, directory, exc)
 
 
 def _remove(path: str, directory: str) -> None:
     try:
         os.remove(path)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except FileNotFoundError:
         pass
     except OSError as exc:
         log.error("cannot remove %s: %s", path, exc)
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

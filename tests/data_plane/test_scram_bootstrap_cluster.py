@@ -92,13 +92,19 @@ def _alice_config(cluster: LocalCluster) -> str:
     return str(path)
 
 
-def test_storage_format_add_scram_writes_the_bootstrap_file(tmp_path: Path) -> None:
+def _single_node_config(tmp_path: Path) -> Path:
+    """A combined node's server.properties, for ``storage format`` only."""
     config = tmp_path / "server.properties"
     config.write_text(
         "node.id=1\nprocess.roles=broker,controller\n"
         "controller.quorum.voters=1@127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
         "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
         f"log.dirs={tmp_path / 'data'}\n", encoding="utf-8")
+    return config
+
+
+def test_storage_format_add_scram_writes_the_bootstrap_file(tmp_path: Path) -> None:
+    config = _single_node_config(tmp_path)
     cluster_id = cli("storage", "random-uuid").stdout.strip()
     out = cli("storage", "format", "--config", str(config), "--cluster-id", cluster_id,
               "--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]",
@@ -118,12 +124,7 @@ def test_storage_format_add_scram_writes_the_bootstrap_file(tmp_path: Path) -> N
 def test_storage_format_feature_levels(tmp_path: Path) -> None:
     """``--feature`` (kafka-storage format's): ELR is on unless formatted at
     level 0; an unknown feature or level is a readable error."""
-    config = tmp_path / "server.properties"
-    config.write_text(
-        "node.id=1\nprocess.roles=broker,controller\n"
-        "controller.quorum.voters=1@127.0.0.1:9093\ncontroller.listener.names=CONTROLLER\n"
-        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
-        f"log.dirs={tmp_path / 'data'}\n", encoding="utf-8")
+    config = _single_node_config(tmp_path)
     cluster_id = cli("storage", "random-uuid").stdout.strip()
     for spec, error in (("eligible.leader.replicas.version=2", "level 2 is not supported (0-1)"),
                         ("metadata.version=21", "unknown feature 'metadata.version'"),
