@@ -286,9 +286,11 @@ async def run_node(
     lifecycle: BrokerLifecycle | None = None
     services: BrokerServices | None = None
     if publisher is not None:
+        # KIP-966: the epoch of the last clean shutdown, taken (the files go) now.
+        previous_epoch = take_previous_broker_epoch(config.log_dirs)
         lifecycle = BrokerLifecycle(
             dataclasses.replace(broker_lifecycle_config(config, cluster_id),
-                                previous_broker_epoch=take_previous_broker_epoch(config.log_dirs)),
+                                previous_broker_epoch=previous_epoch),
             QuorumControllerChannel(
                 addresses,
                 lambda: publisher.leader_id,

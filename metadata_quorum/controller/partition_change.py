@@ -22,12 +22,11 @@ After Kafka's ``PartitionChangeBuilder`` (design only). The rules:
 
 **Eligible leader replicas (KIP-966)**, when the caller passes ``min_isr``
 (the feature is on): while the ISR is at least ``min.insync.replicas`` (at
-most the replica count) the
-ELR and the last known ELR are empty. When a change takes the ISR below it,
-the members that leave it join the ELR (old ELR plus old ISR, minus the new
-ISR, minus any replica that restarted after an unclean shutdown): the leader
-stops advancing the high watermark below ``min.insync.replicas``, so each of
-them holds every committed record. The ISR may then become empty; a
+most the replica count) the ELR and the last known ELR are empty. When a
+change takes the ISR below it, the members that leave it join the ELR (old
+ELR plus old ISR, minus the new ISR, minus any replica that restarted after
+an unclean shutdown): the leader stops advancing the high watermark below
+``min.insync.replicas``, so each of them holds every committed record. The ISR may then become empty; a
 partition whose ISR empties keeps its last leader in ``last_known_elr``
 until it has a leader again. An unclean election, or the feature off,
 clears both sets.
@@ -123,8 +122,9 @@ def elect(
     """`build_partition_change`, also saying how the leader was chosen.
 
     ``min_isr`` is the topic's ``min.insync.replicas`` when KIP-966 is on
-    (None: off, which clears any ELR; so every caller must say which); ``unclean_shutdown`` names replicas that restarted after an
-    unclean shutdown, which may not join the ELR.
+    (None: off, which clears any ELR; so every caller must say which).
+    ``unclean_shutdown`` names replicas that restarted after an unclean
+    shutdown, which may not join the ELR.
     """
     isr = part.isr if target_isr is None else target_isr
     if not set(isr) <= set(part.replicas):
