@@ -12,18 +12,24 @@ Kafka rules followed here (KIP-35, KIP-511, ``ApiVersionsRequest.java``):
   ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?``, else INVALID_REQUEST.
 - The client reads an ApiVersions response at the version it sent, falling
   back to v0 when the error code is UNSUPPORTED_VERSION.
+- From v3 on the answer also carries the node's features (KIP-584, what
+  ``kafka-features.sh describe`` prints, `ApiFeatures`): the levels its
+  software supports, and the cluster's finalized levels with their epoch.
+  In v3 a supported feature whose minimum is 0 is left out (old clients
+  read a 0 minimum as invalid); v4 lists it.
 """
 
 from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, cast
 
 from kio.schema.api_versions.v0 import response as response_v0
-from kio.static.primitive import i16, i32Timedelta
+from kio.static.primitive import i16, i32Timedelta, i64
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from raftlog.net import registry
@@ -31,6 +37,8 @@ from raftlog.net.codec import decode_response
 from raftlog.net.errors import ErrorCode, ResponseDecodeError
 
 __all__ = (
+    "ApiFeatures",
+    "FeaturesSource",
     "SupportedVersions",
     "api_versions_request",
     "build_api_versions_response",
@@ -48,6 +56,41 @@ _ERROR_CODE: Final = struct.Struct(">h")
 _ERROR_CODE_OFFSET: Final = 4
 
 
+@dataclass(frozen=True, slots=True)
+class ApiFeatures:
+    """A node's features for ApiVersions v3+ (KIP-584).
+
+    ``supported``: feature -> (min, max) levels this node's software
+    supports. ``finalized``: feature -> the cluster's finalized level (0, not
+    finalized, is left out). ``epoch``: the metadata offset those levels were
+    read at, -1 if unknown.
+    """
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, int]
+    epoch: int = -1
+
+
+FeaturesSource = Callable[[], ApiFeatures]
+"""What a server asks for the features each time it answers ApiVersions."""
+
+
+def _feature_fields(cls: type[ResponsePayload], version: int,
+                    features: ApiFeatures) -> dict[str, object]:
+    module = __import__(cls.__module__, fromlist=["SupportedFeatureKey"])
+    return {
+        "supported_features": tuple(
+            module.SupportedFeatureKey(name=name, min_version=i16(low), max_version=i16(high))
+            for name, (low, high) in sorted(features.supported.items())
+            if version >= 4 or low > 0),
+        "finalized_features_epoch": i64(features.epoch),
+        "finalized_features": tuple(
+            module.FinalizedFeatureKey(name=name, max_version_level=i16(level),
+                                       min_version_level=i16(level))
+            for name, level in sorted(features.finalized.items()) if level > 0),
+    }
+
+
 def _entries(cls: type[ResponsePayload], supported: SupportedVersions) -> tuple[object, ...]:
     # The nested ApiVersion class differs per version; fetch it by field type.
     module = __import__(cls.__module__, fromlist=["ApiVersion"])
@@ -62,11 +105,14 @@ def build_api_versions_response(
     request_version: int,
     supported: SupportedVersions,
     error_code: ErrorCode = ErrorCode.none,
+    features: ApiFeatures | None = None,
 ) -> ResponsePayload:
     """The ApiVersions response for a request at ``request_version``.
 
     ``supported`` must include ApiVersions (key 18) itself. An unsupported
     ``request_version`` gets the v0 format with UNSUPPORTED_VERSION.
+    ``features`` go into a v3+ answer (module docstring); without them it
+    says none are known (epoch -1).
     """
     low, high = supported[registry.API_VERSIONS_KEY]
     if not low <= request_version <= high:
@@ -81,6 +127,8 @@ def build_api_versions_response(
     }
     if request_version >= 1:
         fields["throttle_time"] = i32Timedelta.parse(timedelta(0))
+    if request_version >= 3 and features is not None and error_code is ErrorCode.none:
+        fields.update(_feature_fields(cls, request_version, features))
     return cls(**fields)
 
 

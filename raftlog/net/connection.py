@@ -36,6 +36,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from raftlog.net import registry
 from raftlog.net.api_versions import (
+    FeaturesSource,
     SupportedVersions,
     build_api_versions_response,
     decode_api_versions_response,
@@ -154,6 +155,8 @@ class ServerConnection:
     With an ``authenticator`` (a SASL listener) the connection serves only
     ApiVersions and the SASL exchange until it completes (`raftlog.net.sasl`);
     ``user`` is then the authenticated name, and ``ANONYMOUS`` without one.
+    ``features``: asked for the node's features (KIP-584) each time a v3+
+    ApiVersions is answered; None: none are known.
     """
 
     def __init__(
@@ -161,8 +164,10 @@ class ServerConnection:
         supported: SupportedVersions,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         authenticator: SaslServerAuthenticator | None = None,
+        features: FeaturesSource | None = None,
     ) -> None:
         assert registry.API_VERSIONS_KEY in supported
+        self._features = features
         for api_key in supported:
             registry.api_name(api_key)  # only keys kio knows (`_handle_frame` relies on it)
         self.supported = supported
@@ -261,7 +266,8 @@ class ServerConnection:
                 if validate_api_versions_request(request)
                 else ErrorCode.invalid_request
             )
-            response = build_api_versions_response(api_version, self.supported, error)
+            features = None if self._features is None else self._features()
+            response = build_api_versions_response(api_version, self.supported, error, features)
         return ImmediateResponse(
             correlation_id=header.correlation_id,
             data=encode_response(response, header.correlation_id),

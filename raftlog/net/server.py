@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from kio.static.protocol import ResponsePayload
 
-from raftlog.net.api_versions import SupportedVersions
+from raftlog.net.api_versions import FeaturesSource, SupportedVersions
 from raftlog.net.codec import DEFAULT_MAX_REQUEST_BYTES
 from raftlog.net.connection import (
     ImmediateResponse,
@@ -175,6 +175,8 @@ class KafkaProtocolServer:
     ANONYMOUS without one): that is the connection's user on an SSL
     listener; on SASL_SSL the SASL login is. It may raise ValueError (no
     mapping rule matched): the connection then fails authentication.
+    ``features``: the node's features for ApiVersions v3+ (KIP-584,
+    `raftlog.net.api_versions.ApiFeatures`), asked for at each answer.
 
     Raises ValueError for an inconsistent handler/supported table.
     """
@@ -193,6 +195,7 @@ class KafkaProtocolServer:
         authenticator: Callable[[], SaslServerAuthenticator] | None = None,
         tls: ssl.SSLContext | None = None,
         tls_principal: Callable[[Any], str] | None = None,
+        features: FeaturesSource | None = None,
     ) -> None:
         if API_VERSIONS_KEY in handlers:
             raise ValueError("ApiVersions is built in; do not register a handler for it")
@@ -216,6 +219,7 @@ class KafkaProtocolServer:
         self._authenticator = authenticator
         self._tls = tls
         self._tls_principal = tls_principal
+        self.features = features
         # Counted SASL outcomes (Kafka's successful-/failed-authentication-total).
         self.authentications = 0
         self.failed_authentications = 0
@@ -399,7 +403,8 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._server = server
         self._connection = ServerConnection(
             server.supported, server.max_request_bytes,
-            None if server._authenticator is None else server._authenticator())
+            None if server._authenticator is None else server._authenticator(),
+            server.features)
         self._slots: collections.deque[_Slot] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._peer: tuple[str, int] | None = None
