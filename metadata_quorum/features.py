@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import Final
 
 from metadata_quorum.image import MetadataImage
+from raftlog.net.api_versions import ApiFeatures
 
-__all__ = ["ELR_FEATURE", "NEW_CLUSTER_FEATURES", "SUPPORTED_FEATURES", "elr_enabled",
-           "parse_feature"]
+__all__ = ["ELR_FEATURE", "NEW_CLUSTER_FEATURES", "SUPPORTED_FEATURES", "api_features",
+           "elr_enabled", "parse_feature"]
 
 #: KIP-966 eligible leader replicas; level 1 turns them on. Kafka 4.1 turns
 #: it on for newly formatted clusters.
@@ -32,6 +33,18 @@ def elr_enabled(image: MetadataImage) -> bool:
     """Whether KIP-966 ELR is on: the controller keeps ELRs and the leaders
     hold the high watermark while the ISR is below ``min.insync.replicas``."""
     return image.features.get(ELR_FEATURE, 0) >= 1
+
+
+def api_features(image: MetadataImage) -> ApiFeatures:
+    """What a node's ApiVersions answer says of features (KIP-584;
+    ``kafka-features.sh describe``): this software's supported levels and
+    the cluster's finalized ones as of ``image`` (its last offset is the
+    epoch). Internal markers such as the bootstrap level are left out."""
+    return ApiFeatures(
+        supported=SUPPORTED_FEATURES,
+        finalized={name: level for name, level in image.features.items()
+                   if name in SUPPORTED_FEATURES},
+        epoch=image.provenance.last_offset)
 
 
 def parse_feature(spec: str) -> tuple[str, int]:

@@ -12,6 +12,8 @@ One module per concern, after Kafka's control managers:
 - `configuration_control`: topic config validation, IncrementalAlterConfigs;
 - `client_quota_control`: AlterClientQuotas (KIP-546);
 - `scram_control`: AlterUserScramCredentials (KIP-554, ``ScramControlManager``);
+- `feature_control`: UpdateFeatures, finalized feature levels
+  (``FeatureControlManager``);
 - `acl_control`: CreateAcls and DeleteAcls (KIP-801, ``AclControlManager``);
 - `producer_id_control`: producer-id blocks;
 - `quorum_controller`: the facade on top of the Raft listener.
@@ -55,6 +57,13 @@ from .configuration_control import (
     AlterConfigsResourceResult,
     ConfigOpType,
     alter_configs,
+)
+from .feature_control import (
+    FeatureUpdate,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResult,
+    UpgradeType,
+    update_features,
 )
 from .producer_id_control import (
     AllocateProducerIdsRequest,
@@ -158,6 +167,7 @@ __all__ = [
     "ElectLeadersPartitionResult",
     "ElectLeadersRequest",
     "ElectionType",
+    "FeatureUpdate",
     "ListReassignmentsRequest",
     "MetadataLog",
     "NotControllerError",
@@ -169,6 +179,9 @@ __all__ = [
     "Submission",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResult",
+    "UpgradeType",
     "allocate_producer_ids",
     "alter_client_quotas",
     "alter_configs",
@@ -188,4 +201,5 @@ __all__ = [
     "list_partition_reassignments",
     "register_broker",
     "unregister_broker",
+    "update_features",
 ]

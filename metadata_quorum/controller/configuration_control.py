@@ -316,18 +316,21 @@ def alter_configs(
 
     With KIP-966 ELR on, a change of ``min.insync.replicas`` clears the ELR
     and last known ELR of the partitions it governs (the topic's, or every
-    partition for a broker-level change), as Kafka's ClearElrRecord does: a
+    partition for a cluster-level change), as Kafka's ClearElrRecord does: a
     lower minimum lets the HW move without the ELR members, so they may no
-    longer hold every committed record.
+    longer hold every committed record. And, as in Kafka, the ELR rules read
+    one minimum for the whole cluster: setting ``min.insync.replicas`` on one
+    broker, or deleting the cluster-level one, is INVALID_CONFIG.
     """
     records: list[MetadataRecord] = []
     results = []
+    elr = elr_enabled(image)
     for resource in request.resources:
-        error, message, produced = _alter_one(image, resource)
+        error, message, produced = _alter_one(image, resource, elr=elr)
         results.append(AlterConfigsResourceResult(resource.type, resource.name, error, message))
         if error is ErrorCode.none and not request.validate_only:
             records.extend(produced)
-            if elr_enabled(image) and any(r.name == MIN_INSYNC_REPLICAS for r in produced):
+            if elr and any(r.name == MIN_INSYNC_REPLICAS for r in produced):
                 records.extend(_clear_elr(image, resource))
     return ControllerResult(tuple(records), tuple(results))
 
@@ -346,7 +349,7 @@ def _clear_elr(image: MetadataImage, resource: AlterConfigsResource) -> list[Met
 
 
 def _alter_one(
-    image: MetadataImage, resource: AlterConfigsResource
+    image: MetadataImage, resource: AlterConfigsResource, *, elr: bool = False
 ) -> tuple[ErrorCode, str | None, list[ConfigRecord]]:
     validators: Mapping[str, Validator]
     if resource.type is ConfigResourceType.TOPIC:
@@ -392,7 +395,25 @@ def _alter_one(
         kept = set(keys)
         produced.extend(ConfigRecord(resource.type, resource.name, key, None)
                         for key in sorted(current) if key not in kept)
+    if elr and resource.type is ConfigResourceType.BROKER:
+        problem = _elr_min_isr_refusal(resource, produced)
+        if problem is not None:
+            return ErrorCode.invalid_config, problem, []
     return ErrorCode.none, None, produced
+
+
+def _elr_min_isr_refusal(resource: AlterConfigsResource,
+                         produced: list[ConfigRecord]) -> str | None:
+    """With KIP-966 ELR on: why a broker resource's change of
+    ``min.insync.replicas`` is refused, or None."""
+    if resource.name != "":
+        if any(op.key == MIN_INSYNC_REPLICAS for op in resource.ops):
+            return (f"{MIN_INSYNC_REPLICAS} cannot be set for one broker while eligible "
+                    "leader replicas are enabled (KIP-966); set it cluster-wide")
+    elif any(r.name == MIN_INSYNC_REPLICAS and r.value is None for r in produced):
+        return (f"the cluster-level {MIN_INSYNC_REPLICAS} cannot be removed while eligible "
+                "leader replicas are enabled (KIP-966)")
+    return None
 
 
 def _list_op(current: str, op: AlterConfigOp) -> str:

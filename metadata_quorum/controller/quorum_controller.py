@@ -32,7 +32,9 @@ Contract (what the Raft integration can rely on, and must provide):
   NOT_CONTROLLER.
 - **Timers.** `tick(now_ms)` fences brokers whose session expired, and
   every ``leader.imbalance.check.interval`` runs preferred-leader
-  rebalancing and unclean elections where allowed. It returns the next
+  rebalancing and unclean elections where allowed; with KIP-966 ELR on it
+  writes a cluster-level ``min.insync.replicas`` if there is none
+  (`feature_control.elr_safety_records`). It returns the next
   deadline. Sessions are soft state; a newly active controller starts
   every registered broker with a fresh session.
 - **Failover.** Losing leadership drops uncommitted in-memory state: the
@@ -48,7 +50,13 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 
 from metadata_quorum.bootstrap import BOOTSTRAP_FEATURE, bootstrap_batch
 from metadata_quorum.delta import MetadataDelta
-from metadata_quorum.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
+from metadata_quorum.features import elr_enabled
+from metadata_quorum.image import (
+    CLUSTER_DEFAULT_RESOURCE,
+    EMPTY_IMAGE,
+    MetadataImage,
+    MetadataProvenance,
+)
 from metadata_quorum.loader import CommittedBatchLike, MetadataLoader, SnapshotLike
 from metadata_quorum.records import MetadataRecord, encode_records
 from raftlog.net.errors import ErrorCode
@@ -79,6 +87,13 @@ from .cluster_control import (
     unregister_broker,
 )
 from .configuration_control import AlterConfigsRequest, AlterConfigsResourceResult, alter_configs
+from .feature_control import (
+    MIN_INSYNC_REPLICAS,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResult,
+    elr_safety_records,
+    update_features,
+)
 from .producer_id_control import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -195,6 +210,7 @@ ControllerRequest = (
     | AlterUserScramCredentialsRequest
     | CreateAclsRequest
     | DeleteAclsRequest
+    | UpdateFeaturesRequest
 )
 
 
@@ -390,6 +406,11 @@ class QuorumController:
         self, request: DeleteAclsRequest, now_ms: int
     ) -> Submission[tuple[DeleteAclsFilterResult, ...]]: ...
 
+    @overload
+    def submit(
+        self, request: UpdateFeaturesRequest, now_ms: int
+    ) -> Submission[UpdateFeaturesResult]: ...
+
     def submit(self, request: ControllerRequest, now_ms: int) -> Submission[Any]:
         """Run one command and propose its records. Raises `NotControllerError`
         unless active; `ControllerInvariantError` if the log assigns offsets
@@ -441,6 +462,8 @@ class QuorumController:
                 result = create_acls(image, request, config, next_offset=self._next_write_offset)
             case DeleteAclsRequest():
                 result = delete_acls(image, request)
+            case UpdateFeaturesRequest():
+                result = update_features(image, request, config)
         return self._write(result, now_ms)
 
     def tick(self, now_ms: int) -> int:
@@ -451,6 +474,12 @@ class QuorumController:
             # KIP-900: the cluster's first active controller writes them once.
             self._write(ControllerResult(bootstrap_batch(self.config.bootstrap_records), None),
                         now_ms)
+        if elr_enabled(self._latest) and MIN_INSYNC_REPLICAS not in self._latest.config(
+                CLUSTER_DEFAULT_RESOURCE):
+            # KIP-966: with ELR on there is a cluster-level min.insync.replicas
+            # (a new cluster's first, or one whose log predates the rule).
+            self._write(ControllerResult(tuple(elr_safety_records(self._latest, self.config)),
+                                         None), now_ms)
         sessions = self._sessions_at(now_ms)
         self._write(fence_stale_brokers(self._latest, sessions, self.config, now_ms), now_ms)
         if self._next_balance_ms is None:
