@@ -1157,8 +1157,8 @@ def register(sub: Any, only: str | None = None) -> None:
     """Add the cluster subcommands to the `raftlog` subparsers ``sub``.
 
     With ``only`` (the command a command line names), the commands that
-    other modules define (acls, reassign-partitions, transactions, produce,
-    consume, groups) are added only if named: importing them all (Kafka
+    other modules define (acls, reassign-partitions, transactions, features,
+    produce, consume, groups) are added only if named: importing them all (Kafka
     clients, the group model, many more protocol schemas) is about a third
     of a second of every CLI call on these machines. Help and errors need
     every command: `data_plane.cli.build_parser` asks for them all then."""
@@ -1303,6 +1303,10 @@ def register(sub: Any, only: str | None = None) -> None:
         from .transactions_cli import register as register_transactions
 
         register_transactions(sub)
+    if wanted("features"):
+        from .features_cli import register_features
+
+        register_features(sub)
 
     from .cluster_cli import register_cluster
 

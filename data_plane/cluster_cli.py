@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from metadata_quorum.bootstrap import BootstrapError, parse_add_scram
+from metadata_quorum.features import NEW_CLUSTER_FEATURES, parse_feature
 from raftlog.security import dev_pki
 
 from .admin_cli import CliError
@@ -71,9 +72,12 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
             )
             try:
                 records = [parse_add_scram(spec) for spec in args.add_scram or ()]
-            except BootstrapError as exc:
+                features = {**NEW_CLUSTER_FEATURES,
+                            **dict(parse_feature(spec) for spec in args.feature or ())}
+            except (BootstrapError, ValueError) as exc:
                 raise CliError(str(exc)) from None
-            cluster = LocalCluster(directory, layout, bootstrap_records=records)
+            cluster = LocalCluster(directory, layout, bootstrap_records=records,
+                                   features=features)
             print(f"Formatting and starting a {len(layout.nodes)}-node cluster "
                   f"{cluster.cluster_id} in {directory}", flush=True)
         status = cluster.up(timeout_s=args.timeout_s)
@@ -204,6 +208,9 @@ def register_cluster(actions: Any) -> None:
     up.add_argument("--add-scram", action="append", metavar="MECHANISM=[name=N,password=P]",
                     help="a SCRAM credential the new cluster starts with, as storage format "
                          "--add-scram (KIP-900); repeatable")
+    up.add_argument("--feature", action="append", metavar="NAME=LEVEL",
+                    help="a feature level for the new cluster, as storage format --feature "
+                         "(e.g. eligible.leader.replicas.version=0); repeatable")
     up.add_argument("--tls", action="store_true",
                     help="every listener SSL, with a throwaway CA and certificates written "
                          "under DIR/tls (new clusters; for trying TLS clients, not production)")

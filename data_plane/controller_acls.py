@@ -15,7 +15,7 @@ What each request needs, on the cluster resource unless said otherwise:
   ``--bootstrap-controller`` (CreateTopics, DeleteTopics, CreatePartitions,
   AlterConfigs, IncrementalAlterConfigs, ElectLeaders, the reassignments,
   AlterClientQuotas, AlterUserScramCredentials, CreateAcls, DeleteAcls,
-  UnregisterBroker): what a broker checks for them. The broker's own
+  UnregisterBroker, UpdateFeatures): what a broker checks for them. The broker's own
   handlers (`data_plane.api.admin`, `data_plane.api.acls`) run here, with
   "forwarding" that calls the controller's handler in place: one set of
   rules for both roles, and the same per-item answers;
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from data_plane.api import acls as acl_api
 from data_plane.api import admin
+from data_plane.api import features as features_api
 from data_plane.api.authorization import AclAuthorization
 from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from raftlog.net import Handler, KafkaApiError, RequestContext
@@ -77,6 +78,7 @@ BROKER_CHECKED: Final[Mapping[int, Callable[..., Awaitable[Any]]]] = {
     49: admin.handle_alter_client_quotas,
     51: admin.handle_alter_user_scram_credentials,
     64: admin.handle_unregister_broker,
+    57: features_api.handle_update_features,
     30: acl_api.handle_create_acls,
     31: acl_api.handle_delete_acls,
 }

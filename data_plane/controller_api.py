@@ -8,7 +8,8 @@ exactly these; ApiVersions tells any other client):
   IncrementalAlterConfigs v1, AlterConfigs v2, ElectLeaders v2,
   AlterPartitionReassignments v1, BrokerRegistration v1, BrokerHeartbeat v0,
   AlterPartition v3, AllocateProducerIds v0, AlterClientQuotas v1,
-  AlterUserScramCredentials v0, CreateAcls v3, DeleteAcls v3;
+  AlterUserScramCredentials v0, CreateAcls v3, DeleteAcls v3,
+  UpdateFeatures v0-v2 (`data_plane.api.features`);
 - reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
   too, with ``is_fenced``, KIP-1073), Metadata v12 (enough
   for an admin client to list and describe topics),
@@ -85,6 +86,7 @@ from data_plane.api.acls import (
 )
 from data_plane.api.acls import describe_response_values as describe_acls_values
 from data_plane.api.build import build, response_class
+from data_plane.api.features import update_request, update_response_values
 from data_plane.api.scram_credentials import (
     alter_failed,
     alter_request,
@@ -113,6 +115,7 @@ from metadata_quorum.controller.configuration_control import (
     AlterConfigsResourceResult,
     ConfigOpType,
 )
+from metadata_quorum.controller.feature_control import UpdateFeaturesResult
 from metadata_quorum.controller.producer_id_control import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -177,6 +180,7 @@ ALTER_CLIENT_QUOTAS_KEY: Final = 49
 DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: Final = 50
 ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51
 UNREGISTER_BROKER_KEY: Final = 64
+UPDATE_FEATURES_KEY: Final = 57
 DESCRIBE_ACLS_KEY: Final = 29
 CREATE_ACLS_KEY: Final = 30
 DELETE_ACLS_KEY: Final = 31
@@ -202,6 +206,7 @@ CONTROLLER_API_VERSIONS: Final = {
     DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: (0, 0),
     ALTER_USER_SCRAM_CREDENTIALS_KEY: (0, 0),
     UNREGISTER_BROKER_KEY: (0, 0),
+    UPDATE_FEATURES_KEY: (0, 2),
     DESCRIBE_ACLS_KEY: (1, 3),
     CREATE_ACLS_KEY: (3, 3),
     DELETE_ACLS_KEY: (3, 3),
@@ -693,6 +698,14 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         return ub_resp.UnregisterBrokerResponse(
             throttle_time=_NO_THROTTLE, error_code=error, error_message=message)
 
+    async def update_features(_: RequestContext, body: Any) -> Any:
+        """kafka-features.sh upgrade|downgrade|disable: all or nothing,
+        answered once the feature levels are committed."""
+        result, error = await _write(service, update_request(body))
+        if error is not ErrorCode.none:
+            result = UpdateFeaturesResult(error)
+        return build(response_class(body), update_response_values(body, result))
+
     table: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
         CREATE_TOPICS_KEY: create_topics,
         DELETE_TOPICS_KEY: delete_topics,
@@ -714,6 +727,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         DESCRIBE_USER_SCRAM_CREDENTIALS_KEY: describe_user_scram_credentials,
         ALTER_USER_SCRAM_CREDENTIALS_KEY: alter_user_scram_credentials,
         UNREGISTER_BROKER_KEY: unregister_broker,
+        UPDATE_FEATURES_KEY: update_features,
         DESCRIBE_ACLS_KEY: describe_acls,
         CREATE_ACLS_KEY: create_acls,
         DELETE_ACLS_KEY: delete_acls,

@@ -55,6 +55,7 @@ from data_plane.api.admin import (
 from data_plane.api.client_quotas import handle_describe_client_quotas
 from data_plane.api.common import BrokerApiContext
 from data_plane.api.coordinator import handle_find_coordinator
+from data_plane.api.features import handle_update_features
 from data_plane.api.fetch import handle_fetch
 from data_plane.api.groups import (
     handle_consumer_group_describe,
@@ -106,6 +107,7 @@ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_QUORUM, UNREGISTER_BROKER = 55, 64
+UPDATE_FEATURES = 57
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 INIT_PRODUCER_ID = 22
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
@@ -141,6 +143,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),
     UNREGISTER_BROKER: (0, 0),
+    UPDATE_FEATURES: (0, 2),
     DESCRIBE_ACLS: (1, 3),
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
@@ -192,6 +195,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     DESCRIBE_QUORUM: handle_describe_quorum,
     UNREGISTER_BROKER: handle_unregister_broker,
+    UPDATE_FEATURES: handle_update_features,
     DESCRIBE_ACLS: handle_describe_acls,
     CREATE_ACLS: handle_create_acls,
     DELETE_ACLS: handle_delete_acls,

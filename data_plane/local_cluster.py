@@ -48,6 +48,7 @@ from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.schema.types import TopicName
 
+from metadata_quorum.features import NEW_CLUSTER_FEATURES
 from metadata_quorum.records import MetadataRecord
 from raftlog.consensus.messages import DescribeQuorumRequest
 from raftlog.net import KafkaProtocolClient
@@ -308,13 +309,16 @@ class LocalCluster:
 
     def __init__(self, directory: str | os.PathLike[str], layout: ClusterLayout,
                  cluster_id: str | None = None,
-                 bootstrap_records: Sequence[MetadataRecord] = ()) -> None:
+                 bootstrap_records: Sequence[MetadataRecord] = (),
+                 features: Mapping[str, int] = NEW_CLUSTER_FEATURES) -> None:
         self.directory = Path(directory).resolve()
         self.layout = layout
         self.cluster_id = cluster_id or random_uuid()
         self.pids: dict[int, int] = {}
         # KIP-900: written into every node's bootstrap file at the first format.
         self.bootstrap_records = tuple(bootstrap_records)
+        # The feature levels of the first format (storage format --feature).
+        self.features = dict(features)
         # Processes started by this object (reaped with wait); others by PID only.
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         # Node configurations read for client_security and
@@ -414,7 +418,8 @@ class LocalCluster:
             try:
                 config = load_config(str(self.config_path(node.node_id)))
                 written += format_storage(config, self.cluster_id, ignore_formatted=True,
-                                          bootstrap_records=self.bootstrap_records)
+                                          bootstrap_records=self.bootstrap_records,
+                                          features=self.features)
             except (ConfigError, StorageError) as exc:
                 raise LocalClusterError(f"node {node.node_id}: {exc}") from None
         return written

@@ -54,12 +54,14 @@ from typing import TYPE_CHECKING, Any
 
 from metadata_quorum.bootstrap import BootstrapError, read_bootstrap
 from metadata_quorum.controller.result import ControllerConfig
+from metadata_quorum.features import api_features
 from metadata_quorum.records import MetadataRecord
 from raftlog.clock import SystemClock
 from raftlog.consensus.config import QuorumConfig
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.ready import Listener
 from raftlog.net import KafkaProtocolServer
+from raftlog.net.api_versions import ApiFeatures
 from raftlog.net.connection_quotas import ConnectionLimits, ConnectionQuotas
 from raftlog.net.sasl import SaslServerAuthenticator
 from raftlog.runtime import wire
@@ -279,6 +281,7 @@ async def run_node(
                 authenticator=sasl_authenticator(
                     config, controller_listener.name,
                     functools.partial(_committed_image, service), jwks),
+                features=functools.partial(_controller_features, service),
                 **_tls_options(config, controller_listener.name),
             )
         )
@@ -336,6 +339,7 @@ async def run_node(
                     authenticator=sasl_authenticator(
                         config, broker_address.name, functools.partial(_image_of, lifecycle),
                         jwks),
+                    features=functools.partial(_features_of, lifecycle),
                     **_tls_options(config, broker_address.name),
                 )
             )
@@ -525,6 +529,14 @@ def _committed_image(service: ControllerService) -> MetadataImage:
 
 def _image_of(lifecycle: BrokerLifecycle) -> MetadataImage:
     return lifecycle.image
+
+
+def _controller_features(service: ControllerService) -> ApiFeatures:
+    return api_features(service.controller.committed_image)
+
+
+def _features_of(lifecycle: BrokerLifecycle) -> ApiFeatures:
+    return api_features(lifecycle.image)
 
 
 def _scram_lookup(image: Callable[[], MetadataImage], mechanism: str,

@@ -39,10 +39,12 @@ from data_plane.api.acls import (
     delete_response_values,
 )
 from data_plane.api.build import build, response_class
+from data_plane.api.features import update_request, update_response_values
 from data_plane.api.scram_credentials import alter_request, alter_response_values
 from data_plane.broker.metadata_api import ImageListener
 from data_plane.replication.types import AlterPartitionRequest, AlterPartitionResponse
 from metadata_quorum.controller.acl_control import create_acls, delete_acls
+from metadata_quorum.controller.feature_control import update_features
 from metadata_quorum.controller.result import ControllerConfig
 from metadata_quorum.controller.scram_control import alter_user_scram_credentials
 from metadata_quorum.delta import MetadataDelta
@@ -322,6 +324,11 @@ class FakeMetadataCluster:
             deleted = delete_acls(self.image, delete_request(request))
             self._replay(deleted.records)
             return build(response_class(request), delete_response_values(deleted.response))
+        if api_key == 57:  # UpdateFeatures: the real controller command
+            updated = update_features(self.image, update_request(request), ControllerConfig())
+            self._replay(updated.records)
+            return build(response_class(request), update_response_values(request,
+                                                                          updated.response))
         raise ValueError(f"cannot forward api key {api_key}")
 
 

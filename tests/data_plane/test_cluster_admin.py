@@ -377,8 +377,11 @@ def test_dynamic_broker_configs_per_broker_and_cluster_wide(cluster: LocalCluste
         assert listing.stdout.splitlines() == [
             "Dynamic configs for broker 2 are:", "  message.max.bytes=300"]
         listing = cli("configs", "describe", "--broker-defaults", "--bootstrap-server", b)
+        # With KIP-966 ELR on (a new cluster's default), the controller
+        # writes the cluster-level min.insync.replicas (its static 2), as Kafka's.
         assert listing.stdout.splitlines() == [
-            "Default configs for brokers in the cluster are:", "  log.retention.ms=3600000"]
+            "Default configs for brokers in the cluster are:", "  log.retention.ms=3600000",
+            "  min.insync.replicas=2"]
         bad = cli("configs", "alter", "--broker", "2", "--add-config", "retention.ms=5",
                   "--bootstrap-server", b)
         assert bad.returncode != 0 and "INVALID_CONFIG" in bad.stderr + bad.stdout
