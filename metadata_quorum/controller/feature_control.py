@@ -49,6 +49,7 @@ from metadata_quorum.records import (
 )
 from raftlog.net.errors import ErrorCode
 
+from .configuration_control import MIN_INSYNC_REPLICAS
 from .partition_change import build_partition_change
 from .result import ControllerConfig, ControllerResult
 
@@ -61,9 +62,6 @@ __all__ = [
     "elr_safety_records",
     "update_features",
 ]
-
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-
 
 class UpgradeType(IntEnum):
     """UpdateFeatures v1+ ``upgrade_type`` (Kafka's ``FeatureUpdate.UpgradeType``)."""

@@ -86,9 +86,13 @@ from .cluster_control import (
     register_broker,
     unregister_broker,
 )
-from .configuration_control import AlterConfigsRequest, AlterConfigsResourceResult, alter_configs
-from .feature_control import (
+from .configuration_control import (
     MIN_INSYNC_REPLICAS,
+    AlterConfigsRequest,
+    AlterConfigsResourceResult,
+    alter_configs,
+)
+from .feature_control import (
     UpdateFeaturesRequest,
     UpdateFeaturesResult,
     elr_safety_records,
