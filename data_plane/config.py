@@ -366,8 +366,20 @@ def _rebalance_protocols(setting: str, value: str) -> object:
     return ",".join(names)
 
 
+def _migration_policy(setting: str, value: str) -> object:
+    policy = value.strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(setting, f"must be one of {', '.join(MIGRATION_POLICIES)} "
+                                   f"(got {value!r})")
+    return policy
+
+
+#: ``group.consumer.migration.policy`` values (KIP-848 online migration).
+MIGRATION_POLICIES: Final = ("bidirectional", "upgrade", "downgrade", "disabled")
+
 BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
     "group.consumer.assignors": _assignors,
+    "group.consumer.migration.policy": _migration_policy,
     "group.coordinator.rebalance.protocols": _rebalance_protocols,
     "log.cleaner.enable": _bool,
     "log.cleaner.min.cleanable.ratio": _ratio,

@@ -100,6 +100,8 @@ class BrokerCoordinators:
                 consumer_max_size=int(config.get("group.consumer.max.size", 2**31 - 1)),
                 consumer_assignors=tuple(str(config.get(
                     "group.consumer.assignors", "uniform,range")).split(",")),
+                consumer_migration_policy=str(config.get(
+                    "group.consumer.migration.policy", "bidirectional")).strip().lower(),
             ))
         #: ``group.coordinator.rebalance.protocols``: KIP-848's ConsumerGroupHeartbeat
         #: is served only with "consumer" in it (Kafka 4's default has it).

@@ -135,6 +135,7 @@ class GroupCoordinatorRuntime:
         assert hosted is not None
         p = hosted.partition
         shard = GroupCoordinatorShard(partition, self.config, rng=self._rng)
+        shard.topics_source = self.topics_view
         count = 0
         for batch in _log_batches(p.log):
             for why in shard.load_batch(batch):

@@ -67,7 +67,7 @@ from .consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from .group import GroupState
+from .group import ClassicGroup, GroupState
 from .model import CoordinatorResult, OffsetsRecord, Reply, RequestHandle
 from .records import GroupMetadataKey, encode_key
 from .shard_state import _E, ShardState, _Out
@@ -124,7 +124,8 @@ class ConsumerGroupCommands(ShardState):
                         subscribed_topic_names=m.subscribed_topic_names,
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         server_assignor=m.server_assignor,
-                        rebalance_timeout_ms=m.rebalance_timeout_ms))
+                        rebalance_timeout_ms=m.rebalance_timeout_ms,
+                        classic_member_metadata=m.classic))
 
     def _bump_epoch(self, out: _Out, group: ConsumerGroup, metadata_hash: int) -> None:
         self.consumer_group_rebalances += 1
@@ -159,7 +160,7 @@ class ConsumerGroupCommands(ShardState):
         self._arm_retention(now_ms)
         try:
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._consumer_leave(request, out)
+                response = self._consumer_leave(request, now_ms, out)
             else:
                 response = self._consumer_heartbeat(request, topics, now_ms, out)
         except _Refused as refused:
@@ -210,21 +211,46 @@ class ConsumerGroupCommands(ShardState):
                                f"SubscribedTopicRegex {r.subscribed_topic_regex!r} is not a "
                                f"valid regular expression: {e}.") from None
 
-    def _consumer_group_for(self, r: ConsumerGroupHeartbeatRequest) -> ConsumerGroup | None:
+    def _consumer_group_for(self, r: ConsumerGroupHeartbeatRequest,
+                            topics: TopicsView | None = None, now_ms: int = 0,
+                            out: _Out | None = None) -> ConsumerGroup | None:
+        """The consumer group ``r`` names, or None for a new one (an empty
+        classic group's offsets carry over). A classic group with members is
+        GROUP_ID_NOT_FOUND, unless a joining member (with ``topics`` and
+        ``out`` to write with) upgrades it (`_upgrade_classic_group`)."""
         group = self._consumer_groups.get(r.group_id)
         if group is not None:
             return group
         classic = self._groups.get(r.group_id)
         if classic is not None and (classic.members or classic.pending_members
                                     or classic.state is not GroupState.EMPTY):
+            if r.member_epoch == 0 and topics is not None and out is not None:
+                return self._upgrade_classic_group(classic, r, topics, now_ms, out)
             raise _Refused(_E.group_id_not_found,
                            f"Group {r.group_id} is not a consumer group.")
         return None
 
+    def _upgrade_classic_group(self, classic: ClassicGroup, r: ConsumerGroupHeartbeatRequest,
+                               topics: TopicsView, now_ms: int, out: _Out) -> ConsumerGroup:
+        """Overridden by `migration.MigrationCommands`: online upgrade."""
+        raise _Refused(_E.group_id_not_found, f"Group {r.group_id} is not a consumer group.")
+
+    def _fence_consumer_members(self, out: _Out, group: ConsumerGroup,
+                                member_ids: Iterable[str], now_ms: int) -> None:
+        """Remove members (left, or fenced by a timer) and bump the group
+        epoch once. `migration.MigrationCommands` turns the group back into a
+        classic one instead when only classic members would remain."""
+        gone = [mid for mid in member_ids if mid in group.members]
+        if not gone:
+            return
+        for mid in gone:
+            self._remove_consumer_member(out, group, mid, bump=False)
+        self._bump_epoch(out, group, group.metadata_hash)
+
     def _consumer_heartbeat(self, r: ConsumerGroupHeartbeatRequest, topics: TopicsView,
                             now_ms: int, out: _Out) -> ConsumerGroupHeartbeatResponse:
         self._validate_heartbeat(r)
-        group = self._consumer_group_for(r)
+        group = self._consumer_group_for(r, topics, now_ms, out)
         epoch = r.member_epoch
         member_id = r.member_id or self._new_uuid()
         existing = group.members.get(member_id) if group is not None else None
@@ -390,7 +416,7 @@ class ConsumerGroupCommands(ShardState):
         self._write_consumer(out, ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
                     ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch))
 
-    def _consumer_leave(self, r: ConsumerGroupHeartbeatRequest,
+    def _consumer_leave(self, r: ConsumerGroupHeartbeatRequest, now_ms: int,
                         out: _Out) -> ConsumerGroupHeartbeatResponse:
         self._validate_heartbeat(r)
         group = self._consumer_group_for(r)
@@ -407,7 +433,7 @@ class ConsumerGroupCommands(ShardState):
                 member.state, LEAVE_GROUP_STATIC_MEMBER_EPOCH, member.member_epoch,
                 dict(member.assigned), dict(member.pending_revocation)))
         else:
-            self._remove_consumer_member(out, group, member.member_id, bump=True)
+            self._fence_consumer_members(out, group, (member.member_id,), now_ms)
         return ConsumerGroupHeartbeatResponse(_E.none, member_id=r.member_id,
                                               member_epoch=r.member_epoch)
 
@@ -418,17 +444,19 @@ class ConsumerGroupCommands(ShardState):
         for group in list(self._consumer_groups.values()):
             expired = sorted(
                 {mid for mid, d in group.session_deadlines_ms.items() if d <= now_ms}
-                | {mid for mid, d in group.rebalance_deadlines_ms.items() if d <= now_ms})
+                | {mid for mid, d in group.rebalance_deadlines_ms.items() if d <= now_ms}
+                | {mid for mid, d in group.classic_deadlines_ms.items() if d <= now_ms})
             for mid in expired:
-                if mid in group.members:
-                    self._remove_consumer_member(out, group, mid, bump=True)
                 group.session_deadlines_ms.pop(mid, None)
                 group.rebalance_deadlines_ms.pop(mid, None)
+                group.classic_deadlines_ms.pop(mid, None)
+            self._fence_consumer_members(out, group, expired, now_ms)
 
     def _consumer_deadlines(self) -> Iterable[int]:
         for group in self._consumer_groups.values():
             yield from group.session_deadlines_ms.values()
             yield from group.rebalance_deadlines_ms.values()
+            yield from group.classic_deadlines_ms.values()
 
     def _start_consumer_sessions(self, now_ms: int) -> None:
         """After a load: every member gets a full session, as a new coordinator gives."""
@@ -475,9 +503,9 @@ class ConsumerGroupCommands(ShardState):
 
 def _metadata_differs(a: ConsumerMember, b: ConsumerMember) -> bool:
     return (a.instance_id, a.rack_id, a.client_id, a.client_host, a.subscribed_topic_names,
-            a.subscribed_topic_regex, a.server_assignor, a.rebalance_timeout_ms) != (
+            a.subscribed_topic_regex, a.server_assignor, a.rebalance_timeout_ms, a.classic) != (
         b.instance_id, b.rack_id, b.client_id, b.client_host, b.subscribed_topic_names,
-        b.subscribed_topic_regex, b.server_assignor, b.rebalance_timeout_ms)
+        b.subscribed_topic_regex, b.server_assignor, b.rebalance_timeout_ms, b.classic)
 
 
 def _changes(member: ConsumerMember, nxt: NextAssignment) -> bool:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -132,6 +133,9 @@ class ConsumerMember:
     previous_member_epoch: int = 0
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: Set for a member that speaks the classic protocol (JoinGroup,
+    #: SyncGroup, Heartbeat) inside this group: KIP-848's online migration.
+    classic: ClassicMemberMetadata | None = None
 
     def owned(self) -> Iterable[tuple[uuid.UUID, int]]:
         """Every partition this member holds or has yet to give up."""
@@ -163,6 +167,10 @@ class ConsumerGroup:
     session_deadlines_ms: dict[str, int] = field(default_factory=dict)
     #: member id -> deadline to finish revoking (its rebalance timeout).
     rebalance_deadlines_ms: dict[str, int] = field(default_factory=dict)
+    #: Classic members: member id -> deadline for the SyncGroup after a
+    #: JoinGroup, or for the JoinGroup after a heartbeat asked for one (its
+    #: rebalance timeout); missed, the member is fenced.
+    classic_deadlines_ms: dict[str, int] = field(default_factory=dict)
 
     # --- derived views -----------------------------------------------------------
 
@@ -211,7 +219,8 @@ class ConsumerGroup:
                               rack_id: str | None, client_id: str, client_host: str,
                               subscribed_topic_names: tuple[str, ...],
                               subscribed_topic_regex: str | None,
-                              server_assignor: str | None, rebalance_timeout_ms: int) -> None:
+                              server_assignor: str | None, rebalance_timeout_ms: int,
+                              classic: ClassicMemberMetadata | None = None) -> None:
         member = self.member_or_create(member_id)
         old = member.instance_id
         if old is not None and old != instance_id and self.static_members.get(old) == member_id:
@@ -224,6 +233,7 @@ class ConsumerGroup:
         member.subscribed_topic_regex = subscribed_topic_regex
         member.server_assignor = server_assignor
         member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.classic = classic
         if instance_id is not None:
             self.static_members[instance_id] = member_id
 
@@ -236,6 +246,7 @@ class ConsumerGroup:
             del self.static_members[member.instance_id]
         self.session_deadlines_ms.pop(member_id, None)
         self.rebalance_deadlines_ms.pop(member_id, None)
+        self.classic_deadlines_ms.pop(member_id, None)
 
     def apply_current_assignment(self, member_id: str, *, member_epoch: int,
                                  previous_member_epoch: int, state: MemberState,
@@ -308,16 +319,25 @@ def next_assignment(group: ConsumerGroup, member: ConsumerMember,
     - STABLE at an older epoch, or UNRELEASED_PARTITIONS: recompute.
     - UNREVOKED_PARTITIONS: wait until the member reports it no longer owns
       any partition pending revocation, then recompute.
+
+    Partitions to revoke that ``owned`` shows the member no longer holds (a
+    classic member that revoked them all before rejoining) need no wait, as
+    in Kafka's ``CurrentAssignmentBuilder``.
     """
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owned is None or not _subset(owned, member.assigned):
             return None
     elif member.state is MemberState.STABLE and member.member_epoch == group.assignment_epoch:
         return None
-    return _compute(group, member)
+    return _compute(group, member, owned)
 
 
-def _compute(group: ConsumerGroup, member: ConsumerMember) -> NextAssignment:
+def _owns_any(owned: Assignment, partitions: Assignment) -> bool:
+    return any(parts & owned.get(topic_id, frozenset()) for topic_id, parts in partitions.items())
+
+
+def _compute(group: ConsumerGroup, member: ConsumerMember,
+             owned: Assignment | None = None) -> NextAssignment:
     target = group.target.get(member.member_id, {})
     current = member.assigned
     kept: dict[uuid.UUID, frozenset[int]] = {}
@@ -339,7 +359,7 @@ def _compute(group: ConsumerGroup, member: ConsumerMember) -> NextAssignment:
                 unreleased = True
         if free:
             adding[topic_id] = frozenset(free)
-    if revoking:
+    if revoking and (owned is None or _owns_any(owned, revoking)):
         # Give up first, at the same epoch, and take nothing new meanwhile.
         return NextAssignment(MemberState.UNREVOKED_PARTITIONS, member.member_epoch,
                               member.member_epoch, kept, revoking)
@@ -382,7 +402,8 @@ def apply_consumer_record(groups: dict[str, ConsumerGroup], key: ConsumerKey,
             subscribed_topic_names=tuple(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex,
             server_assignor=value.server_assignor,
-            rebalance_timeout_ms=value.rebalance_timeout_ms)
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
+            classic=value.classic_member_metadata)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
         group.assignment_epoch = value.assignment_epoch
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):

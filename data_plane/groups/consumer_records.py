@@ -31,8 +31,9 @@ development" were never released and are not read):
   nullable string, ClientId string, ClientHost string, SubscribedTopicNames
   []string, SubscribedTopicRegex nullable string, RebalanceTimeoutMs int32
   (default -1), ServerAssignor nullable string; tagged ClassicMemberMetadata
-  (tag 0, nullable struct, default null: a classic-protocol member's session
-  timeout and protocols), which we skip on read and never write.
+  (tag 0, nullable struct, default null: a classic-protocol member's
+  SessionTimeoutMs int32 and SupportedProtocols [Name string, Metadata
+  bytes], KIP-848's online migration); written only when set.
 - 6 ``ConsumerGroupTargetAssignmentMetadataKey``: GroupId.
   ``ConsumerGroupTargetAssignmentMetadataValue`` v0: AssignmentEpoch int32;
   tagged AssignmentTimestamp int64 (tag 0, default 0, KIP-1263), skipped on
@@ -176,8 +177,18 @@ class ConsumerGroupMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol inside a consumer group
+    (KIP-848 online migration): its session timeout and JoinGroup protocols,
+    as (name, metadata) pairs."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
-    """A member's client details and subscription (ClassicMemberMetadata is not modelled)."""
+    """A member's client details and subscription."""
 
     instance_id: str | None
     rack_id: str | None
@@ -188,6 +199,8 @@ class ConsumerGroupMemberMetadataValue:
     #: None when the member lets the coordinator pick its default assignor.
     server_assignor: str | None
     rebalance_timeout_ms: int
+    #: None for a member that speaks the consumer protocol.
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +293,25 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
             _compact_string(out, value.subscribed_topic_regex)
             _pack(out, _I32, value.rebalance_timeout_ms, "rebalance_timeout_ms")
             _compact_string(out, value.server_assignor)
-            _uvarint(out, 0)
+            classic = value.classic_member_metadata
+            if classic is None:
+                _uvarint(out, 0)
+            else:
+                # One tagged field: tag 0, a nullable struct (a presence
+                # varint 1, then the struct), as Kafka's generated writer.
+                body = bytearray([1])
+                _pack(body, _I32, classic.session_timeout_ms, "session_timeout_ms")
+                _uvarint(body, len(classic.supported_protocols) + 1)
+                for name, metadata in classic.supported_protocols:
+                    _compact_string(body, _not_null(name, "supported_protocols"))
+                    _uvarint(body, len(metadata) + 1)
+                    body += metadata
+                    _uvarint(body, 0)
+                _uvarint(body, 0)
+                _uvarint(out, 1)
+                _uvarint(out, 0)
+                _uvarint(out, len(body))
+                out += body
         case ConsumerGroupTargetAssignmentMetadataValue():
             _pack(out, _I32, value.assignment_epoch, "assignment_epoch")
             _uvarint(out, 0)
@@ -458,7 +489,10 @@ def _member_metadata_value(r: _Reader) -> ConsumerGroupMemberMetadataValue:
     topic_regex = r.compact_nullable_string()
     rebalance_timeout_ms = r.i32()
     server_assignor = r.compact_nullable_string()
-    r.tagged_fields()  # ClassicMemberMetadata (tag 0) is not modelled
+    classic = None
+    for tag, field in r.tagged_fields():
+        if tag == 0:  # a repeated tag overwrites the earlier one, as in Kafka
+            classic = _classic_member_metadata(field)
     return ConsumerGroupMemberMetadataValue(
         instance_id=instance_id,
         rack_id=rack_id,
@@ -468,7 +502,27 @@ def _member_metadata_value(r: _Reader) -> ConsumerGroupMemberMetadataValue:
         subscribed_topic_regex=topic_regex,
         server_assignor=server_assignor,
         rebalance_timeout_ms=rebalance_timeout_ms,
+        classic_member_metadata=classic,
     )
+
+
+def _classic_member_metadata(field: bytes) -> ClassicMemberMetadata | None:
+    r = _Reader(field)
+    if r.uvarint() == 0:
+        r.done()
+        return None
+    session_timeout_ms = r.i32()
+    protocols = []
+    for _ in range(r.compact_count()):
+        name = r.compact_string()
+        n = r.uvarint()
+        if n == 0:
+            raise CorruptOffsetsRecordError("null in the non-nullable Metadata field")
+        protocols.append((name, r._take(n - 1)))
+        r.tagged_fields()
+    r.tagged_fields()
+    r.done()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 class _Reader(RecordReader):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from raftlog.net.errors import ErrorCode
 
+from .consumer_group import ConsumerGroup
 from .group import ClassicGroup, GroupState, Member
 from .model import (
     UNKNOWN_MEMBER_ID,
@@ -59,8 +60,9 @@ class MembershipCommands(ShardState):
         consumer = self._consumer_groups.get(req.group_id)
         if consumer is not None:
             if consumer.members:
-                # A KIP-848 group with members: classic members cannot join it.
-                return _E.inconsistent_group_protocol
+                # A KIP-848 group with members: the member joins it as a
+                # classic member (`migration`).
+                return self._join_consumer_group(consumer, handle, req, now_ms, out)
             # An empty consumer group becomes a classic one; its offsets stay.
             self._drop_consumer_group_records(consumer, out)
         group = self._groups.get(req.group_id)
@@ -81,6 +83,27 @@ class MembershipCommands(ShardState):
         if req.member_id == UNKNOWN_MEMBER_ID:
             return self._join_unknown_member(group, handle, req, now_ms, out)
         return self._join_known_member(group, handle, req, now_ms, out)
+
+    # Classic requests for a KIP-848 consumer group with members; overridden by
+    # `migration.MigrationCommands` (online migration), which serves them.
+
+    def _join_consumer_group(self, group: ConsumerGroup, handle: RequestHandle,
+                             req: JoinGroupRequest, now_ms: int, out: _Out) -> ErrorCode | None:
+        return _E.inconsistent_group_protocol
+
+    def _sync_consumer_group(self, group: ConsumerGroup, handle: RequestHandle,
+                             req: SyncGroupRequest, now_ms: int, out: _Out) -> ErrorCode | None:
+        return _E.unknown_member_id
+
+    def _heartbeat_consumer_group(self, group: ConsumerGroup, req: HeartbeatRequest,
+                                  now_ms: int) -> ErrorCode:
+        return _E.unknown_member_id
+
+    def _leave_consumer_group(self, group: ConsumerGroup, req: LeaveGroupRequest, now_ms: int,
+                              out: _Out) -> LeaveGroupResponse:
+        return LeaveGroupResponse(error=_E.none, members=tuple(
+            LeftMember(m.member_id, m.group_instance_id, _E.unknown_member_id)
+            for m in req.members))
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         """``group.max.size`` (Kafka ``acceptJoiningMember``)."""
@@ -406,6 +429,9 @@ class MembershipCommands(ShardState):
     ) -> ErrorCode | None:
         if not req.group_id:
             return _E.invalid_group_id
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None and consumer.members:
+            return self._sync_consumer_group(consumer, handle, req, now_ms, out)
         group = self._groups.get(req.group_id)
         if group is None:
             return _E.unknown_member_id
@@ -473,6 +499,9 @@ class MembershipCommands(ShardState):
     def _heartbeat(self, req: HeartbeatRequest, now_ms: int) -> ErrorCode:
         if not req.group_id:
             return _E.invalid_group_id
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None and consumer.members:
+            return self._heartbeat_consumer_group(consumer, req, now_ms)
         group = self._groups.get(req.group_id)
         if group is None:
             return _E.unknown_member_id
@@ -502,6 +531,9 @@ class MembershipCommands(ShardState):
     def _leave(self, req: LeaveGroupRequest, now_ms: int, out: _Out) -> LeaveGroupResponse:
         if not req.group_id:
             return LeaveGroupResponse(error=_E.invalid_group_id)
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None and consumer.members:
+            return self._leave_consumer_group(consumer, req, now_ms, out)
         group = self._groups.get(req.group_id)
         if group is not None and group.state is GroupState.DEAD:
             return LeaveGroupResponse(error=_E.coordinator_not_available)

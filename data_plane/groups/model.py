@@ -54,6 +54,20 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    #: ``group.consumer.migration.policy`` (KIP-848 online migration, Kafka
+    #: 4's default): whether a non-empty classic group is converted when a
+    #: consumer-protocol member joins ("upgrade"), and a consumer group whose
+    #: last consumer-protocol member leaves goes back to classic ("downgrade").
+    #: Empty groups convert either way whatever the policy.
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def online_upgrade(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def online_downgrade(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")
 
     def __post_init__(self) -> None:
         if self.initial_rebalance_delay_ms < 0:
@@ -72,6 +86,10 @@ class GroupConfig:
             raise ValueError("consumer_max_size must be >= 1")
         if not self.consumer_assignors:
             raise ValueError("group.consumer.assignors must name at least one assignor")
+        if self.consumer_migration_policy not in ("bidirectional", "upgrade", "downgrade",
+                                                  "disabled"):
+            raise ValueError("group.consumer.migration.policy must be bidirectional, upgrade, "
+                             "downgrade or disabled")
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -105,8 +105,12 @@ class OffsetCommands(ShardState):
         if member is None:
             return _E.unknown_member_id
         if epoch != member.member_epoch:
-            # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
-            return _E.illegal_generation if transactional else _E.stale_member_epoch
+            # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers
+            # ILLEGAL_GENERATION, as it does to a classic member (whose
+            # generation is its member epoch), which knows no other.
+            if transactional or member.classic is not None:
+                return _E.illegal_generation
+            return _E.stale_member_epoch
         return _E.none
 
     # --- offsets ---------------------------------------------------------------------

@@ -30,10 +30,9 @@ from raftlog.records import (
     parse_header,
 )
 
-from .consumer_commands import ConsumerGroupCommands
 from .consumer_records import decode_consumer_key, decode_consumer_value
 from .group import ClassicGroup, GroupState, Member
-from .membership import MembershipCommands
+from .migration import MigrationCommands
 from .model import (
     CoordinatorResult,
     DeleteGroupsResponse,
@@ -65,7 +64,7 @@ from .shard_state import _E, ShardState, _Out
 __all__ = ("GroupCoordinatorShard", "ShardState")
 
 
-class GroupCoordinatorShard(MembershipCommands, OffsetCommands, ConsumerGroupCommands):
+class GroupCoordinatorShard(MigrationCommands, OffsetCommands):
     """Groups and offsets of one ``__consumer_offsets`` partition.
 
     Write commands (``handle_join_group`` ... ``tick``) return a

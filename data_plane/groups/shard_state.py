@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from raftlog.net.errors import ErrorCode
 
 from .consumer_group import ConsumerGroup, ConsumerValue, apply_consumer_record
+from .consumer_model import MappingTopicsView, TopicsView
 from .consumer_records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -40,6 +42,10 @@ from .records import (
 _E = ErrorCode
 
 
+def _no_topics() -> TopicsView:
+    return MappingTopicsView(())
+
+
 @dataclass(slots=True)
 class _Out:
     records: list[OffsetsRecord] = field(default_factory=list)
@@ -61,6 +67,9 @@ class ShardState:
         self._consumer_groups: dict[str, ConsumerGroup] = {}
         #: Group epoch bumps this shard wrote (metrics; not replayed).
         self.consumer_group_rebalances = 0
+        #: The metadata image's topics (the runtime sets it): what classic
+        #: members of consumer groups subscribe to and are assigned by name.
+        self.topics_source: Callable[[], TopicsView] = _no_topics
         self._offsets = OffsetStore()
         self._retention_deadline_ms: int | None = None
 
@@ -106,6 +115,7 @@ class ShardState:
         for consumer in self._consumer_groups.values():
             deadlines.extend(consumer.session_deadlines_ms.values())
             deadlines.extend(consumer.rebalance_deadlines_ms.values())
+            deadlines.extend(consumer.classic_deadlines_ms.values())
         return min(deadlines, default=None)
 
     def _arm_retention(self, now_ms: int) -> None:

@@ -108,6 +108,7 @@ def test_log_dir_is_accepted_when_log_dirs_is_absent() -> None:
         ("log.cleaner.min.cleanable.ratio", "1.5"),
         ("log.cleaner.min.cleanable.ratio", "half"),
         ("log.cleaner.max.compaction.lag.ms", "0"),
+        ("group.consumer.migration.policy", "sideways"),
     ],
 )
 def test_invalid_value_is_named(setting: str, value: str) -> None:
@@ -115,6 +116,11 @@ def test_invalid_value_is_named(setting: str, value: str) -> None:
         parse_config({**BASE, setting: value}, {})
     assert info.value.setting == setting
     assert str(info.value).startswith(f"{setting}: ")
+
+
+def test_the_migration_policy_is_read_case_blind() -> None:
+    config = parse_config({**BASE, "group.consumer.migration.policy": "Upgrade"}, {})
+    assert ("group.consumer.migration.policy", "upgrade") in config.broker_settings
 
 
 def test_unknown_setting_in_file_is_an_error() -> None:

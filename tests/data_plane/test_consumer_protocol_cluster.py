@@ -224,3 +224,52 @@ def test_the_group_survives_its_coordinators_sigkill(cluster: LocalCluster) -> N
         c2.close()
         cluster.start(coordinator)
         cluster.wait_ready(timeout_s=40)
+
+
+def test_a_classic_group_rolls_to_the_consumer_protocol_and_back(cluster: LocalCluster) -> None:
+    """KIP-848 online migration (group.consumer.migration.policy=bidirectional,
+    Kafka 4's default) with librdkafka: two group.protocol=classic consumers
+    share a topic; one is replaced by a group.protocol=consumer consumer
+    (the group is upgraded in place, the remaining classic member keeps
+    consuming inside it); that one leaves again and the group goes back to
+    classic. Every record is read, no partition is ever held by two."""
+    topic, group_id = "kip848-migration", "kip848-migration-group"
+    create_topic(cluster, topic, 6)
+    produce(cluster, topic, 300)
+    classic = {"group.protocol": "classic", "session.timeout.ms": "10000",
+               "heartbeat.interval.ms": "500", "partition.assignment.strategy": "range"}
+    old1, old2 = (consumer(cluster, group_id, name, **classic) for name in ("old1", "old2"))
+    old1.subscribe([topic])
+    old2.subscribe([topic])
+    group = Group(old1, old2)
+    group.until(lambda: len(held(old1)) == 3 and len(held(old2)) == 3, 60,
+                "split between the classic consumers")
+    group.until(lambda: len(group.read) == 300, 30, "read the first records")
+
+    # Roll old2 over to the consumer protocol: the group is upgraded.
+    old2.close()
+    group.consumers.remove(old2)
+    new = consumer(cluster, group_id, "new")
+    new.subscribe([topic])
+    group.consumers.append(new)
+    took = group.until(lambda: len(held(old1)) + len(held(new)) == 6 and held(old1) and held(new),
+                       60, "shared between the classic and the consumer-protocol member")
+    print(f"\nupgraded: old1 {sorted(held(old1))}, new {sorted(held(new))} after {took:.2f} s")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    described = admin.describe_consumer_groups([group_id])[group_id].result(timeout=10)
+    assert str(described.type) == "ConsumerGroupType.CONSUMER", described.type
+    assert {m.client_id for m in described.members} == {"old1", "new"}
+    produce(cluster, topic, 300, start=300)
+    group.until(lambda: len(group.read) == 600, 30, "read every record in the mixed group")
+
+    # The consumer-protocol member leaves: only a classic member remains, so
+    # the group goes back to classic and old1 takes everything.
+    new.close()
+    group.consumers.remove(new)
+    took = group.until(lambda: len(held(old1)) == 6, 60, "everything back to old1")
+    print(f"downgraded: old1 holds all 6 after {took:.2f} s")
+    described = admin.describe_consumer_groups([group_id])[group_id].result(timeout=10)
+    assert str(described.type) == "ConsumerGroupType.CLASSIC", described.type
+    produce(cluster, topic, 60, start=600)
+    group.until(lambda: len(group.read) == 660, 30, "read the last records")
+    old1.close()

@@ -387,13 +387,18 @@ def classic_join(ctx: Ctx, group: str = "g") -> ErrorCode:
     return result.replies[0].response.error if result.replies else E.none  # type: ignore[union-attr]
 
 
-def test_classic_and_consumer_groups_do_not_mix_while_they_have_members() -> None:
+def test_malformed_classic_metadata_keeps_the_groups_apart() -> None:
+    """Online migration (test_groups_migration) needs the consumer's embedded
+    protocol: a classic member whose metadata is not a subscription cannot
+    join a consumer group, and a classic group whose members' is not cannot
+    be upgraded."""
     ctx = Ctx()
     ctx.join("m1")
     assert classic_join(ctx) is E.inconsistent_group_protocol
     assert classic_join(ctx, "classic") is not E.inconsistent_group_protocol
     r = ctx.join("m1", group="classic")
     assert r.error is E.group_id_not_found
+    assert "malformed" in (r.error_message or "")
 
 
 def test_an_empty_group_changes_protocol_and_keeps_its_offsets() -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from data_plane.groups.consumer_records import (
     MEMBER_STATE_STABLE,
     MEMBER_STATE_UNREVOKED_PARTITIONS,
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -198,14 +199,28 @@ def test_member_metadata_value_long_string_uses_a_two_byte_varint() -> None:
     assert decode_consumer_value(MEMBER_KEY, expected) == value
 
 
-def test_member_metadata_value_skips_classic_member_metadata() -> None:
-    # Tag 0: ClassicMemberMetadata, present (a classic-protocol member). Its
-    # payload (SessionTimeoutMs, SupportedProtocols [Name, Metadata]) is skipped
-    # by its size, whatever it holds.
+def test_member_metadata_value_with_classic_member_metadata() -> None:
+    # Tag 0: ClassicMemberMetadata, present (a classic-protocol member of a
+    # consumer group, KIP-848 online migration): a nullable struct, so a
+    # presence varint 1, then SessionTimeoutMs and SupportedProtocols [Name,
+    # Metadata], as Kafka's generated writer lays it out.
     classic = b"\x01" + i32(45_000) + b"\x02" + b"\x06range" + b"\x03\x00\x01" + NO_TAGS + NO_TAGS
     data = (
         V0 + b"\x00" + b"\x00" + b"\x02c" + b"\x02h" + b"\x02" + b"\x02t" + b"\x00"
         + i32(-1) + b"\x00" + b"\x01" + b"\x00" + bytes([len(classic)]) + classic
+    )  # fmt: skip
+    value = ConsumerGroupMemberMetadataValue(
+        None, None, "c", "h", ("t",), None, None, -1,
+        ClassicMemberMetadata(45_000, (("range", b"\x00\x01"),)))
+    assert decode_consumer_value(MEMBER_KEY, data) == value
+    assert encode_consumer_value(value) == data
+
+
+def test_member_metadata_value_with_a_null_classic_member_metadata_tag() -> None:
+    # The tag present with the struct null (presence varint 0) reads as None.
+    data = (
+        V0 + b"\x00" + b"\x00" + b"\x02c" + b"\x02h" + b"\x02" + b"\x02t" + b"\x00"
+        + i32(-1) + b"\x00" + b"\x01" + b"\x00" + b"\x01" + b"\x00"
     )  # fmt: skip
     assert decode_consumer_value(MEMBER_KEY, data) == ConsumerGroupMemberMetadataValue(
         None, None, "c", "h", ("t",), None, None, -1
