@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import struct
 import time
 import uuid
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from raftlog.net.errors import ErrorCode
 from .admin_cli import CliError, add_command_config, command_security
 from .client_config import ClientSecurity
 from .console_cli import AuthenticationWatch, librdkafka_settings
+from .groups.consumer_protocol import encode_assignment
 from .groups.describe import (
     MemberRow,
     describe_lines,
@@ -259,13 +259,7 @@ def _encode_assignment(partitions: list[tuple[str, int]]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
-    out = bytearray(struct.pack(">hi", 0, len(by_topic)))
-    for topic, ids in by_topic.items():
-        raw = topic.encode()
-        out += struct.pack(">h", len(raw)) + raw + struct.pack(">i", len(ids))
-        out += b"".join(struct.pack(">i", p) for p in ids)
-    out += struct.pack(">i", -1)  # no user data
-    return bytes(out)
+    return encode_assignment(by_topic)
 
 
 def _assigned(member: DescribedMember) -> list[TopicPartition]:

@@ -308,6 +308,31 @@ class ConsumerGroupCommands(ShardState):
             or updated.server_assignor != base.server_assignor
         )
         before_assigned: Assignment = {} if existing is None else existing.assigned
+        member, started_revoking = self._update_and_reconcile(
+            out, group, existing, replacing, updated, subscription_changed, topics,
+            None if r.owned is None else freeze_assignment(r.owned))
+        if started_revoking:
+            group.rebalance_deadlines_ms[member_id] = now_ms + max(0, member.rebalance_timeout_ms)
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+            group.rebalance_deadlines_ms.pop(member_id, None)
+        group.session_deadlines_ms[member_id] = now_ms + self._config.consumer_session_timeout_ms
+        full = epoch == 0 or (r.rebalance_timeout_ms != -1
+                              and r.subscribed_topic_names is not None and r.owned is not None)
+        send_assignment = full or not assignment_equal(before_assigned, member.assigned)
+        return ConsumerGroupHeartbeatResponse(
+            _E.none, member_id=member_id, member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
+            assignment=_as_pairs(member.assigned) if send_assignment else None)
+
+    def _update_and_reconcile(
+        self, out: _Out, group: ConsumerGroup, existing: ConsumerMember | None,
+        replacing: ConsumerMember | None, updated: ConsumerMember, subscription_changed: bool,
+        topics: TopicsView, owned: Assignment | None,
+    ) -> tuple[ConsumerMember, bool]:
+        """Steps 2-4 of a heartbeat (or a classic member's JoinGroup): write
+        the member's metadata, bump the group epoch and assign if needed, and
+        move the member one step toward its target given what it ``owned``.
+        Returns the member and whether it has just begun revoking."""
         if replacing is not None:
             self._replace_static_consumer(out, group, replacing, updated)
         elif existing is None or _metadata_differs(existing, updated):
@@ -319,24 +344,14 @@ class ConsumerGroupCommands(ShardState):
             self._bump_epoch(out, group, metadata_hash)
         if group.group_epoch > group.assignment_epoch:
             self._assign(out, group, metadata, topics)
-        member = group.members[member_id]
-        owned = None if r.owned is None else freeze_assignment(r.owned)
+        member = group.members[updated.member_id]
         nxt = next_assignment(group, member, owned)
+        started_revoking = False
         if nxt is not None and _changes(member, nxt):
-            was_revoking = member.state is MemberState.UNREVOKED_PARTITIONS
-            self._write_current(out, group, member_id, nxt)
-            if nxt.state is MemberState.UNREVOKED_PARTITIONS and not was_revoking:
-                group.rebalance_deadlines_ms[member_id] = now_ms + max(0, member.rebalance_timeout_ms)
-        if member.state is not MemberState.UNREVOKED_PARTITIONS:
-            group.rebalance_deadlines_ms.pop(member_id, None)
-        group.session_deadlines_ms[member_id] = now_ms + self._config.consumer_session_timeout_ms
-        full = epoch == 0 or (r.rebalance_timeout_ms != -1
-                              and r.subscribed_topic_names is not None and r.owned is not None)
-        send_assignment = full or not assignment_equal(before_assigned, member.assigned)
-        return ConsumerGroupHeartbeatResponse(
-            _E.none, member_id=member_id, member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
-            assignment=_as_pairs(member.assigned) if send_assignment else None)
+            started_revoking = (nxt.state is MemberState.UNREVOKED_PARTITIONS
+                                and member.state is not MemberState.UNREVOKED_PARTITIONS)
+            self._write_current(out, group, member.member_id, nxt)
+        return member, started_revoking
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, r: ConsumerGroupHeartbeatRequest) -> None:

@@ -22,6 +22,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .records import CorruptOffsetsRecordError, RecordReader
+
 __all__ = (
     "MalformedConsumerProtocolError",
     "Subscription",
@@ -54,49 +56,19 @@ class Subscription:
     rack_id: str | None = None
 
 
-class _Reader:
-    __slots__ = ("_data", "_pos")
+class _Reader(RecordReader):
+    """`records.RecordReader` (int16-length strings) plus the arrays and
+    nullable bytes of these messages; failures are CorruptOffsetsRecordError,
+    turned into MalformedConsumerProtocolError by the decoders."""
 
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def _take(self, n: int) -> bytes:
-        end = self._pos + n
-        if n < 0 or end > len(self._data):
-            raise MalformedConsumerProtocolError(
-                f"needs {n} bytes at {self._pos}, has {len(self._data) - self._pos}")
-        out = self._data[self._pos:end]
-        self._pos = end
-        return out
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def nullable_string(self) -> str | None:
-        n = self.i16()
-        if n == -1:
-            return None
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MalformedConsumerProtocolError(f"string is not UTF-8: {exc}") from None
-
-    def string(self) -> str:
-        text = self.nullable_string()
-        if text is None:
-            raise MalformedConsumerProtocolError("null in a non-nullable string")
-        return text
+    __slots__ = ()
 
     def count(self) -> int:
         n = self.i32()
         if n < 0:
-            raise MalformedConsumerProtocolError(f"array count {n}")
+            raise CorruptOffsetsRecordError(f"array count {n}")
         if n > len(self._data) - self._pos:  # every element takes a byte at least
-            raise MalformedConsumerProtocolError(f"array of {n} in {len(self._data)} bytes")
+            raise CorruptOffsetsRecordError(f"array of {n} in {len(self._data)} bytes")
         return n
 
     def nullable_bytes(self) -> bytes | None:
@@ -114,7 +86,13 @@ class _Reader:
 def decode_subscription(data: bytes) -> Subscription:
     """A JoinGroup protocol's metadata; MalformedConsumerProtocolError if it
     is not a ConsumerProtocolSubscription."""
-    r = _Reader(data)
+    try:
+        return _subscription(_Reader(data))
+    except CorruptOffsetsRecordError as exc:
+        raise MalformedConsumerProtocolError(str(exc)) from None
+
+
+def _subscription(r: _Reader) -> Subscription:
     version = r.i16()
     if version < 0:
         raise MalformedConsumerProtocolError(f"subscription version {version}")
@@ -158,11 +136,14 @@ def decode_assignment(data: bytes) -> tuple[TopicPartitionsByName, bytes | None]
     empty assignment (a member the leader left out)."""
     if not data:
         return (), None
-    r = _Reader(data)
-    version = r.i16()
-    if version < 0:
-        raise MalformedConsumerProtocolError(f"assignment version {version}")
-    return r.topic_partitions(), r.nullable_bytes()
+    try:
+        r = _Reader(data)
+        version = r.i16()
+        if version < 0:
+            raise MalformedConsumerProtocolError(f"assignment version {version}")
+        return r.topic_partitions(), r.nullable_bytes()
+    except CorruptOffsetsRecordError as exc:
+        raise MalformedConsumerProtocolError(str(exc)) from None
 
 
 def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int = 0) -> bytes:

@@ -9,10 +9,10 @@ partition owned but never committed shows "-" for CURRENT-OFFSET and LAG.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .consumer_protocol import MalformedConsumerProtocolError, decode_assignment
 from .model import GroupDescription, ListedGroup, TopicPartition
 
 HEADER = (
@@ -27,37 +27,16 @@ HEADER = (
     "CLIENT-ID",
 )
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 
 def parse_assignment(data: bytes) -> list[TopicPartition] | None:
-    """Partitions of a ConsumerProtocolAssignment (any version: they come first).
-
-    Layout: version int16, [topic string, [partition int32]], user data...
-    Returns None if the bytes do not parse (e.g. a non-consumer protocol).
-    """
+    """Partitions of a ConsumerProtocolAssignment (any version); None if the
+    bytes do not parse (e.g. a non-consumer protocol)."""
     try:
-        pos = 2
-        (topics,) = _I32.unpack_from(data, pos)
-        pos += 4
-        out = []
-        for _ in range(max(topics, 0)):
-            (n,) = _I16.unpack_from(data, pos)
-            pos += 2
-            if n < 0 or pos + n > len(data):
-                return None
-            topic = data[pos : pos + n].decode("utf-8")
-            pos += n
-            (count,) = _I32.unpack_from(data, pos)
-            pos += 4
-            for _ in range(max(count, 0)):
-                (p,) = _I32.unpack_from(data, pos)
-                pos += 4
-                out.append(TopicPartition(topic, p))
-        return out
-    except (struct.error, UnicodeDecodeError):
+        partitions, _ = decode_assignment(data)
+    except MalformedConsumerProtocolError:
         return None
+    return [TopicPartition(topic, p) for topic, ps in partitions for p in ps]
 
 
 def describe_lines(

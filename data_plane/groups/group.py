@@ -24,11 +24,11 @@ The coordinator logic (what triggers which transition) lives in ``shard.py``.
 
 from __future__ import annotations
 
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .consumer_protocol import MalformedConsumerProtocolError, decode_subscription
 from .model import JoinProtocol, RequestHandle
 from .records import GroupMetadataValue, MemberMetadataValue
 
@@ -305,30 +305,10 @@ def _metadata_or_empty(member: Member, protocol: str | None) -> bytes:
         return b""
 
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
 def parse_subscription_topics(metadata: bytes) -> list[str] | None:
-    """Topics of a ConsumerProtocolSubscription (any version: topics come first).
-
-    Layout: version int16, topics [int32 count, int16-length strings], ...
-    Returns None if the bytes do not parse.
-    """
+    """Topics of a ConsumerProtocolSubscription (any version); None if the
+    bytes do not parse."""
     try:
-        pos = 2
-        (count,) = _I32.unpack_from(metadata, pos)
-        pos += 4
-        if count < 0:
-            return None
-        topics = []
-        for _ in range(count):
-            (n,) = _I16.unpack_from(metadata, pos)
-            pos += 2
-            if n < 0 or pos + n > len(metadata):
-                return None
-            topics.append(metadata[pos : pos + n].decode("utf-8"))
-            pos += n
-        return topics
-    except (struct.error, UnicodeDecodeError):
+        return list(decode_subscription(metadata).topics)
+    except MalformedConsumerProtocolError:
         return None

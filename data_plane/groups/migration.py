@@ -36,8 +36,6 @@ from collections.abc import Iterable
 from .consumer_commands import (
     ConsumerGroupCommands,
     _as_pairs,
-    _changes,
-    _metadata_differs,
     _metadata_hash,
     _Refused,
 )
@@ -47,7 +45,6 @@ from .consumer_group import (
     ConsumerMember,
     MemberState,
     freeze_assignment,
-    next_assignment,
 )
 from .consumer_model import ConsumerGroupHeartbeatRequest, TopicsView
 from .consumer_protocol import (
@@ -231,21 +228,9 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
                 req.session_timeout_ms, tuple((p.name, p.metadata) for p in req.protocols)))
         subscription_changed = (updated.subscribed_topic_names != base.subscribed_topic_names
                                 or base.subscribed_topic_regex is not None)
-        if replacing is not None:
-            self._replace_static_consumer(out, group, replacing, updated)
-        elif existing is None or _metadata_differs(existing, updated):
-            self._write_member_metadata(out, group.group_id, updated)
-        metadata = self._subscribed_metadata(group, topics)
-        metadata_hash = _metadata_hash(metadata.values())
-        if (existing is None and replacing is None) or subscription_changed \
-                or metadata_hash != group.metadata_hash:
-            self._bump_epoch(out, group, metadata_hash)
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(out, group, metadata, topics)
-        member = group.members[member_id]
-        nxt = next_assignment(group, member, _by_id(subscription.owned_partitions, topics))
-        if nxt is not None and _changes(member, nxt):
-            self._write_current(out, group, member_id, nxt)
+        member, _ = self._update_and_reconcile(
+            out, group, existing, replacing, updated, subscription_changed, topics,
+            _by_id(subscription.owned_partitions, topics))
         group.session_deadlines_ms[member_id] = now_ms + req.session_timeout_ms
         # The SyncGroup must follow within the rebalance timeout.
         group.classic_deadlines_ms[member_id] = now_ms + max(0, req.rebalance_timeout_ms)
@@ -269,8 +254,10 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
                 names &= {name for name, _ in m.classic.supported_protocols}
         return bool(names)
 
-    def _classic_member(self, group: ConsumerGroup, member_id: str,
-                        instance_id: str | None) -> tuple[_E, ConsumerMember | None]:
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                        generation_id: int) -> tuple[_E, ConsumerMember | None]:
+        """The classic member a SyncGroup or Heartbeat names, at its member
+        epoch (the generation it was given), or the error to answer."""
         if instance_id is not None:
             holder = group.static_members.get(instance_id)
             if holder is None:
@@ -281,6 +268,8 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
         if member is None or member.classic is None:
             # Not a member, or one that speaks the consumer protocol.
             return _E.unknown_member_id, None
+        if generation_id != member.member_epoch:
+            return _E.illegal_generation, None
         return _E.none, member
 
     def _needs_rejoin(self, group: ConsumerGroup, member: ConsumerMember) -> bool:
@@ -307,12 +296,10 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
 
     def _sync_consumer_group(self, group: ConsumerGroup, handle: RequestHandle,
                              req: SyncGroupRequest, now_ms: int, out: _Out) -> _E | None:
-        error, member = self._classic_member(group, req.member_id, req.group_instance_id)
-        if member is None:
+        error, member = self._classic_member(group, req.member_id, req.group_instance_id,
+                                             req.generation_id)
+        if member is None or member.classic is None:
             return error
-        assert member.classic is not None
-        if req.generation_id != member.member_epoch:
-            return _E.illegal_generation
         first = member.classic.supported_protocols[0][0] if member.classic.supported_protocols \
             else None
         if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
@@ -350,12 +337,10 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
 
     def _heartbeat_consumer_group(self, group: ConsumerGroup, req: HeartbeatRequest,
                                   now_ms: int) -> _E:
-        error, member = self._classic_member(group, req.member_id, req.group_instance_id)
-        if member is None:
+        error, member = self._classic_member(group, req.member_id, req.group_instance_id,
+                                             req.generation_id)
+        if member is None or member.classic is None:
             return error
-        assert member.classic is not None
-        if req.generation_id != member.member_epoch:
-            return _E.illegal_generation
         group.session_deadlines_ms[member.member_id] = now_ms + member.classic.session_timeout_ms
         if self._needs_rejoin(group, member):
             return self._ask_rejoin(group, member, now_ms)
