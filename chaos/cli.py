@@ -83,10 +83,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--group-protocol",
-        choices=("classic", "consumer"),
+        choices=("classic", "consumer", "mixed"),
         default=None,
         help="poll as members of one consumer group with this protocol (consumer: "
-        "KIP-848) instead of assign-based consumers; adds the committed-unread check "
+        "KIP-848; mixed: half of each, so the group migrates between the two) "
+        "instead of assign-based consumers; adds the committed-unread check "
         "(send workload only)",
     )
     p.add_argument(

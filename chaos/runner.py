@@ -276,8 +276,14 @@ class _Worker:
         if op.f == "poll":
             if self.poller is None:
                 if self.opts.group_protocol:
+                    protocol = self.opts.group_protocol
+                    if protocol == "mixed":
+                        # Half the members of each protocol: the group is
+                        # converted back and forth (KIP-848 online migration)
+                        # as members of one kind come, go and are fenced.
+                        protocol = ("consumer", "classic")[self.index % 2]
                     self.poller = ConfluentGroupPoller(
-                        self.endpoint, TOPIC, group_id(self.opts), self.opts.group_protocol,
+                        self.endpoint, TOPIC, group_id(self.opts), protocol,
                         keys=workload_keys(self.opts))
                 else:
                     self.poller = ConfluentPoller(self.endpoint, TOPIC, self.opts.partitions,
@@ -295,8 +301,8 @@ async def run(opts: RunOptions, progress: Callable[[float, str], None] | None = 
     (out / "history.jsonl").unlink(missing_ok=True)
     if opts.workload not in WORKLOADS:
         raise ValueError(f"workload must be one of {WORKLOADS}")
-    if opts.group_protocol not in ("", "classic", "consumer"):
-        raise ValueError("group_protocol must be classic or consumer (or empty: assign)")
+    if opts.group_protocol not in ("", "classic", "consumer", "mixed"):
+        raise ValueError("group_protocol must be classic, consumer or mixed (or empty: assign)")
     if opts.group_protocol and opts.workload != "send":
         raise ValueError("a consumer-group run takes the send workload")
     mode, why = pick_mode(opts.mode)

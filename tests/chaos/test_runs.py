@@ -321,7 +321,7 @@ def test_kip848_consumer_group_under_kill_and_partition_is_valid(tmp_path: Path)
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer", "mixed"])
 def test_consumer_groups_under_kill_pause_and_partition_are_valid(
         tmp_path: Path, protocol: str) -> None:
     outcome = _short_run(tmp_path, 4201, ("kill", "pause", "partition"), group_protocol=protocol)

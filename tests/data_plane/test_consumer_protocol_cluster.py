@@ -273,3 +273,50 @@ def test_a_classic_group_rolls_to_the_consumer_protocol_and_back(cluster: LocalC
     produce(cluster, topic, 60, start=600)
     group.until(lambda: len(group.read) == 660, 30, "read the last records")
     old1.close()
+
+
+def test_a_kafka_python_member_lives_inside_a_consumer_group(cluster: LocalCluster) -> None:
+    """A classic member written by others than librdkafka (kafka-python's
+    client-side protocol) joins a KIP-848 group held by a librdkafka
+    consumer-protocol member: the coordinator assigns it, as a follower,
+    through JoinGroup and SyncGroup, and the two never share a partition."""
+    from kafka import KafkaConsumer
+
+    topic, group_id = "kip848-kafka-python", "kip848-kafka-python-group"
+    create_topic(cluster, topic, 6)
+    produce(cluster, topic, 120)
+    new = consumer(cluster, group_id, "new")
+    new.subscribe([topic])
+    group = Group(new)
+    group.until(lambda: len(held(new)) == 6, 30, "assigned everything to the KIP-848 member")
+
+    old = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group_id,
+                        client_id="kafka-python", auto_offset_reset="earliest",
+                        session_timeout_ms=10_000, heartbeat_interval_ms=500,
+                        consumer_timeout_ms=100)
+    old_read: set[tuple[int, int]] = set()
+    try:
+        def old_holds() -> frozenset[int]:
+            return frozenset(tp.partition for tp in old.assignment())
+
+        deadline = time.monotonic() + 60
+        while not (old_holds() and len(held(new)) + len(old_holds()) == 6):
+            assert time.monotonic() < deadline, (sorted(held(new)), sorted(old_holds()))
+            for batch in old.poll(timeout_ms=100).values():
+                old_read.update((m.partition, m.offset) for m in batch)
+            group.round()
+            assert not held(new) & old_holds(), "a partition held by both"
+        print(f"\nkafka-python holds {sorted(old_holds())}, librdkafka {sorted(held(new))}")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        described = admin.describe_consumer_groups([group_id])[group_id].result(timeout=10)
+        assert str(described.type) == "ConsumerGroupType.CONSUMER", described.type
+        assert {m.client_id for m in described.members} == {"new", "kafka-python"}
+        deadline = time.monotonic() + 30
+        while len(group.read | old_read) < 120:
+            assert time.monotonic() < deadline, len(group.read | old_read)
+            for batch in old.poll(timeout_ms=100).values():
+                old_read.update((m.partition, m.offset) for m in batch)
+            group.round()
+    finally:
+        old.close()
+        new.close()
