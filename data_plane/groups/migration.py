@@ -154,6 +154,7 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
                 out.replies.append(Reply(m.sync_handle,
                                          SyncGroupResponse(error=_E.rebalance_in_progress)))
                 m.sync_handle = None
+        self.group_migrations["upgrade"] += 1
         out.records.append(OffsetsRecord(encode_key(GroupMetadataKey(gid)), None))
         del self._groups[gid]
         group = self._consumer_groups[gid] = ConsumerGroup(gid)
@@ -405,6 +406,7 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
         for m in remaining:
             classic.members[m.member_id].assignment = self._classic_assignment(
                 m, group.target.get(m.member_id, {}), classic.protocol_name)
+        self.group_migrations["downgrade"] += 1
         # The whole consumer group's tombstones, in Kafka's order.
         ids = sorted(group.members)
         for mid in ids:

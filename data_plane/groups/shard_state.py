@@ -67,6 +67,9 @@ class ShardState:
         self._consumer_groups: dict[str, ConsumerGroup] = {}
         #: Group epoch bumps this shard wrote (metrics; not replayed).
         self.consumer_group_rebalances = 0
+        #: KIP-848 online migrations this shard made, by direction
+        #: ("upgrade", "downgrade"; metrics, not replayed).
+        self.group_migrations: dict[str, int] = {"upgrade": 0, "downgrade": 0}
         #: The metadata image's topics (the runtime sets it): what classic
         #: members of consumer groups subscribe to and are assigned by name.
         self.topics_source: Callable[[], TopicsView] = _no_topics

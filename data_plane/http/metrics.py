@@ -424,8 +424,11 @@ class NodeCollector(Collector):
         classic_states: dict[str, int] = {}
         consumer_states: dict[str, int] = {}
         rebalances = 0
+        migrations = {"upgrade": 0, "downgrade": 0}
         for shard in runtime.shards():
             rebalances += shard.consumer_group_rebalances
+            for direction, n in shard.group_migrations.items():
+                migrations[direction] += n
             for group_id in shard.group_ids():
                 group = shard.consumer_group(group_id)
                 if group is not None:
@@ -448,6 +451,14 @@ class NodeCollector(Collector):
             "Group epoch bumps of KIP-848 consumer groups written by the shards loaded here "
             "(members joining or leaving, subscription or topic changes); it restarts when "
             "an offsets partition is loaded again.", value=rebalances)
+        migrated = CounterMetricFamily(
+            "raftlog_group_coordinator_group_migrations",
+            "KIP-848 online migrations made by the shards loaded here: upgrade (a classic "
+            "group became a consumer group), downgrade (back); it restarts when an offsets "
+            "partition is loaded again.", labels=["direction"])
+        for direction, n in sorted(migrations.items()):
+            migrated.add_metric([direction], n)
+        yield migrated
 
     def _connections(self) -> Iterable[Any]:
         quotas = self.sources.connections

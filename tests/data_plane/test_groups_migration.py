@@ -109,6 +109,7 @@ def test_a_consumer_member_upgrades_a_classic_group_and_the_partitions_move_safe
     (a, b), generation = stable_group(ctx, 2)  # round robin: a 0,2,4; b 1,3,5
     r = hb(ctx, "c1", 0)
     assert r.error is E.none and ctx.shard.group("g") is None
+    assert ctx.shard.group_migrations == {"upgrade": 1, "downgrade": 0}
     group = ctx.shard.consumer_group("g")
     assert group is not None
     # The classic members came over at their generation, with their partitions.
@@ -188,6 +189,7 @@ def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
     target_a = set(group.target[a][T])
     left = hb(ctx, "c1", -1)
     assert left.error is E.none
+    assert ctx.shard.group_migrations == {"upgrade": 1, "downgrade": 1}
     assert ctx.shard.consumer_group("g") is None
     classic = ctx.shard.group("g")
     assert classic is not None

@@ -246,3 +246,9 @@ def test_group_coordinator_gauges_count_groups_by_protocol_and_state() -> None:
     assert _sample(metrics, f"{name}_consumer_group_count", state="Reconciling") == 1.0
     assert _sample(metrics, f"{name}_classic_group_count", state="Empty") == 1.0
     assert _sample(metrics, f"{name}_consumer_group_rebalance_total") == 2.0
+    assert _sample(metrics, "raftlog_group_coordinator_group_migrations_total",
+                   direction="upgrade") == 0.0
+    # The family shows the shards' counts (test_groups_migration counts them).
+    shard.group_migrations["downgrade"] += 3
+    assert _sample(metrics, "raftlog_group_coordinator_group_migrations_total",
+                   direction="downgrade") == 3.0
