@@ -148,6 +148,7 @@ from metadata_quorum.controller.replication_control import (
 )
 from metadata_quorum.image import MetadataImage, TopicImage
 from metadata_quorum.records.types import (
+    BrokerFeature,
     ConfigResourceType,
     Endpoint,
     LeaderRecoveryState,
@@ -378,6 +379,17 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
     async def broker_registration(
         _: RequestContext, body: reg_req.BrokerRegistrationRequest
     ) -> Any:
+        try:
+            features = tuple(
+                BrokerFeature(f.name, int(f.min_supported_version), int(f.max_supported_version))
+                for f in body.features
+            )
+        except (TypeError, ValueError):  # a range no software declares: min > max, < 0
+            return build(response_class(body), {
+                "throttle_time": _NO_THROTTLE,
+                "error_code": ErrorCode.invalid_request,
+                "broker_epoch": i64(-1),
+            })
         request = BrokerRegistrationRequest(
             broker_id=int(body.broker_id),
             incarnation_id=body.incarnation_id or uuid.UUID(int=0),
@@ -394,6 +406,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
             cluster_id=body.cluster_id,
             # v1-v2 (a broker from before KIP-966) carry none: unclean.
             previous_broker_epoch=int(getattr(body, "previous_broker_epoch", -1)),
+            features=features,
         )
         response, error = await _write(service, request)
         if error is not ErrorCode.none:

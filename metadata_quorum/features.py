@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from metadata_quorum.image import MetadataImage
+from metadata_quorum.bootstrap import BOOTSTRAP_FEATURE
+from metadata_quorum.image import BrokerRegistration, MetadataImage
+from metadata_quorum.records import BrokerFeature
 from raftlog.net.api_versions import ApiFeatures
 
 __all__ = ["ELR_FEATURE", "NEW_CLUSTER_FEATURES", "SUPPORTED_FEATURES", "api_features",
-           "elr_enabled", "parse_feature"]
+           "broker_features", "elr_enabled", "parse_feature", "registration_refusal",
+           "unsupported_by_broker"]
 
 #: KIP-966 eligible leader replicas; level 1 turns them on. Kafka 4.1 turns
 #: it on for newly formatted clusters.
@@ -27,6 +30,53 @@ SUPPORTED_FEATURES: Final[Mapping[str, tuple[int, int]]] = {ELR_FEATURE: (0, 1)}
 
 #: Feature levels a newly formatted cluster starts with.
 NEW_CLUSTER_FEATURES: Final[Mapping[str, int]] = {ELR_FEATURE: 1}
+
+
+def broker_features() -> tuple[BrokerFeature, ...]:
+    """What a broker's registration declares it supports: this software's
+    `SUPPORTED_FEATURES`, in name order."""
+    return tuple(BrokerFeature(name, low, high)
+                 for name, (low, high) in sorted(SUPPORTED_FEATURES.items()))
+
+
+def _range_text(low: int, high: int) -> str:
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
+def registration_refusal(image: MetadataImage, declared: tuple[BrokerFeature, ...]) -> str | None:
+    """Why a broker declaring ``declared`` may not register in a cluster at
+    ``image``'s finalized levels, or None if it may (Kafka's check in
+    ``ClusterControlManager.registerBroker``): every finalized level, and
+    level 0 for each declared feature that is not finalized, must lie in
+    the broker's range; a feature it does not declare it supports at level
+    0 only. The controller's own markers (`BOOTSTRAP_FEATURE`) are not
+    features a broker runs with and are not asked about."""
+    ranges = {f.name: (f.min_supported, f.max_supported) for f in declared}
+    names = sorted({*ranges, *image.features} - {BOOTSTRAP_FEATURE})
+    for name in names:
+        level = image.features.get(name, 0)
+        low, high = ranges.get(name, (0, 0))
+        if not low <= level <= high:
+            return (f"Unable to register because the broker does not support finalized "
+                    f"level {level} of {name}; it supports {_range_text(low, high)}.")
+    return None
+
+
+def unsupported_by_broker(image: MetadataImage, name: str, level: int) -> str | None:
+    """The first registered broker (by id; fenced ones too, as they may
+    come back at any time) whose declared range of ``name`` leaves out
+    ``level``, as UpdateFeatures' refusal text; None if every broker can
+    run with it."""
+    for broker in sorted(image.brokers.values(), key=_broker_id):
+        low, high = broker.supported_range(name)
+        if not low <= level <= high:
+            return (f"Broker {broker.broker_id} does not support the given level; "
+                    f"it supports {_range_text(low, high)}.")
+    return None
+
+
+def _broker_id(broker: BrokerRegistration) -> int:
+    return broker.broker_id
 
 
 def elr_enabled(image: MetadataImage) -> bool:

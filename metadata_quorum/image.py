@@ -24,6 +24,7 @@ from metadata_quorum.acls import StandardAcl
 from metadata_quorum.records import (
     NO_LEADER,
     AccessControlEntryRecord,
+    BrokerFeature,
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -83,7 +84,8 @@ class MetadataProvenance:
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """One registered broker. ``epoch`` is the offset of its RegisterBroker record."""
+    """One registered broker. ``epoch`` is the offset of its RegisterBroker
+    record; ``features`` the feature level ranges its software declared."""
 
     broker_id: int
     epoch: int
@@ -92,17 +94,28 @@ class BrokerRegistration:
     rack: str | None = None
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    features: tuple[BrokerFeature, ...] = ()
 
     @property
     def usable(self) -> bool:
         """KIP-841: may lead and be in an ISR (unfenced and not shutting down)."""
         return not self.fenced and not self.in_controlled_shutdown
 
+    def supported_range(self, feature: str) -> tuple[int, int]:
+        """The levels of ``feature`` this broker can run with: its declared
+        range, or (0, 0) for a feature it did not declare (Kafka's reading
+        of a registration without the feature: only "off")."""
+        for f in self.features:
+            if f.name == feature:
+                return f.min_supported, f.max_supported
+        return 0, 0
+
     def to_record(self) -> RegisterBrokerRecord:
         return RegisterBrokerRecord(
             broker_id=self.broker_id, incarnation_id=self.incarnation_id,
             broker_epoch=self.epoch, listeners=self.listeners, rack=self.rack,
             fenced=self.fenced, in_controlled_shutdown=self.in_controlled_shutdown,
+            features=self.features,
         )
 
     @classmethod
@@ -112,6 +125,7 @@ class BrokerRegistration:
             incarnation_id=record.incarnation_id, listeners=record.listeners,
             rack=record.rack, fenced=record.fenced,
             in_controlled_shutdown=record.in_controlled_shutdown,
+            features=record.features,
         )
 
 

@@ -55,6 +55,7 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i16, i32, i64, u16
 
 from data_plane.replication.types import AlterPartitionRequest, AlterPartitionResponse
+from metadata_quorum.features import broker_features
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import Endpoint
 from raftlog.net.errors import ErrorCode
@@ -370,7 +371,11 @@ class BrokerLifecycle:
                 )
                 for endpoint in config.listeners
             ),
-            features=(),
+            features=tuple(
+                reg_req.Feature(name=f.name, min_supported_version=i16(f.min_supported),
+                                max_supported_version=i16(f.max_supported))
+                for f in broker_features()
+            ),
             rack=config.rack,
             previous_broker_epoch=i64(config.previous_broker_epoch),
         )
@@ -386,6 +391,17 @@ class BrokerLifecycle:
             raise BrokerFatalError(
                 f"the controller's cluster id differs from ours ({config.cluster_id})"
             )
+        if error == ErrorCode.unsupported_version:
+            # The cluster runs a feature level this software cannot (KIP-584):
+            # it stays out until the level is lowered or the software upgraded.
+            log.warning(
+                "broker %d: registration refused: UNSUPPORTED_VERSION: the cluster's "
+                "finalized feature levels (raftlog features describe) are outside what "
+                "this software supports (%s); retrying", config.broker_id,
+                ", ".join(f"{f.name} {f.min_supported}-{f.max_supported}"
+                          for f in broker_features()) or "no features")
+            await asyncio.sleep(config.retry_backoff_ms / 1000)
+            return
         if error != ErrorCode.none:
             log.info("broker %d: registration refused: %s", config.broker_id, _name(error))
             await asyncio.sleep(config.retry_backoff_ms / 1000)

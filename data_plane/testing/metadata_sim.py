@@ -70,7 +70,7 @@ from metadata_quorum.controller.replication_control import (
     DeleteTopicsRequest,
 )
 from metadata_quorum.controller.result import ControllerConfig
-from metadata_quorum.features import ELR_FEATURE, elr_enabled
+from metadata_quorum.features import ELR_FEATURE, broker_features, elr_enabled
 from metadata_quorum.image import MetadataImage, PartitionRegistration
 from metadata_quorum.loader import build_snapshot_batches
 from metadata_quorum.records import NO_LEADER, Endpoint, FeatureLevelRecord
@@ -425,7 +425,8 @@ class MetadataSimulation(Simulation):
         if broker.epoch < 0:
             request = BrokerRegistrationRequest(
                 broker_id=nid, incarnation_id=broker.incarnation_id,
-                listeners=(Endpoint("PLAINTEXT", f"b{nid}", 9092),), cluster_id=CLUSTER_ID)
+                listeners=(Endpoint("PLAINTEXT", f"b{nid}", 9092),), cluster_id=CLUSTER_ID,
+                features=broker_features())
         else:
             caught_up = image.provenance.last_offset >= broker.epoch
             request = BrokerHeartbeatRequest(

@@ -22,8 +22,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from metadata_quorum.features import registration_refusal
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records import (
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     Endpoint,
     FenceBrokerRecord,
@@ -69,6 +71,8 @@ class BrokerRegistrationRequest:
     #: The broker epoch its last clean shutdown recorded (KIP-966), -1 if
     #: it did not shut down cleanly (or never ran).
     previous_broker_epoch: int = -1
+    #: The feature level ranges its software supports (KIP-584).
+    features: tuple[BrokerFeature, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,10 @@ def register_broker(
     RegisterBroker record's offset becomes the broker epoch. Answers:
 
     - INCONSISTENT_CLUSTER_ID: the broker belongs to another cluster;
-    - INVALID_REQUEST: a negative broker id;
+    - INVALID_REQUEST: a negative broker id, or a feature declared twice;
+    - UNSUPPORTED_VERSION: the broker's software cannot run with a
+      finalized feature level (`features.registration_refusal`), so it
+      stays out of the cluster rather than misread what the others write;
     - DUPLICATE_BROKER_REGISTRATION: another incarnation of this broker id
       is unfenced and still has a live session (it heartbeated within
       ``broker.session.timeout.ms``), so two processes claim one id. A
@@ -117,10 +124,18 @@ def register_broker(
     if request.broker_id < 0:
         return ControllerResult((), BrokerRegistrationResponse(
             ErrorCode.invalid_request, message="broker id must be >= 0"))
+    if len({f.name for f in request.features}) != len(request.features):
+        return ControllerResult((), BrokerRegistrationResponse(
+            ErrorCode.invalid_request, message="a feature is declared more than once"))
+    refusal = registration_refusal(image, request.features)
+    if refusal is not None:
+        return ControllerResult((), BrokerRegistrationResponse(
+            ErrorCode.unsupported_version, message=refusal))
     existing = image.brokers.get(request.broker_id)
     if existing is not None:
         if existing.incarnation_id == request.incarnation_id:
-            if existing.listeners == request.listeners and existing.rack == request.rack:
+            if (existing.listeners == request.listeners and existing.rack == request.rack
+                    and existing.features == request.features):
                 return ControllerResult((), BrokerRegistrationResponse(
                     ErrorCode.none, existing.epoch))
         elif not existing.fenced and sessions.has_valid_session(
@@ -143,7 +158,7 @@ def register_broker(
     records.append(RegisterBrokerRecord(
         broker_id=request.broker_id, incarnation_id=request.incarnation_id,
         broker_epoch=epoch, listeners=request.listeners, rack=request.rack,
-        fenced=True, in_controlled_shutdown=False,
+        fenced=True, in_controlled_shutdown=False, features=request.features,
     ))
     return ControllerResult(tuple(records), BrokerRegistrationResponse(ErrorCode.none, epoch))
 

@@ -17,10 +17,14 @@ F. ...`` message, no records), as Kafka's controllers since 3.9 do:
 Level 0 removes the feature (Kafka's "disable"). An unchanged level is
 accepted and writes nothing. ``validate_only`` answers without records.
 
-Deviation: Kafka also checks the levels every registered broker and
-controller declared it supports. Registrations here carry no feature
-ranges (every node runs this software, whose ranges are
-`features.SUPPORTED_FEATURES`), so only the active controller's are checked.
+5. a level some registered broker (fenced ones too) did not declare it
+   supports (`features.unsupported_by_broker`; a broker registered by
+   software older than the feature supports only level 0 of it).
+
+Deviation: Kafka also checks the ranges every controller declared in its
+ControllerRegistration (KIP-919). Controllers here do not register; the
+active controller checks its own software's (step 3), and in combined
+mode every controller is also a registered broker (step 5).
 
 **Eligible leader replicas (KIP-966).** Turning
 ``eligible.leader.replicas.version`` on writes, in the same batch, the
@@ -39,7 +43,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from metadata_quorum.features import ELR_FEATURE, SUPPORTED_FEATURES, elr_enabled
+from metadata_quorum.features import (
+    ELR_FEATURE,
+    SUPPORTED_FEATURES,
+    elr_enabled,
+    unsupported_by_broker,
+)
 from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, MetadataImage
 from metadata_quorum.records import (
     ConfigRecord,
@@ -141,6 +150,8 @@ def _refusal(image: MetadataImage, update: FeatureUpdate) -> str | None:
                 "type to either safe or unsafe downgrade.")
     if update.level > current and update.upgrade_type != UpgradeType.UPGRADE:
         return "Can't downgrade to a newer version."
+    if update.level != current:
+        return unsupported_by_broker(image, update.name, update.level)
     return None
 
 

@@ -106,6 +106,7 @@ from .types import (
     RECORD_CLASSES,
     ZERO_UUID,
     AccessControlEntryRecord,
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -141,6 +142,7 @@ __all__ = [
     "QUOTA_ENTITY_TYPES",
     "ZERO_UUID",
     "AccessControlEntryRecord",
+    "BrokerFeature",
     "BrokerRegistrationChangeRecord",
     "ClientQuotaRecord",
     "ConfigRecord",
@@ -255,6 +257,9 @@ def _jsonable(value: object) -> object:
             "name": value.name, "host": value.host, "port": value.port,
             "securityProtocol": value.security_protocol.name,
         }
+    if isinstance(value, BrokerFeature):
+        return {"name": value.name, "minSupportedVersion": value.min_supported,
+                "maxSupportedVersion": value.max_supported}
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     return value

@@ -188,6 +188,46 @@ def _dec_endpoints(r: Reader) -> tuple[Endpoint, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerFeature:
+    """A feature level range a broker's software supports (KIP-584; Kafka's
+    ``BrokerFeature`` in RegisterBrokerRecord): it can run with any
+    finalized level from ``min_supported`` to ``max_supported``."""
+
+    name: str
+    min_supported: int
+    max_supported: int
+
+    def __post_init__(self) -> None:
+        check_string("feature name", self.name)
+        if not self.name:
+            raise ValueError("feature name must not be empty")
+        check_int("min_supported", self.min_supported, 0, INT16_MAX)
+        check_int("max_supported", self.max_supported, self.min_supported, INT16_MAX)
+
+
+def _enc_features(v: tuple[BrokerFeature, ...], out: bytearray) -> None:
+    enc_int32(len(v), out)
+    for f in v:
+        enc_string(f.name, out)
+        enc_int16(f.min_supported, out)
+        enc_int16(f.max_supported, out)
+
+
+def _dec_features(r: Reader) -> tuple[BrokerFeature, ...]:
+    n = r.int32()
+    if n < 0 or n > r.remaining:  # every feature takes >= 6 bytes, so this bounds n
+        raise MetadataRecordError(f"bad feature count {n}")
+    out = []
+    for _ in range(n):
+        name, low, high = dec_string(r), r.int16(), r.int16()
+        try:
+            out.append(BrokerFeature(name, low, high))
+        except (TypeError, ValueError) as exc:
+            raise MetadataRecordError(f"bad broker feature: {exc}") from None
+    return tuple(out)
+
+
 def _int8(name: str) -> tuple[str, Encoder, Decoder]:
     return (name, enc_int8, dec_int8)
 
@@ -260,15 +300,20 @@ class RegisterBrokerRecord(_RecordBase):
     """A broker registration; replaces any earlier one for ``broker_id``.
 
     ``broker_epoch`` is the metadata log offset of this record (KIP-631), so
-    epochs are unique and grow with every registration.
+    epochs are unique and grow with every registration. Version 1 adds
+    ``features``, the feature level ranges the broker's software supports
+    (KIP-584); a version 0 record read from an older log has none.
     """
 
     TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.REGISTER_BROKER_RECORD
+    VERSION: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
         _int32("broker_id"), _uuid("incarnation_id"), _int64("broker_epoch"),
         ("listeners", _enc_endpoints, _dec_endpoints), _nstr("rack"),
         _bool("fenced"), _bool("in_controlled_shutdown"),
+        ("features", _enc_features, _dec_features),
     )
+    OLDER_VERSIONS: ClassVar[dict[int, int]] = {0: 7}
 
     broker_id: int
     incarnation_id: uuid.UUID
@@ -277,6 +322,7 @@ class RegisterBrokerRecord(_RecordBase):
     rack: str | None = None
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    features: tuple[BrokerFeature, ...] = ()
 
     def __post_init__(self) -> None:
         _check_broker(self)
@@ -287,6 +333,12 @@ class RegisterBrokerRecord(_RecordBase):
             raise TypeError("listeners must be a tuple of Endpoint")
         if len({e.name for e in self.listeners}) != len(self.listeners):
             raise ValueError("listener names must be distinct")
+        if not isinstance(self.features, tuple) or not all(
+            isinstance(f, BrokerFeature) for f in self.features
+        ):
+            raise TypeError("features must be a tuple of BrokerFeature")
+        if len({f.name for f in self.features}) != len(self.features):
+            raise ValueError("feature names must be distinct")
         check_string("rack", self.rack, nullable=True)
         check_bool("fenced", self.fenced)
         check_bool("in_controlled_shutdown", self.in_controlled_shutdown)

@@ -26,6 +26,7 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i64, u16
 
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from metadata_quorum.features import ELR_FEATURE, broker_features
 from raftlog.net import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode, TransportError
 
@@ -90,16 +91,34 @@ async def register_brokers(
     return epochs
 
 
+THIS_SOFTWARE = tuple((f.name, f.min_supported, f.max_supported) for f in broker_features())
+
+
 async def register(
-    clients: list[KafkaProtocolClient], broker_id: int, incarnation: uuid.UUID, cluster_id: str
+    clients: list[KafkaProtocolClient], broker_id: int, incarnation: uuid.UUID, cluster_id: str,
+    features: tuple[tuple[str, int, int], ...] = THIS_SOFTWARE,
 ) -> int | None:
+    error, epoch = await registration(clients, broker_id, incarnation, cluster_id, features)
+    assert error in (ErrorCode.none, None), error
+    return epoch
+
+
+async def registration(
+    clients: list[KafkaProtocolClient], broker_id: int, incarnation: uuid.UUID, cluster_id: str,
+    features: tuple[tuple[str, int, int], ...],
+) -> tuple[ErrorCode | None, int | None]:
+    """The active controller's answer to a registration declaring ``features``
+    (name, min, max): its error and broker epoch; (None, None) if no
+    controller answered as the active one."""
     request = reg_req.BrokerRegistrationRequest(
         broker_id=BrokerId(broker_id),
         cluster_id=cluster_id,
         incarnation_id=incarnation,
         listeners=(reg_req.Listener(name="PLAINTEXT", host="127.0.0.1",
                                     port=u16(9000 + broker_id), security_protocol=i16(0)),),
-        features=(),
+        features=tuple(reg_req.Feature(name=name, min_supported_version=i16(low),
+                                       max_supported_version=i16(high))
+                       for name, low, high in features),
         rack=None,
     )
     for client in clients:
@@ -108,10 +127,24 @@ async def register(
         except TransportError:
             continue
         assert isinstance(response, reg_resp.BrokerRegistrationResponse)
-        if response.error_code == ErrorCode.none:
-            return int(response.broker_epoch)
-        assert response.error_code == ErrorCode.not_controller, response
-    return None
+        if response.error_code != ErrorCode.not_controller:
+            return ErrorCode(response.error_code), int(response.broker_epoch)
+    return None, None
+
+
+async def refused_registrations(ports: list[int], cluster_id: str) -> list[ErrorCode | None]:
+    """KIP-584 on the wire: software without ELR's range, a range no
+    software declares (min above max), and this software's."""
+    clients = [KafkaProtocolClient("127.0.0.1", p, request_timeout_ms=5000) for p in ports]
+    try:
+        out = []
+        for features in ((), ((ELR_FEATURE, 1, 0),), THIS_SOFTWARE):
+            error, _ = await registration(clients, 104, uuid.uuid4(), cluster_id, features)
+            out.append(error)
+        return out
+    finally:
+        for client in clients:
+            await client.close()
 
 
 async def heartbeat(clients: list[KafkaProtocolClient], broker_id: int,
@@ -172,6 +205,9 @@ def test_three_controllers_create_topics_and_survive_losing_the_active_one(
 
     epochs = asyncio.run(register_brokers(controller_ports(cluster), [101, 102, 103], cluster.cluster_id))
     assert len(set(epochs.values())) == 3
+    # A new cluster runs ELR (level 1): a broker that cannot is kept out.
+    assert asyncio.run(refused_registrations(controller_ports(cluster), cluster.cluster_id)) == [
+        ErrorCode.unsupported_version, ErrorCode.invalid_request, ErrorCode.none]
     cli("topics", "create", "--topic", "orders", "--partitions", "3",
         "--replication-factor", "3", "--bootstrap-controller", b)
     cli("topics", "create", "--topic", "audit", "--partitions", "2",

@@ -24,9 +24,15 @@ from metadata_quorum.controller import (
     register_broker,
 )
 from metadata_quorum.delta import MetadataDelta
-from metadata_quorum.features import ELR_FEATURE, elr_enabled
+from metadata_quorum.features import ELR_FEATURE, broker_features, elr_enabled
 from metadata_quorum.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
-from metadata_quorum.records import NO_LEADER, Endpoint, FeatureLevelRecord, MetadataRecord
+from metadata_quorum.records import (
+    NO_LEADER,
+    BrokerFeature,
+    Endpoint,
+    FeatureLevelRecord,
+    MetadataRecord,
+)
 from raftlog.net.errors import ErrorCode
 
 
@@ -103,13 +109,16 @@ class Ctx:
 
     def register(
         self, broker_id: int, *, rack: str | None = None, generation: int = 0,
-        previous_broker_epoch: int = -1,
+        previous_broker_epoch: int = -1, features: tuple[BrokerFeature, ...] | None = None,
     ) -> int:
+        """Register (this software's features unless ``features`` is given)."""
         response = self.run(register_broker(
             self.image, self.sessions,
             BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
                                       listeners(broker_id), rack,
-                                      previous_broker_epoch=previous_broker_epoch),
+                                      previous_broker_epoch=previous_broker_epoch,
+                                      features=broker_features() if features is None
+                                      else features),
             self.config, next_offset=self.next_offset, now_ms=self.now_ms,
         ))
         assert response.error is ErrorCode.none, response
@@ -201,7 +210,8 @@ def random_step(ctx: Ctx, data: Any) -> None:
             image, ctx.sessions,
             BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
                                       listeners(broker_id), rack,
-                                      previous_broker_epoch=old.epoch if clean and old else -1),
+                                      previous_broker_epoch=old.epoch if clean and old else -1,
+                                      features=broker_features()),
             ctx.config, next_offset=ctx.next_offset, now_ms=ctx.now_ms,
         ))
         if response.error is ErrorCode.none:

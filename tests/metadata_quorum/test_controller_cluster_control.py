@@ -17,6 +17,7 @@ from metadata_quorum.controller import (
     register_broker,
     unregister_broker,
 )
+from metadata_quorum.features import broker_features
 from metadata_quorum.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
@@ -30,6 +31,7 @@ from raftlog.net.errors import ErrorCode
 
 
 def registration(ctx: Ctx, broker_id: int, generation: int = 0, **kw: object):  # type: ignore[no-untyped-def]
+    kw.setdefault("features", broker_features())
     return register_broker(
         ctx.image, ctx.sessions,
         BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
@@ -45,7 +47,8 @@ def test_kip_631_broker_epoch_is_the_offset_of_the_registration_record() -> None
     ctx = Ctx()
     result = registration(ctx, 1)
     assert result.records == (RegisterBrokerRecord(
-        1, incarnation(1), 0, listeners(1), None, fenced=True, in_controlled_shutdown=False),)
+        1, incarnation(1), 0, listeners(1), None, fenced=True, in_controlled_shutdown=False,
+        features=broker_features()),)
     assert result.response.error is ErrorCode.none and result.response.broker_epoch == 0
     ctx.run(result)
     assert ctx.image.brokers[1].fenced

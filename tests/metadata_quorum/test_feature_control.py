@@ -4,10 +4,13 @@ writes with the feature level."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
-from mq_builders import Ctx
+from mq_builders import Ctx, incarnation, listeners
 from test_controller_elr import cluster, fence, part, restart, set_isr
 
+from metadata_quorum.bootstrap import BOOTSTRAP_FEATURE
 from metadata_quorum.controller import (
     AlterConfigOp,
     AlterConfigsRequest,
@@ -20,16 +23,25 @@ from metadata_quorum.controller import (
     UpdateFeaturesRequest,
     UpgradeType,
     alter_configs,
+    register_broker,
     update_features,
 )
-from metadata_quorum.features import ELR_FEATURE, api_features, elr_enabled
+from metadata_quorum.controller.cluster_control import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from metadata_quorum.features import ELR_FEATURE, api_features, broker_features, elr_enabled
 from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource
 from metadata_quorum.records import (
     NO_LEADER,
+    BrokerFeature,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
     PartitionChangeRecord,
+    RegisterBrokerRecord,
+    decode_record,
+    encode_record,
 )
 from raftlog.net.errors import ErrorCode
 
@@ -230,3 +242,107 @@ def test_elr_records_are_partition_changes_only_where_needed() -> None:
         (FeatureUpdate(ELR_FEATURE, 0, UpgradeType.SAFE_DOWNGRADE),)), ctx.config)
     changes = [r for r in result.records if isinstance(r, PartitionChangeRecord)]
     assert [(c.topic_id, c.eligible_leader_replicas) for c in changes] == [(topic, ())]
+
+
+# ---- KIP-584: the feature ranges brokers declare when they register ----------------
+
+
+def registration(ctx: Ctx, broker_id: int, features: tuple[BrokerFeature, ...],
+                 generation: int = 0) -> ControllerResult[BrokerRegistrationResponse]:
+    return register_broker(
+        ctx.image, ctx.sessions,
+        BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
+                                  listeners(broker_id), features=features),
+        ctx.config, next_offset=ctx.next_offset, now_ms=ctx.now_ms)
+
+
+def test_registrations_carry_this_softwares_feature_ranges() -> None:
+    ctx = Ctx(CONFIG)
+    ctx.add_brokers(1)
+    assert broker_features() == (BrokerFeature(ELR_FEATURE, 0, 1),)
+    assert ctx.image.brokers[1].features == broker_features()
+    assert ctx.image.brokers[1].supported_range(ELR_FEATURE) == (0, 1)
+    assert ctx.image.brokers[1].supported_range("other.version") == (0, 0)  # undeclared
+
+
+def test_a_broker_that_cannot_run_a_finalized_level_is_refused() -> None:
+    """Software from before ELR (no range for it) may not join a cluster
+    that runs ELR; nothing is written and the refusal names the level."""
+    ctx = Ctx(CONFIG, elr=True)
+    result = registration(ctx, 1, ())
+    assert result.records == ()
+    assert result.response.error is ErrorCode.unsupported_version
+    assert result.response.message == (
+        f"Unable to register because the broker does not support finalized level 1 of "
+        f"{ELR_FEATURE}; it supports 0.")
+    narrow = registration(ctx, 1, (BrokerFeature(ELR_FEATURE, 0, 0),))
+    assert narrow.response.error is ErrorCode.unsupported_version
+    assert registration(ctx, 1, broker_features()).response.error is ErrorCode.none
+
+
+def test_a_broker_that_needs_a_level_the_cluster_has_not_finalized_is_refused() -> None:
+    ctx = Ctx(CONFIG)  # ELR off: level 0
+    result = registration(ctx, 1, (BrokerFeature(ELR_FEATURE, 1, 1),))
+    assert result.response.error is ErrorCode.unsupported_version
+    assert result.response.message is not None and "level 0 of" in result.response.message
+    assert registration(ctx, 1, (BrokerFeature("future.version", 1, 2),)).response.error \
+        is ErrorCode.unsupported_version
+
+
+def test_the_controllers_own_markers_are_not_asked_of_brokers() -> None:
+    ctx = Ctx(CONFIG)
+    ctx.run(ControllerResult((FeatureLevelRecord(BOOTSTRAP_FEATURE, 1),), None))
+    assert registration(ctx, 1, broker_features()).response.error is ErrorCode.none
+
+
+def test_a_feature_declared_twice_is_an_invalid_request() -> None:
+    ctx = Ctx(CONFIG)
+    twice = (BrokerFeature(ELR_FEATURE, 0, 1), BrokerFeature(ELR_FEATURE, 0, 0))
+    result = registration(ctx, 1, twice)
+    assert (result.records, result.response.error) == ((), ErrorCode.invalid_request)
+
+
+def test_the_same_incarnation_with_new_ranges_registers_again() -> None:
+    ctx = Ctx(CONFIG)
+    first = ctx.register(1)
+    assert registration(ctx, 1, broker_features()).records == ()  # an idempotent retry
+    changed = registration(ctx, 1, ())
+    assert changed.response.error is ErrorCode.none and changed.response.broker_epoch > first
+    ctx.run(changed)
+    assert ctx.image.brokers[1].features == ()
+
+
+def test_update_features_asks_every_registered_broker_fenced_ones_too() -> None:
+    ctx = Ctx(CONFIG)
+    ctx.add_brokers(1, 2)
+    ctx.register(3, features=())  # older software: ELR unknown to it
+    assert ctx.image.brokers[3].fenced
+    error, text = update(ctx, 1)
+    assert error is ErrorCode.invalid_update_version
+    assert text == (f"Invalid update version 1 for feature {ELR_FEATURE}. "
+                    f"Broker 3 does not support the given level; it supports 0.")
+    assert update(ctx, 1, validate_only=True)[0] is ErrorCode.invalid_update_version
+    assert not elr_enabled(ctx.image)
+    # Broker 3 upgraded: a new incarnation declares the range, and ELR goes on.
+    ctx.register(3, generation=1)
+    assert update(ctx, 1) == (ErrorCode.none, None)
+    assert elr_enabled(ctx.image)
+
+
+def test_an_unchanged_level_is_not_refused_for_a_broker_that_lacks_it() -> None:
+    ctx = Ctx(CONFIG)
+    ctx.add_brokers(1)
+    ctx.register(2, features=())
+    assert update(ctx, 0, UpgradeType.SAFE_DOWNGRADE) == (ErrorCode.none, None)
+
+
+def test_older_registrations_read_from_a_log_declare_nothing() -> None:
+    """A RegisterBrokerRecord version 0 (written before this change) reads
+    as a broker with no ranges: ELR cannot go on until it registers again."""
+    v0 = encode_record(RegisterBrokerRecord(1, incarnation(1), 0, listeners(1)))
+    raw = bytearray(v0)
+    raw[2:4] = struct.pack(">h", 0)
+    ctx = Ctx(CONFIG)
+    ctx.run(ControllerResult((decode_record(bytes(raw[:-4])),), None))
+    assert ctx.image.brokers[1].features == ()
+    assert update(ctx, 1)[0] is ErrorCode.invalid_update_version

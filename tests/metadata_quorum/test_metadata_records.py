@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import uuid
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from metadata_quorum.records import (
     NO_LEADER_CHANGE,
     QUOTA_ENTITY_TYPES,
     AccessControlEntryRecord,
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -67,6 +69,12 @@ endpoints = st.builds(
     Endpoint, st.text(min_size=1, max_size=10), short_text, st.integers(0, 65535),
     st.sampled_from(SecurityProtocol),
 )
+broker_feature_lists = st.lists(
+    st.tuples(st.text(min_size=1, max_size=10), st.integers(0, 2**15 - 1),
+              st.integers(0, 2**15 - 1)).map(
+        lambda t: BrokerFeature(t[0], min(t[1], t[2]), max(t[1], t[2]))),
+    max_size=3, unique_by=lambda f: f.name,
+).map(tuple)
 
 
 @st.composite
@@ -103,7 +111,7 @@ acl_records = st.builds(
 records_strategy: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(RegisterBrokerRecord, ids, uuids, epochs,
               st.lists(endpoints, max_size=3, unique_by=lambda e: e.name).map(tuple),
-              st.none() | short_text, st.booleans(), st.booleans()),
+              st.none() | short_text, st.booleans(), st.booleans(), broker_feature_lists),
     st.builds(UnregisterBrokerRecord, ids, epochs),
     st.builds(FenceBrokerRecord, ids, epochs),
     st.builds(UnfenceBrokerRecord, ids, epochs),
@@ -213,12 +221,34 @@ def test_elr_fields_round_trip_and_are_checked() -> None:
 
 def test_layout_of_register_broker_record_is_pinned() -> None:
     record = RegisterBrokerRecord(1, INC, 42, (Endpoint("PLAINTEXT", "h", 9092),), None,
-                                  True, False)
+                                  True, False, (BrokerFeature("f.version", 0, 3),))
+    body = (INC.hex + "000000000000002a"
+            "00000001" "0009" + b"PLAINTEXT".hex() + "0001" + b"h".hex() + "00002384" "0000"
+            "ffff" "01" "00")
+    # Version 1 (KIP-584): the features follow, name, min and max each.
     assert encode_record(record).hex() == (
-        "0000" "0000" "00000001" + INC.hex + "000000000000002a"
-        "00000001" "0009" + b"PLAINTEXT".hex() + "0001" + b"h".hex() + "00002384" "0000"
-        "ffff" "01" "00"
+        "0000" "0001" "00000001" + body
+        + "00000001" "0009" + b"f.version".hex() + "0000" "0003"
     )
+    # A version 0 record (a log written before features) reads with none.
+    v0 = bytes.fromhex("0000" "0000" "00000001" + body)
+    assert decode_record(v0) == replace(record, features=())
+
+
+def test_broker_features_are_checked_and_round_trip() -> None:
+    features = (BrokerFeature("a", 0, 1), BrokerFeature("b", 2, 2))
+    record = RegisterBrokerRecord(1, INC, 1, features=features)
+    assert decode_record(encode_record(record)) == record
+    with pytest.raises(ValueError, match="distinct"):
+        RegisterBrokerRecord(1, INC, 1, features=(BrokerFeature("a", 0, 1),) * 2)
+    with pytest.raises(ValueError):
+        BrokerFeature("a", 2, 1)  # max below min
+    with pytest.raises(ValueError):
+        BrokerFeature("a", -1, 1)
+    raw = bytearray(encode_record(RegisterBrokerRecord(1, INC, 1, features=(features[0],))))
+    raw[-4:] = struct.pack(">hh", 1, 0)  # max below min on the wire
+    with pytest.raises(MetadataRecordError, match="broker feature"):
+        decode_record(bytes(raw))
 
 
 def test_tristate_encoding_of_registration_change() -> None:
@@ -341,7 +371,7 @@ def test_truncated_and_trailing_bytes_are_rejected() -> None:
 def test_bad_boolean_byte_is_rejected() -> None:
     encoded = bytearray(encode_record(FeatureLevelRecord("x", 1)))
     bad = bytearray(encode_record(RegisterBrokerRecord(1, INC, 1)))
-    bad[-1] = 2
+    bad[-5] = 2  # in_controlled_shutdown, before the (empty) features' count
     with pytest.raises(MetadataRecordError, match="boolean"):
         decode_record(bytes(bad))
     assert decode_record(bytes(encoded)) == FeatureLevelRecord("x", 1)

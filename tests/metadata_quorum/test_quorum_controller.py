@@ -31,6 +31,7 @@ from metadata_quorum.controller import (
     ScramCredentialUpsertion,
 )
 from metadata_quorum.controller.acl_control import new_acl_id
+from metadata_quorum.features import broker_features
 from metadata_quorum.records import FenceBrokerRecord, build_metadata_batch, decode_record
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch
 from raftlog.net.errors import ErrorCode
@@ -80,7 +81,8 @@ def active(epoch: int = 1) -> tuple[QuorumController, FakeLog]:
 
 def register(controller: QuorumController, broker_id: int, now_ms: int):  # type: ignore[no-untyped-def]
     return controller.submit(BrokerRegistrationRequest(
-        broker_id, incarnation(broker_id), listeners(broker_id)), now_ms)
+        broker_id, incarnation(broker_id), listeners(broker_id),
+        features=broker_features()), now_ms)
 
 
 def test_standby_and_claiming_controllers_refuse_commands() -> None:
