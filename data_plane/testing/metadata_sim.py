@@ -16,7 +16,10 @@ replaces its toy state machine with the real thing:
   replayed offset and want_fence until caught up, follow NOT_CONTROLLER,
   re-register on STALE_BROKER_EPOCH;
 - **an admin** creating (and sometimes deleting) topics on whichever
-  controller it believes active.
+  controller it believes active, and now and then turning KIP-966 ELR off
+  or on (UpdateFeatures, ``elr_toggles=True``, the default), so that the
+  records each direction writes (`feature_control.elr_clear_records`,
+  `elr_safety_records`) meet the faults too.
 
 RPCs between brokers and controllers travel over the simulator's network
 (same partitions, delays) and are answered only once their records commit
@@ -34,7 +37,10 @@ offset):
 - with ELR on (the default, as a new cluster's): a partition has a leader
   exactly when its ISR is not empty; its ELR is empty while the ISR is at
   ``min.insync.replicas`` (2 here, at most the replica count); the last
-  known ELR is set only while it has no leader;
+  known ELR is set only while it has no leader. A partition left leaderless
+  with its last ISR member while ELR was off keeps that shape, as Kafka's
+  does, until its next change (same partition epoch) after ELR goes on;
+- with ELR off, no partition has an ELR or a last known ELR;
 - per node, leader epochs and partition epochs never decrease;
 - plus every Raft invariant of the base simulation.
 
@@ -58,6 +64,11 @@ from metadata_quorum.controller.cluster_control import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from metadata_quorum.controller.feature_control import (
+    FeatureUpdate,
+    UpdateFeaturesRequest,
+    UpgradeType,
+)
 from metadata_quorum.controller.quorum_controller import (
     ControllerRole,
     NotControllerError,
@@ -70,10 +81,16 @@ from metadata_quorum.controller.replication_control import (
     DeleteTopicsRequest,
 )
 from metadata_quorum.controller.result import ControllerConfig
+from metadata_quorum.delta import MetadataDelta
 from metadata_quorum.features import ELR_FEATURE, broker_features, elr_enabled
 from metadata_quorum.image import MetadataImage, PartitionRegistration
 from metadata_quorum.loader import build_snapshot_batches
-from metadata_quorum.records import NO_LEADER, Endpoint, FeatureLevelRecord
+from metadata_quorum.records import (
+    NO_LEADER,
+    Endpoint,
+    FeatureLevelRecord,
+    decode_metadata_batch,
+)
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.errors import NotLeaderError
 from raftlog.consensus.ready import CommittedBatch, LeaderAndEpoch, Ready, SnapshotLoad
@@ -137,9 +154,10 @@ class MetadataSimulation(Simulation):
     """One seed of controllers + brokers (see module doc)."""
 
     def __init__(self, seed: int, *, core_factory: CoreFactory = KRaftCore,
-                 elr: bool = True) -> None:
+                 elr: bool = True, elr_toggles: bool = True) -> None:
         """``core_factory`` swaps the KRaft core (the self-tests' broken ones);
-        ``elr`` formats the cluster with KIP-966 eligible leader replicas."""
+        ``elr`` formats the cluster with KIP-966 eligible leader replicas;
+        ``elr_toggles`` lets the admin turn them off and on."""
         probe = Simulation(seed)  # draws the base parameters from the seed
         # Longer safety phases than the Raft-only simulation: sessions (600 ms)
         # must have time to expire, brokers to be fenced and come back.
@@ -159,6 +177,12 @@ class MetadataSimulation(Simulation):
         self.registrations = 0
         self.unfencings = 0
         self.elr = elr
+        self.elr_toggles = elr_toggles
+        self.elr_updates = 0
+        # (topic id, partition, partition epoch) of partitions seen leaderless
+        # with a non-empty ISR while ELR was off: the shape they may keep,
+        # unchanged, after ELR goes on.
+        self._elr_off_shapes: set[tuple[uuid.UUID, int, int]] = set()
         self.controller_config = ControllerConfig(
             cluster_id=CLUSTER_ID,
             broker_session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -236,11 +260,37 @@ class MetadataSimulation(Simulation):
         nid = node.node_id
         if nid in self.voters:
             controller = self._controllers[nid]
+            if batch.last_offset not in self._images_at:
+                self._note_elr_off_shapes(controller.committed_image, batch)
             controller.handle_commit(batch)
             self._observe(nid, controller.committed_image)
         else:
             self._listeners[nid].handle_commit(batch)
             self._observe(nid, self._publishers[nid].image)
+
+    def _note_elr_off_shapes(self, before: MetadataImage, batch: CommittedBatch) -> None:
+        """Images are checked per batch, and one batch may both leave a
+        partition leaderless with ELR off and turn ELR on (the controller's
+        proposals share batches). For a batch that turns ELR on, note the
+        ELR-off shapes of the images between its records, so that the check
+        of the batch's image knows them."""
+        if batch.is_control:
+            return
+        records = [r for _, r in decode_metadata_batch(batch.data).records]
+        if not any(isinstance(r, FeatureLevelRecord) and r.name == ELR_FEATURE for r in records):
+            return
+        image = before
+        for record in records:
+            if not elr_enabled(image):
+                self._note_shapes(image)
+            delta = MetadataDelta(image)
+            delta.replay(record)
+            image = delta.apply(image.provenance)
+
+    def _note_shapes(self, image: MetadataImage) -> None:
+        for topic, pid, part in image.iter_partitions():
+            if part.leader == NO_LEADER and len(part.isr) == 1:
+                self._elr_off_shapes.add((topic.topic_id, pid, part.partition_epoch))
 
     def _load_snapshot(self, node: SimNode, load: SnapshotLoad) -> None:
         end = load.snapshot_id.end_offset
@@ -393,6 +443,16 @@ class MetadataSimulation(Simulation):
     def _admin(self) -> None:
         rng = self.rng
         image = self._controllers[self.voters[0]].committed_image
+        if self.elr_toggles and rng.random() < 0.04:
+            # From this voter's committed image; a stale view sends an update
+            # the controller refuses (a downgrade typed as an upgrade) or a
+            # no-op, both harmless.
+            on = elr_enabled(image)
+            self._send_to_active(UpdateFeaturesRequest((FeatureUpdate(
+                ELR_FEATURE, 0 if on else 1,
+                UpgradeType.SAFE_DOWNGRADE if on else UpgradeType.UPGRADE),)))
+            self.elr_updates += 1
+            return
         if image.topics and rng.random() < 0.15:
             victim = rng.choice(sorted(t.name for t in image.topics.values()))
             self._send_to_active(DeleteTopicsRequest(names=(victim,)))
@@ -508,12 +568,17 @@ class MetadataSimulation(Simulation):
                 if broker is None or broker.fenced or broker.in_controlled_shutdown:
                     raise self.fail(f"{where} is led by {part.leader}, which is not usable")
             elr_on = elr_enabled(image)
+            shape = (topic.topic_id, pid, part.partition_epoch)
+            legacy = part.leader == NO_LEADER and len(part.isr) == 1
+            if legacy and not elr_on:
+                self._elr_off_shapes.add(shape)
+            elif legacy and shape in self._elr_off_shapes:
+                continue  # ELR-off's shape, unchanged since ELR went on
             for member in part.isr:
                 broker = image.brokers.get(member)
                 usable = broker is not None and not broker.fenced \
                     and not broker.in_controlled_shutdown
-                if not usable and (elr_on or not (
-                        part.leader == NO_LEADER and len(part.isr) == 1)):
+                if not usable and (elr_on or not legacy):
                     raise self.fail(f"{where}: ISR {part.isr} holds unusable broker {member}")
             if elr_on:
                 self._check_elr(where, part)
@@ -575,6 +640,8 @@ class MetadataSimulation(Simulation):
             registrations=self.registrations,
             fencings=self.fencings,
             unfencings=self.unfencings,
+            elr_updates=self.elr_updates,
+            elr_on_at_end=final is not None and elr_enabled(final),
         )
         return result
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from data_plane.testing.metadata_sim import MetadataSimulation, main, run_seed
+from metadata_quorum.features import ELR_FEATURE
 from metadata_quorum.image import (
     BrokerRegistration,
     MetadataImage,
@@ -52,8 +54,11 @@ def test_kip996_seed_300_voter_prospective_above_the_leaders_epoch_rejoins() -> 
     behind the leader's high watermark, and seed 311 until the simulated
     cluster was formatted with KIP-966 ELR; each changed every later step of
     the seeds. A new one is found by running the broken core over the seeds
-    and keeping one whose stranded voter sits above the leader's epoch.)"""
-    buggy = MetadataSimulation(300, core_factory=PreVoteIgnoresHigherEpochCore)
+    and keeping one whose stranded voter sits above the leader's epoch. The
+    admin's ELR toggles, added later, are left out here, so that the seed
+    keeps the schedule it was chosen for.)"""
+    buggy = MetadataSimulation(300, core_factory=PreVoteIgnoresHigherEpochCore,
+                               elr_toggles=False)
     with pytest.raises(SimulationFailure) as stalled:
         buggy.run()
     assert stalled.value.reason.startswith("liveness: nodes [2, "), stalled.value.reason
@@ -62,7 +67,7 @@ def test_kip996_seed_300_voter_prospective_above_the_leaders_epoch_rejoins() -> 
     leader_epochs = [n.core.epoch for n in buggy.nodes.values()
                      if n.core is not None and n.core.is_leader]
     assert stranded[2] == ("Prospective", 6) and leader_epochs == [5], (stranded, leader_epochs)
-    sim = MetadataSimulation(300)
+    sim = MetadataSimulation(300, elr_toggles=False)
     summary = sim.run()
     assert summary["recovered_ms"] is not None
     leaders = [n for n in sim.nodes.values() if n.core is not None and n.core.is_leader]
@@ -87,6 +92,42 @@ def test_the_seeds_exercise_fencing_failover_and_topics() -> None:
     assert totals["topics_in_image"] >= 100, totals
     assert totals["registrations"] >= 120 + 10, totals  # restarts re-register
     assert {"crash", "pause", "isolate_leader", "partition_halves"} <= faults
+
+
+def test_the_seeds_turn_elr_off_and_on_under_faults() -> None:
+    """The admin's UpdateFeatures toggles commit in both directions, so the
+    ELR-off and ELR-on invariants each meet images the other wrote."""
+    sent = ended_off = 0
+    for seed in range(40):
+        summary = run_seed(seed)
+        sent += int(summary["elr_updates"])  # type: ignore[call-overload]
+        ended_off += not summary["elr_on_at_end"]
+    assert sent >= 40, sent
+    assert 0 < ended_off < 40, ended_off
+
+
+def test_seed_1745_fences_and_turns_elr_on_in_one_batch() -> None:
+    """One committed batch holds a broker's fencing (ELR off: its partition
+    keeps the broker as the leaderless last ISR member) and then ELR's
+    FeatureLevelRecord. Images are checked per batch, so the checker must
+    know the shape from between the batch's records, or it reports a
+    fenced ISR member that Kafka's controller leaves there too."""
+    summary = run_seed(1745)
+    assert summary["recovered_ms"] is not None and int(summary["elr_updates"]) > 0  # type: ignore[call-overload]
+
+
+def test_a_controller_that_keeps_elrs_when_elr_goes_off_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turning ELR off must clear every ELR (`elr_clear_records`); a
+    controller that writes only the feature level leaves ELRs behind,
+    which the ELR-off checker reports (seed 5 reaches one)."""
+    import metadata_quorum.controller.feature_control as feature_control
+
+    monkeypatch.setattr(feature_control, "elr_clear_records", lambda image: [])
+    with pytest.raises(SimulationFailure) as failure:
+        run_seed(5)
+    assert "with ELR off" in failure.value.reason, failure.value.reason
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -142,6 +183,24 @@ def test_checker_rejects_a_fenced_leader_and_a_fenced_isr_member() -> None:
     # KIP-841's one exception: the last member of a leaderless partition stays.
     leaderless = PartitionRegistration((4, 5), (5,), leader=-1, leader_epoch=2)
     assert caught(sim, 1, image(102, leaderless, fenced=frozenset({4, 5}))) is None
+
+
+def test_checker_lets_an_elr_off_shape_stay_until_the_partition_changes() -> None:
+    """A partition left leaderless with a fenced last ISR member while ELR
+    was off keeps that shape after ELR goes on (Kafka rewrites no partition
+    then); once it changes (a new partition epoch), the ELR rules hold."""
+    sim = MetadataSimulation(0, elr=False)
+    legacy = PartitionRegistration((4, 5), (5,), leader=-1, leader_epoch=2, partition_epoch=4)
+    off = image(300, legacy, fenced=frozenset({4, 5}))
+    assert caught(sim, 1, off) is None
+    on = replace(off, provenance=MetadataProvenance(301, 1),
+                 features=frozen_mapping({ELR_FEATURE: 1}))
+    assert caught(sim, 1, on) is None
+    changed = replace(legacy, partition_epoch=5)
+    reason = caught(sim, 1, replace(
+        image(302, changed, fenced=frozenset({4, 5})),
+        features=frozen_mapping({ELR_FEATURE: 1})))
+    assert reason is not None and "unusable broker 5" in reason
 
 
 def test_checker_rejects_diverging_images_and_shrinking_epochs() -> None:
