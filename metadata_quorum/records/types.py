@@ -188,6 +188,12 @@ def _dec_endpoints(r: Reader) -> tuple[Endpoint, ...]:
     return tuple(out)
 
 
+def _check_feature_name(field_name: str, name: str) -> None:
+    check_string(field_name, name)
+    if not name:
+        raise ValueError("feature name must not be empty")
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerFeature:
     """A feature level range a broker's software supports (KIP-584; Kafka's
@@ -199,9 +205,7 @@ class BrokerFeature:
     max_supported: int
 
     def __post_init__(self) -> None:
-        check_string("feature name", self.name)
-        if not self.name:
-            raise ValueError("feature name must not be empty")
+        _check_feature_name("feature name", self.name)
         check_int("min_supported", self.min_supported, 0, INT16_MAX)
         check_int("max_supported", self.max_supported, self.min_supported, INT16_MAX)
 
@@ -845,9 +849,7 @@ class FeatureLevelRecord(_RecordBase):
     feature_level: int
 
     def __post_init__(self) -> None:
-        check_string("name", self.name)
-        if not self.name:
-            raise ValueError("feature name must not be empty")
+        _check_feature_name("name", self.name)
         check_int("feature_level", self.feature_level, 0, INT16_MAX)
 
 
