@@ -384,7 +384,18 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                 BrokerFeature(f.name, int(f.min_supported_version), int(f.max_supported_version))
                 for f in body.features
             )
-        except (TypeError, ValueError):  # a range no software declares: min > max, < 0
+            listeners = tuple(
+                Endpoint(
+                    name=listener.name,
+                    host=listener.host,
+                    port=int(listener.port),
+                    security_protocol=SecurityProtocol(int(listener.security_protocol)),
+                )
+                for listener in body.listeners
+            )
+        except (TypeError, ValueError):
+            # A feature range no software declares (min above max, below 0),
+            # an unknown security protocol, an empty listener name.
             return build(response_class(body), {
                 "throttle_time": _NO_THROTTLE,
                 "error_code": ErrorCode.invalid_request,
@@ -393,15 +404,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         request = BrokerRegistrationRequest(
             broker_id=int(body.broker_id),
             incarnation_id=body.incarnation_id or uuid.UUID(int=0),
-            listeners=tuple(
-                Endpoint(
-                    name=listener.name,
-                    host=listener.host,
-                    port=int(listener.port),
-                    security_protocol=SecurityProtocol(int(listener.security_protocol)),
-                )
-                for listener in body.listeners
-            ),
+            listeners=listeners,
             rack=body.rack,
             cluster_id=body.cluster_id,
             # v1-v2 (a broker from before KIP-966) carry none: unclean.

@@ -97,7 +97,8 @@ def register_broker(
     RegisterBroker record's offset becomes the broker epoch. Answers:
 
     - INCONSISTENT_CLUSTER_ID: the broker belongs to another cluster;
-    - INVALID_REQUEST: a negative broker id, or a feature declared twice;
+    - INVALID_REQUEST: a negative broker id, a feature declared twice, or
+      two listeners of one name;
     - UNSUPPORTED_VERSION: the broker's software cannot run with a
       finalized feature level (`features.registration_refusal`), so it
       stays out of the cluster rather than misread what the others write;
@@ -127,6 +128,9 @@ def register_broker(
     if len({f.name for f in request.features}) != len(request.features):
         return ControllerResult((), BrokerRegistrationResponse(
             ErrorCode.invalid_request, message="a feature is declared more than once"))
+    if len({e.name for e in request.listeners}) != len(request.listeners):
+        return ControllerResult((), BrokerRegistrationResponse(
+            ErrorCode.invalid_request, message="a listener name appears more than once"))
     refusal = registration_refusal(image, request.features)
     if refusal is not None:
         return ControllerResult((), BrokerRegistrationResponse(

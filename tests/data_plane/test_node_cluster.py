@@ -105,7 +105,7 @@ async def register(
 
 async def registration(
     clients: list[KafkaProtocolClient], broker_id: int, incarnation: uuid.UUID, cluster_id: str,
-    features: tuple[tuple[str, int, int], ...],
+    features: tuple[tuple[str, int, int], ...], security_protocol: int = 0,
 ) -> tuple[ErrorCode | None, int | None]:
     """The active controller's answer to a registration declaring ``features``
     (name, min, max): its error and broker epoch; (None, None) if no
@@ -115,7 +115,8 @@ async def registration(
         cluster_id=cluster_id,
         incarnation_id=incarnation,
         listeners=(reg_req.Listener(name="PLAINTEXT", host="127.0.0.1",
-                                    port=u16(9000 + broker_id), security_protocol=i16(0)),),
+                                    port=u16(9000 + broker_id),
+                                    security_protocol=i16(security_protocol)),),
         features=tuple(reg_req.Feature(name=name, min_supported_version=i16(low),
                                        max_supported_version=i16(high))
                        for name, low, high in features),
@@ -134,12 +135,15 @@ async def registration(
 
 async def refused_registrations(ports: list[int], cluster_id: str) -> list[ErrorCode | None]:
     """KIP-584 on the wire: software without ELR's range, a range no
-    software declares (min above max), and this software's."""
+    software declares (min above max), a listener of an unknown security
+    protocol, and this software's."""
     clients = [KafkaProtocolClient("127.0.0.1", p, request_timeout_ms=5000) for p in ports]
     try:
         out = []
-        for features in ((), ((ELR_FEATURE, 1, 0),), THIS_SOFTWARE):
-            error, _ = await registration(clients, 104, uuid.uuid4(), cluster_id, features)
+        for features, protocol in (((), 0), (((ELR_FEATURE, 1, 0),), 0),
+                                   (THIS_SOFTWARE, 99), (THIS_SOFTWARE, 0)):
+            error, _ = await registration(clients, 104, uuid.uuid4(), cluster_id, features,
+                                          protocol)
             out.append(error)
         return out
     finally:
@@ -207,7 +211,8 @@ def test_three_controllers_create_topics_and_survive_losing_the_active_one(
     assert len(set(epochs.values())) == 3
     # A new cluster runs ELR (level 1): a broker that cannot is kept out.
     assert asyncio.run(refused_registrations(controller_ports(cluster), cluster.cluster_id)) == [
-        ErrorCode.unsupported_version, ErrorCode.invalid_request, ErrorCode.none]
+        ErrorCode.unsupported_version, ErrorCode.invalid_request, ErrorCode.invalid_request,
+        ErrorCode.none]
     cli("topics", "create", "--topic", "orders", "--partitions", "3",
         "--replication-factor", "3", "--bootstrap-controller", b)
     cli("topics", "create", "--topic", "audit", "--partitions", "2",

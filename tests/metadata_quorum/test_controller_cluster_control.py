@@ -21,6 +21,7 @@ from metadata_quorum.features import broker_features
 from metadata_quorum.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    Endpoint,
     FenceBrokerRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
@@ -32,10 +33,11 @@ from raftlog.net.errors import ErrorCode
 
 def registration(ctx: Ctx, broker_id: int, generation: int = 0, **kw: object):  # type: ignore[no-untyped-def]
     kw.setdefault("features", broker_features())
+    kw.setdefault("listeners", listeners(broker_id))
     return register_broker(
         ctx.image, ctx.sessions,
         BrokerRegistrationRequest(broker_id, incarnation(broker_id, generation),
-                                  listeners(broker_id), **kw),  # type: ignore[arg-type]
+                                  **kw),  # type: ignore[arg-type]
         ctx.config, next_offset=ctx.next_offset, now_ms=ctx.now_ms,
     )
 
@@ -145,6 +147,16 @@ def test_negative_broker_id_is_an_invalid_request() -> None:
     result = register_broker(ctx.image, ctx.sessions, BrokerRegistrationRequest(-1, uuid.uuid4()),
                              ctx.config, next_offset=0, now_ms=0)
     assert result.response.error is ErrorCode.invalid_request
+
+
+def test_two_listeners_of_one_name_are_an_invalid_request() -> None:
+    """A peer's registration the record could not carry is refused, not
+    raised out of the controller."""
+    ctx = Ctx()
+    twice = (Endpoint("PLAINTEXT", "a", 1), Endpoint("PLAINTEXT", "b", 2))
+    result = registration(ctx, 1, listeners=twice)
+    assert result.response.error is ErrorCode.invalid_request and not result.records
+    assert result.response.message == "a listener name appears more than once"
 
 
 # --- heartbeats ----------------------------------------------------------------------
