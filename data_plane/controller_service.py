@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from metadata_quorum.controller.quorum_controller import (
+    CommandFailedError,
     ControllerRequest,
     ControllerRole,
     NotControllerError,
@@ -140,21 +141,24 @@ class ControllerService:
         """Run ``request`` on the active controller; return its response once committed.
 
         Raises `NotControllerError` (not active, or leadership lost before the
-        commit) and `TimeoutError` (no commit within `WRITE_TIMEOUT_S`).
+        commit), `CommandFailedError` (the command raised; nothing was
+        written, and the handler answers UNKNOWN_SERVER_ERROR) and
+        `TimeoutError` (no commit within `WRITE_TIMEOUT_S`).
         """
         controller = self.controller
 
         def run(core: KRaftCore, now_ms: int) -> Any:
             try:
                 return controller.submit(request, now_ms)
-            except NotControllerError as exc:
+            except (NotControllerError, CommandFailedError) as exc:
+                # Raised here, either would stop the driver: they are answers.
                 return exc
 
         try:
             submission = await self.driver.call(run)
         except NotLeaderError:
             raise self.not_controller() from None
-        if isinstance(submission, NotControllerError):
+        if isinstance(submission, NotControllerError | CommandFailedError):
             raise submission
         epoch = controller.epoch
         async with asyncio.timeout(WRITE_TIMEOUT_S):

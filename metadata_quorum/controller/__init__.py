@@ -71,6 +71,7 @@ from .producer_id_control import (
     allocate_producer_ids,
 )
 from .quorum_controller import (
+    CommandFailedError,
     ControllerInvariantError,
     ControllerRequest,
     ControllerRole,
@@ -147,6 +148,7 @@ __all__ = [
     "ClientQuotaAlteration",
     "ClientQuotaAlterationResult",
     "ClientQuotaOp",
+    "CommandFailedError",
     "ConfigOpType",
     "ControllerConfig",
     "ControllerInvariantError",

@@ -189,6 +189,15 @@ class ControllerInvariantError(Exception):
     """A broken invariant (tier 3): stop the node."""
 
 
+class CommandFailedError(Exception):
+    """A command raised while working out its records, before anything was
+    proposed: a request the command's checks let through but its records
+    cannot carry (a bug to fix where the command checks its input). The
+    controller's state is as before; the caller answers the request
+    UNKNOWN_SERVER_ERROR, and the node goes on, since a peer's request must
+    not stop it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Submission(Generic[R]):
     """A command's response, to be sent once ``commit_offset`` is committed."""
@@ -421,6 +430,15 @@ class QuorumController:
         other than expected."""
         if self._role is not ControllerRole.ACTIVE:
             raise NotControllerError(self._leader_id, self._epoch)
+        try:
+            result = self._command(request, now_ms)
+        except Exception as exc:
+            raise CommandFailedError(f"{type(request).__name__}: {exc!r}") from exc
+        return self._write(result, now_ms)
+
+    def _command(self, request: ControllerRequest, now_ms: int) -> ControllerResult[Any]:
+        """``request``'s records and response, from the latest image; nothing
+        is proposed (broker sessions are touched on success)."""
         sessions = self._sessions_at(now_ms)
         image, config = self._latest, self.config
         result: ControllerResult[Any]
@@ -468,7 +486,7 @@ class QuorumController:
                 result = delete_acls(image, request)
             case UpdateFeaturesRequest():
                 result = update_features(image, request, config)
-        return self._write(result, now_ms)
+        return result
 
     def tick(self, now_ms: int) -> int:
         """Run timers (active only) and return the next deadline in ms."""

@@ -19,6 +19,7 @@ from metadata_quorum.controller import (
     AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
+    CommandFailedError,
     ControllerConfig,
     ControllerInvariantError,
     ControllerRole,
@@ -98,6 +99,30 @@ def test_standby_and_claiming_controllers_refuse_commands() -> None:
     assert controller.role is ControllerRole.CLAIMING
     controller.handle_commit(control_batch(1, 3))
     assert controller.role is ControllerRole.ACTIVE and controller.next_write_offset == 2
+
+
+def test_a_command_that_raises_writes_nothing_and_the_controller_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command that raises (a peer's request its checks let through) is
+    a CommandFailedError for that request only: nothing is proposed, the
+    latest image is unchanged, and the next command runs. Raised as
+    anything else, it would stop the node's Raft driver."""
+    import metadata_quorum.controller.quorum_controller as qc
+
+    controller, log = active()
+    before = controller.latest_image
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("a record the request cannot make")
+
+    monkeypatch.setattr(qc, "register_broker", broken)
+    with pytest.raises(CommandFailedError, match="BrokerRegistrationRequest: ValueError"):
+        register(controller, 1, 0)
+    assert log.proposed == [] and controller.latest_image is before
+    assert controller.role is ControllerRole.ACTIVE
+    monkeypatch.undo()
+    assert register(controller, 1, 0).response.error is ErrorCode.none
 
 
 def test_broker_epoch_is_the_proposed_offset_and_response_waits_for_commit() -> None:
