@@ -131,6 +131,7 @@ from metadata_quorum.controller.reassignment import (
 )
 from metadata_quorum.controller.replication_control import (
     AlterPartitionItem,
+    AlterPartitionItemResult,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerState,
@@ -442,12 +443,21 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         )
 
     async def alter_partition(_: RequestContext, body: ap_req.AlterPartitionRequest) -> Any:
-        request = AlterPartitionRequest(
-            broker_id=int(body.broker_id),
-            broker_epoch=int(body.broker_epoch),
-            partitions=tuple(
-                AlterPartitionItem(
-                    topic_id=topic.topic_id or uuid.UUID(int=0),
+        items: list[AlterPartitionItem] = []
+        # A leader recovery state no release defines is INVALID_REQUEST for
+        # its partition, as Kafka's ReplicationControlManager answers it.
+        unreadable: list[AlterPartitionItemResult] = []
+        for topic in body.topics:
+            topic_id = topic.topic_id or uuid.UUID(int=0)
+            for p in topic.partitions:
+                try:
+                    recovery = LeaderRecoveryState(int(p.leader_recovery_state))
+                except ValueError:
+                    unreadable.append(AlterPartitionItemResult(
+                        topic_id, int(p.partition_index), ErrorCode.invalid_request))
+                    continue
+                items.append(AlterPartitionItem(
+                    topic_id=topic_id,
                     partition_id=int(p.partition_index),
                     leader_epoch=int(p.leader_epoch),
                     partition_epoch=int(p.partition_epoch),
@@ -455,16 +465,20 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                         BrokerState(int(b.broker_id), int(b.broker_epoch))
                         for b in p.new_isr_with_epochs
                     ),
-                    leader_recovery_state=LeaderRecoveryState(int(p.leader_recovery_state)),
-                )
-                for topic in body.topics
-                for p in topic.partitions
-            ),
+                    leader_recovery_state=recovery,
+                ))
+        request = AlterPartitionRequest(
+            broker_id=int(body.broker_id),
+            broker_epoch=int(body.broker_epoch),
+            partitions=tuple(items),
         )
         response, error = await _write(service, request)
         if error is not ErrorCode.none:
             response = AlterPartitionResponse(error=error)
         assert isinstance(response, AlterPartitionResponse)
+        if response.error is ErrorCode.none and unreadable:
+            response = AlterPartitionResponse(
+                ErrorCode.none, (*response.partitions, *unreadable))
         by_topic: dict[uuid.UUID, list[ap_resp.PartitionData]] = {}
         for item in response.partitions:
             by_topic.setdefault(item.topic_id, []).append(
