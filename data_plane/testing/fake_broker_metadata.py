@@ -45,6 +45,7 @@ from data_plane.broker.metadata_api import ImageListener
 from data_plane.replication.types import AlterPartitionRequest, AlterPartitionResponse
 from metadata_quorum.controller.acl_control import create_acls, delete_acls
 from metadata_quorum.controller.feature_control import update_features
+from metadata_quorum.controller.replication_control import MAX_PARTITIONS_PER_BATCH
 from metadata_quorum.controller.result import ControllerConfig
 from metadata_quorum.controller.scram_control import alter_user_scram_credentials
 from metadata_quorum.delta import MetadataDelta
@@ -291,7 +292,16 @@ class FakeMetadataCluster:
     def forward(self, api_key: int, request: Any) -> Any:
         if api_key == 19 and isinstance(request, ct_req.CreateTopicsRequest):
             results = []
+            # The controller's cap on partitions per request (POLICY_VIOLATION
+            # for every topic), as `replication_control.create_topics`.
+            too_many = sum(max(int(t.num_partitions), 1)
+                           for t in request.topics) > MAX_PARTITIONS_PER_BATCH
             for t in request.topics:
+                if too_many:
+                    results.append({"name": t.name, "topic_id": uuid.UUID(int=0),
+                                    "error_code": ErrorCode.policy_violation,
+                                    "num_partitions": -1, "replication_factor": -1})
+                    continue
                 configs = {c.name: c.value for c in t.configs if c.value is not None}
                 error = self.create_topic(str(t.name), int(t.num_partitions),
                                           int(t.replication_factor), configs)

@@ -25,18 +25,15 @@ Between examples the harness puts back three unfenced brokers and topic
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime
-import io
 import math
 import os
 import re
-import typing
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hostile_requests import over_the_wire, requests_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.allocate_producer_ids.v0 import request as apid
@@ -63,7 +60,6 @@ from kio.schema.list_partition_reassignments.v0 import request as lpr
 from kio.schema.metadata.v12 import request as md
 from kio.schema.unregister_broker.v0 import request as ub
 from kio.schema.update_features.v2 import request as uf
-from kio.serial import entity_reader, entity_writer
 
 from data_plane.api.build import response_class
 from data_plane.testing.inprocess_controller import InProcessController
@@ -78,7 +74,6 @@ BROKERS = (1, 2, 3)
 TOPIC = "t"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _RANDOM_ID = uuid.UUID("6b1e5a3c-0000-4000-8000-00000000dead")  # no topic has it
-_INT_BOUNDS = {"int8": 2**7, "int16": 2**15, "int32": 2**31, "int64": 2**63}
 
 
 # ---------------------------------------------------------------- the harness
@@ -386,85 +381,6 @@ def _near_valid(api_key: int, h: _Harness) -> st.SearchStrategy[Any] | None:
     }.get(api_key, lambda: None)()
 
 
-# ---------------------------------------------------------- request strategies
-
-
-def _field_strategy(owner: type, f: dataclasses.Field[Any], hint: Any,
-                    vocabulary: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
-    if "kafka_type" in f.metadata:  # a value or a list of values, not entities
-        named = vocabulary.get(f"{owner.__name__}.{f.name}")
-        if named is None:
-            named = vocabulary.get(f.name)
-        if named is not None:
-            return named
-    args = typing.get_args(hint)
-    if type(None) in args:  # nullable
-        inner = next(a for a in args if a is not type(None))
-        return st.one_of(st.none(), _value_strategy(inner, f, vocabulary))
-    return _value_strategy(hint, f, vocabulary)
-
-
-def _value_strategy(hint: Any, f: dataclasses.Field[Any],
-                    vocabulary: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
-    if typing.get_origin(hint) is tuple:
-        element = typing.get_args(hint)[0]
-        return st.lists(_value_strategy(element, f, vocabulary), max_size=3).map(tuple)
-    if dataclasses.is_dataclass(hint):
-        return _entity(typing.cast(type, hint), vocabulary)
-    kind = f.metadata.get("kafka_type")
-    if kind in _INT_BOUNDS:
-        bound = _INT_BOUNDS[kind]
-        return st.one_of(st.sampled_from([-1, 0, 1, 2, 3]), st.integers(-bound, bound - 1))
-    if kind == "uint16":
-        return st.integers(0, 2**16 - 1)
-    if kind == "bool":
-        return st.booleans()
-    if kind == "string":
-        return st.text(max_size=6)
-    if kind == "bytes":
-        return st.binary(max_size=16)
-    if kind == "uuid":
-        return st.uuids()
-    if kind == "float64":
-        return st.floats()
-    if kind in ("timedelta_i32", "timedelta_i64"):
-        return st.sampled_from([0, 1, 100, 30_000])
-    raise AssertionError(f"no strategy for {f.name}: {kind} {hint}")
-
-
-def _entity(cls: type, vocabulary: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
-    hints = typing.get_type_hints(cls)
-    return st.builds(cls, **{
-        f.name: _field_strategy(cls, f, hints[f.name], vocabulary)
-        for f in dataclasses.fields(cls)})
-
-
-def _timedelta_fields(value: Any) -> Any:
-    """kio keeps timedelta fields as ``datetime.timedelta``: turn the drawn ms into one."""
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        return value
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(value):
-        current = getattr(value, f.name)
-        if f.metadata.get("kafka_type") in ("timedelta_i32", "timedelta_i64"):
-            changes[f.name] = datetime.timedelta(milliseconds=current)
-        elif isinstance(current, tuple):
-            changes[f.name] = tuple(_timedelta_fields(v) for v in current)
-        elif dataclasses.is_dataclass(current):
-            changes[f.name] = _timedelta_fields(current)
-    return dataclasses.replace(value, **changes)
-
-
-def _over_the_wire(request: Any) -> Any:
-    """``request`` as the handler would get it from a peer: written, then read."""
-    buffer = io.BytesIO()
-    entity_writer(type(request))(buffer, request)
-    data = buffer.getvalue()
-    decoded, size = entity_reader(type(request))(memoryview(data), 0)
-    assert size == len(data)
-    return decoded
-
-
 # --------------------------------------------------------------- invariants
 
 
@@ -560,12 +476,12 @@ def test_every_controller_api_answers_hostile_requests(
 ) -> None:
     harness.baseline()
     request_class = REQUESTS[api_key]
-    strategy = _entity(request_class, harness.vocabulary())
+    strategy = requests_of(request_class, harness.vocabulary())
     near_valid = _near_valid(api_key, harness)
     if near_valid is not None:
         strategy = st.one_of(strategy, near_valid, near_valid)
     drawn = data.draw(strategy, label="request")
-    request = _over_the_wire(_timedelta_fields(drawn))
+    request = over_the_wire(drawn)
     before = harness.image
     try:
         answer = harness.run(api_key, request)
