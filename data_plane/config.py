@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from data_plane.groups.model import GroupConfig, group_config
 from data_plane.security_config import (
     LISTENER_SECURITY_SETTING,
     LISTENER_SECURITY_SETTINGS,
@@ -294,6 +295,13 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "transaction.state.log.replication.factor": 1,
     "transaction.state.log.min.isr": 1,
     "group.initial.rebalance.delay.ms": 0,
+    # Classic groups and committed offsets (`data_plane.groups`).
+    "group.min.session.timeout.ms": 1,
+    "group.max.session.timeout.ms": 1,
+    "group.max.size": 1,
+    "offsets.retention.minutes": 1,
+    "offsets.retention.check.interval.ms": 1,
+    "offset.metadata.max.bytes": 0,
     # KIP-848 consumer groups (`data_plane.groups.consumer_commands`).
     "group.consumer.session.timeout.ms": 1,
     "group.consumer.heartbeat.interval.ms": 1,
@@ -476,6 +484,7 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         **simple,  # type: ignore[arg-type]
     )
     _check_roles(config)
+    _check_group_settings(dict(config.broker_settings))
     names = tuple(listener.name for listener in listeners)
     named = props.get("inter.broker.listener.name", "").strip()
     if named and named not in {listener.name for listener in config.broker_listeners}:
@@ -521,6 +530,30 @@ def _listener_limits(props: Mapping[str, str],
                                    f"(listeners: {', '.join(sorted(names))})")
         out.append((key, str(_int(0)(key, props[key]))))
     return tuple(out)
+
+
+def _check_group_settings(settings: Mapping[str, str]) -> None:
+    """The group coordinator's settings that must fit together: out of
+    order, every JoinGroup would be refused INVALID_SESSION_TIMEOUT, or no
+    KIP-848 member could heartbeat in time. Refused here, named."""
+    defaults = GroupConfig()
+
+    def number(setting: str, default: int) -> int:
+        return int(settings.get(setting, default))
+
+    low = number("group.min.session.timeout.ms", defaults.min_session_timeout_ms)
+    high = number("group.max.session.timeout.ms", defaults.max_session_timeout_ms)
+    if high < low:
+        raise ConfigError("group.max.session.timeout.ms",
+                          f"must be >= group.min.session.timeout.ms ({low}), got {high}")
+    session = number("group.consumer.session.timeout.ms", defaults.consumer_session_timeout_ms)
+    heartbeat = number("group.consumer.heartbeat.interval.ms",
+                       defaults.consumer_heartbeat_interval_ms)
+    if heartbeat >= session:
+        raise ConfigError("group.consumer.heartbeat.interval.ms",
+                          f"must be below group.consumer.session.timeout.ms ({session}), "
+                          f"got {heartbeat}")
+    group_config(settings)  # the rest is checked setting by setting above
 
 
 def _required(props: Mapping[str, str], setting: str) -> str:

@@ -25,7 +25,7 @@ from data_plane.broker.producer_ids import ProducerIdManager
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.txn_runtime import DEFAULT_ABORT_CHECK_INTERVAL_MS, TxnCoordinatorRuntime
 from data_plane.broker.txn_verification import TxnVerifier
-from data_plane.groups.model import GroupConfig
+from data_plane.groups.model import group_config
 from data_plane.groups.partitioning import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
 from data_plane.txn.coordinator import DEFAULT_MAX_TXN_TIMEOUT_MS
 from data_plane.txn.txn_log import (
@@ -91,18 +91,7 @@ class BrokerCoordinators:
             "offsets.topic.num.partitions", DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS))
         self.groups = GroupCoordinatorRuntime(
             metadata, replicas, num_partitions=self.offsets_topic_partitions,
-            config=GroupConfig(
-                initial_rebalance_delay_ms=int(config.get("group.initial.rebalance.delay.ms", 3000)),
-                consumer_session_timeout_ms=int(config.get(
-                    "group.consumer.session.timeout.ms", 45_000)),
-                consumer_heartbeat_interval_ms=int(config.get(
-                    "group.consumer.heartbeat.interval.ms", 5_000)),
-                consumer_max_size=int(config.get("group.consumer.max.size", 2**31 - 1)),
-                consumer_assignors=tuple(str(config.get(
-                    "group.consumer.assignors", "uniform,range")).split(",")),
-                consumer_migration_policy=str(config.get(
-                    "group.consumer.migration.policy", "bidirectional")).strip().lower(),
-            ))
+            config=group_config(config))
         #: ``group.coordinator.rebalance.protocols``: KIP-848's ConsumerGroupHeartbeat
         #: is served only with "consumer" in it (Kafka 4's default has it).
         self.consumer_protocol_enabled = "consumer" in str(config.get(

@@ -12,7 +12,7 @@ those records are durable (see ``CoordinatorResult``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from raftlog.net.errors import ErrorCode
@@ -90,6 +90,42 @@ class GroupConfig:
                                                   "disabled"):
             raise ValueError("group.consumer.migration.policy must be bidirectional, upgrade, "
                              "downgrade or disabled")
+
+
+def group_config(settings: Mapping[str, str]) -> GroupConfig:
+    """The group coordinator's settings from the broker's (Kafka's names); a
+    setting left out keeps Kafka's default. ValueError if they do not fit
+    together (`GroupConfig`'s checks)."""
+    defaults = GroupConfig()
+
+    def number(setting: str, default: int) -> int:
+        return int(settings.get(setting, default))
+
+    return GroupConfig(
+        initial_rebalance_delay_ms=number("group.initial.rebalance.delay.ms",
+                                          defaults.initial_rebalance_delay_ms),
+        min_session_timeout_ms=number("group.min.session.timeout.ms",
+                                      defaults.min_session_timeout_ms),
+        max_session_timeout_ms=number("group.max.session.timeout.ms",
+                                      defaults.max_session_timeout_ms),
+        max_size=number("group.max.size", defaults.max_size),
+        offsets_retention_ms=number("offsets.retention.minutes",
+                                    defaults.offsets_retention_ms // 60_000) * 60_000,
+        offsets_retention_check_interval_ms=number("offsets.retention.check.interval.ms",
+                                                   defaults.offsets_retention_check_interval_ms),
+        offset_metadata_max_bytes=number("offset.metadata.max.bytes",
+                                         defaults.offset_metadata_max_bytes),
+        consumer_session_timeout_ms=number("group.consumer.session.timeout.ms",
+                                           defaults.consumer_session_timeout_ms),
+        consumer_heartbeat_interval_ms=number("group.consumer.heartbeat.interval.ms",
+                                              defaults.consumer_heartbeat_interval_ms),
+        consumer_max_size=number("group.consumer.max.size", defaults.consumer_max_size),
+        consumer_assignors=tuple(str(settings.get(
+            "group.consumer.assignors", ",".join(defaults.consumer_assignors))).split(",")),
+        consumer_migration_policy=str(settings.get(
+            "group.consumer.migration.policy", defaults.consumer_migration_policy)).strip().lower(),
+    )
+
 
 
 @dataclass(frozen=True, slots=True, order=True)

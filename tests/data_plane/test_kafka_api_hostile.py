@@ -5,13 +5,10 @@ of the right class), never an exception."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 import os
-import tempfile
 import uuid
-from typing import Any
 
 import pytest
 from hostile_requests import TIMEDELTA, Vocabulary, over_the_wire, requests_of
@@ -31,18 +28,13 @@ from kio.schema.list_transactions.v1 import request as ltx1
 from kio.schema.metadata.v12 import request as md12
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle4
 from kio.schema.produce.v9 import request as p9
-from kio.serial import entity_reader
+from single_broker import SingleBroker
 
-from data_plane.api.build import response_class
-from data_plane.api.common import BrokerApiContext
-from data_plane.broker.replica_manager import ReplicaManager
-from data_plane.kafka_api import BROKER_API_VERSIONS, broker_handlers
+from data_plane.kafka_api import BROKER_API_VERSIONS
 from data_plane.kafka_api import FETCH as FETCH_KEY
 from data_plane.kafka_api import PRODUCE as PRODUCE_KEY
-from data_plane.testing.fake_broker_metadata import FakeMetadataCluster
 from metadata_quorum.controller.replication_control import MAX_PARTITIONS_PER_BATCH
-from raftlog.net import NO_RESPONSE, EncodedBody, KafkaApiError, RequestContext
-from raftlog.net.codec import encode_response
+from raftlog.net import KafkaApiError
 from raftlog.net.registry import schemas
 from raftlog.records import BatchBuilder
 
@@ -69,57 +61,17 @@ records = st.one_of(
 )
 
 
-class _Harness:
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.cluster = FakeMetadataCluster()
-        meta = self.cluster.view(1)
-        self.cluster.register_broker(1, "127.0.0.1", 9)
-        self.restore_baseline()
-        self.replicas = ReplicaManager(meta, log_dirs=[tempfile.mkdtemp()], static_config={
-            "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
-            "group.initial.rebalance.delay.ms": "0"})
-
-        async def start() -> None:
-            self.replicas.start()
-        self.loop.run_until_complete(start())
-        self.api = BrokerApiContext(meta, self.replicas, "c")
-        self.handlers = broker_handlers(self.api)
-
-    def restore_baseline(self) -> None:
-        """Topic ``t`` (two partitions) and the coordinators' topics (one
-        partition each), all led here: created if missing (a generated
-        DeleteTopics may have removed them)."""
-        for name, count, configs in (
-                ("t", 2, {"min.insync.replicas": "1"}),
-                ("__consumer_offsets", 1, {"cleanup.policy": "compact"}),
-                ("__transaction_state", 1, {"cleanup.policy": "compact"})):
-            if self.cluster.image.topic_by_name(name) is None:
-                self.cluster.create_topic(name, count, 1, configs)
-
-    def call(self, key: int, request: Any) -> Any:
-        ctx = RequestContext(key, int(request.__version__), 1, "fuzz", None, "PLAINTEXT")
-        response = self.loop.run_until_complete(
-            asyncio.wait_for(self.handlers[key](ctx, request), 5))
-        if response is NO_RESPONSE:
-            return response
-        if isinstance(response, EncodedBody):
-            # A hand-encoded body must be exactly one kio response of the request's version.
-            data = response.data
-            response, size = entity_reader(response_class(request))(data, 0)
-            assert size == len(data)
-        assert type(response) is response_class(request)
-        encode_response(response, 1)
-        return response
+HARNESS: SingleBroker | None = None
 
 
-HARNESS: _Harness | None = None
-
-
-def harness() -> _Harness:
+def harness() -> SingleBroker:
     global HARNESS
     if HARNESS is None:
-        HARNESS = _Harness()
+        HARNESS = SingleBroker({
+            "group.initial.rebalance.delay.ms": "0",
+            # Short group session timeouts, so that generated joins reach the
+            # rebalance and a parked join ends within its call.
+            "group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": "1000"})
     return HARNESS
 
 
@@ -283,12 +235,10 @@ def test_client_quotas(components: list[tuple[str, int, str | None]], strict: bo
 
 # The tests above hand-pick hostile values for the data path. This one
 # draws every field of every other broker API from kio's classes
-# (`hostile_requests`), at the lowest and highest version served. JoinGroup
-# and SyncGroup are left out: they park until the group's rebalance ends,
-# which a single generated request does not bring about.
-_PARKING = {PRODUCE_KEY, FETCH_KEY, 11, 14}
+# (`hostile_requests`), at the lowest and highest version served.
+_HAND_PICKED = {PRODUCE_KEY, FETCH_KEY}
 _GENERATED = [(key, version)
-              for key, (low, high) in sorted(BROKER_API_VERSIONS.items()) if key not in _PARKING
+              for key, (low, high) in sorted(BROKER_API_VERSIONS.items()) if key not in _HAND_PICKED
               for version in sorted({low, high})]
 
 _small = st.sampled_from([-1, 0, 1, 2, 3])
@@ -315,6 +265,13 @@ BROKER_VOCABULARY: Vocabulary = {
     "num_partitions": st.sampled_from([-2, -1, 0, 1, 3, MAX_PARTITIONS_PER_BATCH + 1]),
     "count": st.sampled_from([-1, 0, 1, 3, 5, MAX_PARTITIONS_PER_BATCH + 1]),
     "replication_factor": st.sampled_from([-2, -1, 0, 1, 2]),
+    # Group timeouts: in and out of the harness's session timeout range
+    # (10-1000 ms), and short rebalance timeouts, so that joins reach the
+    # rebalance and a join parked on it ends within its call.
+    "session_timeout": st.sampled_from([0, 9, 10, 100, 1_000, 1_001, 2**31 - 1]),
+    "rebalance_timeout": st.sampled_from([-1, 0, 1, 10]),
+    "protocol_type": st.one_of(st.none(), st.sampled_from(["consumer", "", "connect"])),
+    "protocol_name": st.one_of(st.none(), st.sampled_from(["range", "", "t"])),
 }
 
 

@@ -1,0 +1,104 @@
+"""The group coordinator's broker settings, with Kafka's names: parsed and
+checked with the rest of server.properties, and obeyed by the coordinator
+on the wire (a single in-process broker)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kio.schema.join_group.v3 import request as jg3
+from kio.schema.offset_commit.v2 import request as oc2
+from single_broker import SingleBroker
+
+from data_plane.config import ConfigError, parse_config
+from data_plane.groups.model import GroupConfig, group_config
+
+BROKER = {
+    "node.id": "1",
+    "process.roles": "broker,controller",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "log.dirs": "/data/a",
+}
+
+GROUP_SETTINGS = {
+    "group.min.session.timeout.ms": "100",
+    "group.max.session.timeout.ms": "2000",
+    "group.max.size": "1",
+    "offsets.retention.minutes": "3",
+    "offsets.retention.check.interval.ms": "250",
+    "offset.metadata.max.bytes": "4",
+}
+
+
+def test_the_settings_pass_through_and_reach_the_coordinator_config() -> None:
+    config = parse_config({**BROKER, **GROUP_SETTINGS}, {})
+    assert dict(config.broker_settings) == GROUP_SETTINGS
+    group = group_config(dict(config.broker_settings))
+    assert (group.min_session_timeout_ms, group.max_session_timeout_ms) == (100, 2000)
+    assert group.max_size == 1
+    assert group.offsets_retention_ms == 3 * 60_000
+    assert group.offsets_retention_check_interval_ms == 250
+    assert group.offset_metadata_max_bytes == 4
+    # Left out: Kafka's defaults.
+    assert group_config({}) == GroupConfig()
+    assert GroupConfig().offsets_retention_ms == 10_080 * 60_000
+
+
+@pytest.mark.parametrize(("props", "setting"), [
+    ({"group.min.session.timeout.ms": "7000", "group.max.session.timeout.ms": "6000"},
+     "group.max.session.timeout.ms"),
+    ({"group.min.session.timeout.ms": "1900000"}, "group.max.session.timeout.ms"),
+    ({"group.consumer.session.timeout.ms": "3000"}, "group.consumer.heartbeat.interval.ms"),
+    ({"group.max.size": "0"}, "group.max.size"),
+    ({"offsets.retention.minutes": "0"}, "offsets.retention.minutes"),
+    ({"offsets.retention.check.interval.ms": "soon"}, "offsets.retention.check.interval.ms"),
+    ({"offset.metadata.max.bytes": "-1"}, "offset.metadata.max.bytes"),
+])
+def test_bad_or_conflicting_settings_are_refused_by_name(props: dict[str, str],
+                                                        setting: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**BROKER, **props}, {})
+    assert info.value.setting == setting
+
+
+def _join(broker: SingleBroker, member: str, session_ms: int) -> Any:
+    return broker.call(11, jg3.JoinGroupRequest(
+        group_id="g", session_timeout=datetime.timedelta(milliseconds=session_ms),
+        rebalance_timeout=datetime.timedelta(milliseconds=50), member_id=member,
+        protocol_type="consumer",
+        protocols=(jg3.JoinGroupRequestProtocol(name="range", metadata=b""),)))
+
+
+@pytest.fixture
+def broker() -> Iterator[SingleBroker]:
+    single = SingleBroker({**GROUP_SETTINGS, "group.initial.rebalance.delay.ms": "0"})
+    yield single
+    single.close()
+
+
+def test_the_coordinator_answers_by_the_settings(broker: SingleBroker) -> None:
+    # Session timeouts outside 100-2000 ms: INVALID_SESSION_TIMEOUT (26).
+    assert _join(broker, "", 99).error_code.value == 26
+    assert _join(broker, "", 2001).error_code.value == 26
+    # Inside: the first member joins and leads (the Kafka default range,
+    # 6000-1800000, would refuse 150 ms).
+    first = _join(broker, "", 150)
+    assert first.error_code.value == 0 and first.leader == first.member_id
+    # group.max.size=1: a second member is refused GROUP_MAX_SIZE_REACHED (81).
+    assert _join(broker, "", 150).error_code.value == 81
+    # offset.metadata.max.bytes=4: OFFSET_METADATA_TOO_LARGE (12) above it
+    # (a group without members: simple commits).
+    commit = broker.call(8, oc2.OffsetCommitRequest(
+        group_id="simple", generation_id_or_member_epoch=-1, member_id="",
+        retention_time=datetime.timedelta(milliseconds=-1), topics=(oc2.OffsetCommitRequestTopic(
+            name="t", partitions=(
+                oc2.OffsetCommitRequestPartition(partition_index=0, committed_offset=0,
+                                                 committed_metadata="four"),
+                oc2.OffsetCommitRequestPartition(partition_index=1, committed_offset=0,
+                                                 committed_metadata="fives"))),)))
+    assert [p.error_code.value for p in commit.topics[0].partitions] == [0, 12]
