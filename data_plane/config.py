@@ -36,6 +36,7 @@ from data_plane.security_config import (
     SecurityConfigError,
     parse_security,
 )
+from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
 from raftlog.consensus.config import VoterAddress, parse_voters
 from raftlog.net.connection_quotas import parse_ip_overrides
 from raftlog.security.sasl import SUPPORTED_MECHANISMS
@@ -102,6 +103,7 @@ class NodeConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
     unclean_leader_election_enable: bool = False
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
@@ -116,6 +118,8 @@ class NodeConfig:
     # defaults for topics, coordinators. Unset ones take Kafka's defaults
     # (`data_plane.broker.log_configs.BROKER_CONFIG_DEFAULTS`).
     broker_settings: tuple[tuple[str, str], ...] = ()
+    # The `NO_EFFECT_SETTINGS` the file set (warned about at start).
+    no_effect_settings: tuple[str, ...] = ()
     # Listener security: protocols, SASL mechanisms and users
     # (`data_plane.security_config`).
     security: SecurityConfig = _PLAINTEXT_ONLY
@@ -255,6 +259,7 @@ _SIMPLE: Final[Mapping[str, tuple[str, _Parser]]] = {
     "num.partitions": ("num_partitions", _int(1)),
     "default.replication.factor": ("default_replication_factor", _int(1)),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "delete.topic.enable": ("delete_topic_enable", _bool),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
     "leader.imbalance.check.interval.seconds": (
@@ -326,6 +331,8 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "replication.quota.window.size.seconds": 1,
     # Every listener of the node (`raftlog.net.connection_quotas`).
     "socket.request.max.bytes": 1,
+    "socket.send.buffer.bytes": -1,
+    "socket.receive.buffer.bytes": -1,
     "connections.max.idle.ms": -1,
     "max.connections.per.ip": 0,
     "max.connections": 0,
@@ -385,7 +392,19 @@ def _migration_policy(setting: str, value: str) -> object:
 #: ``group.consumer.migration.policy`` values (KIP-848 online migration).
 MIGRATION_POLICIES: Final = ("bidirectional", "upgrade", "downgrade", "disabled")
 
+def _topic_default(setting: str, value: str) -> object:
+    """A broker setting that is the default of a topic config, checked as
+    the dynamic broker config of the same name."""
+    error = BROKER_CONFIG_VALIDATORS[setting](value.strip())
+    if error is not None:
+        raise ConfigError(setting, error)
+    return value.strip()
+
+
 BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
+    "compression.type": _topic_default,
+    "log.cleanup.policy": _topic_default,
+    "log.message.timestamp.type": _topic_default,
     "group.consumer.assignors": _assignors,
     "group.consumer.migration.policy": _migration_policy,
     "group.coordinator.rebalance.protocols": _rebalance_protocols,
@@ -411,9 +430,30 @@ _STRUCTURED: Final = frozenset(
     }
 )
 
+#: Kafka settings that Kafka's sample server.properties carries and that
+#: have nothing to tune here (a node is one asyncio event loop, not thread
+#: pools and queues): accepted, checked (an integer >= 1) and named in a
+#: warning when the node starts, so that such a file loads.
+NO_EFFECT_SETTINGS: Final[Mapping[str, str]] = {
+    "num.network.threads": "one event loop serves every connection",
+    "num.io.threads": "requests are handled on the node's event loop",
+    "queued.max.requests": "there is no request queue between network and I/O threads",
+    "background.threads": "background work runs on the event loop",
+    "num.replica.fetchers": "there is one fetcher per source broker",
+    "num.recovery.threads.per.data.dir": "logs are recovered one at a time",
+}
+
+#: Kafka settings refused with a reason rather than as unknown.
+_REFUSED: Final[Mapping[str, str]] = {
+    "zookeeper.connect": "raftlog has no ZooKeeper mode: the metadata lives in the KRaft "
+                         "quorum of controller.quorum.voters",
+    "controller.quorum.bootstrap.servers": "dynamic quorums (KIP-853) are not supported: "
+                                           "name the voters in controller.quorum.voters",
+}
+
 KNOWN_SETTINGS: Final = (
     frozenset(_SIMPLE) | _STRUCTURED | frozenset(BROKER_SETTINGS) | frozenset(BROKER_VALUE_SETTINGS)
-    | SECURITY_SETTINGS
+    | SECURITY_SETTINGS | frozenset(NO_EFFECT_SETTINGS) | {"broker.id"}
 )
 
 
@@ -424,6 +464,8 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     """
     props = dict(properties)
     for key in props:
+        if key in _REFUSED:
+            raise ConfigError(key, _REFUSED[key])
         if key not in KNOWN_SETTINGS and not _LISTENER_MAX_CONNECTIONS.fullmatch(key) \
                 and not LISTENER_SECURITY_SETTING.fullmatch(key):
             raise ConfigError(key, "unknown setting")
@@ -434,6 +476,12 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
 
     node_id = _int(0)("node.id", _required(props, "node.id"))
     assert isinstance(node_id, int)
+    if "broker.id" in props and _int(0)("broker.id", props["broker.id"]) != node_id:
+        raise ConfigError("broker.id", f"must be node.id ({node_id}) when set, "
+                                       f"got {props['broker.id']}")
+    no_effect = tuple(sorted(s for s in NO_EFFECT_SETTINGS if s in props))
+    for setting in no_effect:
+        _int(1)(setting, props[setting])
     roles = _roles(_required(props, "process.roles"))
     listeners = _listeners("listeners", _required(props, "listeners"))
     for listener in listeners:  # the per-listener settings' overrides
@@ -478,9 +526,10 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
             (setting, str(_int(minimum)(setting, props[setting])))
             for setting, minimum in BROKER_SETTINGS.items() if setting in props
         ) + _listener_limits(props, listeners) + tuple(
-            (setting, str(parse(setting, props[setting])).lower())
+            (setting, _as_text(parse(setting, props[setting])))
             for setting, parse in BROKER_VALUE_SETTINGS.items() if setting in props
         ),
+        no_effect_settings=no_effect,
         **simple,  # type: ignore[arg-type]
     )
     _check_roles(config)
@@ -530,6 +579,13 @@ def _listener_limits(props: Mapping[str, str],
                                    f"(listeners: {', '.join(sorted(names))})")
         out.append((key, str(_int(0)(key, props[key]))))
     return tuple(out)
+
+
+def _as_text(parsed: object) -> str:
+    """A parsed value as the broker config keeps it (booleans as Kafka spells them)."""
+    if isinstance(parsed, bool):
+        return "true" if parsed else "false"
+    return str(parsed)
 
 
 def _check_group_settings(settings: Mapping[str, str]) -> None:

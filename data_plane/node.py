@@ -93,7 +93,7 @@ from .broker.metadata_publisher import (
     SnapshotPlanner,
 )
 from .broker.services import BrokerServices, DataSide
-from .config import NodeConfig
+from .config import NO_EFFECT_SETTINGS, NodeConfig
 from .controller_acls import authorize_controller_handlers
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
@@ -144,6 +144,7 @@ def controller_config(config: NodeConfig, cluster_id: str) -> ControllerConfig:
         leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
         default_num_partitions=config.num_partitions,
         default_replication_factor=config.default_replication_factor,
+        delete_topic_enable=config.delete_topic_enable,
         bootstrap_records=_bootstrap_records(config),
     )
 
@@ -248,6 +249,11 @@ async def run_node(
         listener_settings, [listener.name for listener in config.listeners],
         exempt_listeners=frozenset([*inter_broker, *config.controller_listener_names])))
     max_request_bytes = int(listener_settings["socket.request.max.bytes"])
+    send_buffer_bytes = int(listener_settings["socket.send.buffer.bytes"])
+    receive_buffer_bytes = int(listener_settings["socket.receive.buffer.bytes"])
+    for setting in config.no_effect_settings:
+        log.warning("%s is accepted for Kafka compatibility and has no effect: %s",
+                    setting, NO_EFFECT_SETTINGS[setting])
     # Started once the broker has registered and caught up with the metadata
     # log (`_serve_when_caught_up`), as Kafka enables request processing only
     # then: before, Metadata and FindCoordinator would answer from a
@@ -277,6 +283,8 @@ async def run_node(
                 listener_name=controller_listener.name,
                 max_in_flight_per_connection=1000,
                 max_request_bytes=max_request_bytes,
+                send_buffer_bytes=send_buffer_bytes,
+                receive_buffer_bytes=receive_buffer_bytes,
                 connection_quotas=connection_quotas,
                 authenticator=sasl_authenticator(
                     config, controller_listener.name,
@@ -335,6 +343,8 @@ async def run_node(
                     listener_name=broker_address.name,
                     max_in_flight_per_connection=1000,
                     max_request_bytes=max_request_bytes,
+                    send_buffer_bytes=send_buffer_bytes,
+                    receive_buffer_bytes=receive_buffer_bytes,
                     connection_quotas=connection_quotas,
                     authenticator=sasl_authenticator(
                         config, broker_address.name, functools.partial(_image_of, lifecycle),

@@ -557,6 +557,11 @@ async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, reque
         values = {"throttle_time": NO_THROTTLE, "responses": [
             {"name": n, "error_code": ErrorCode.request_timed_out} for n in names
         ]}
+    if ctx.api_version < 3:  # TOPIC_DELETION_DISABLED is v3+: older clients get INVALID_REQUEST
+        values["responses"] = [
+            {**r, "error_code": ErrorCode.invalid_request}
+            if r["error_code"] == ErrorCode.topic_deletion_disabled else r
+            for r in values["responses"]]
     values["responses"] = [*values["responses"], *refused]
     return build(response_class(request), values)
 

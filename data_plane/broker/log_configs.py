@@ -102,6 +102,10 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "log.flush.scheduler.interval.ms": _LONG_MAX,
     "replica.high.watermark.checkpoint.interval.ms": "5000",
     "socket.request.max.bytes": "104857600",
+    # SO_SNDBUF / SO_RCVBUF of accepted connections. Kafka's default is
+    # 102400; here -1, the OS's autotuned buffers (what the benchmarks ran).
+    "socket.send.buffer.bytes": "-1",
+    "socket.receive.buffer.bytes": "-1",
     # The most partitions a DescribeTopicPartitions answer holds (KIP-966).
     "max.request.partition.size.limit": "2000",
     "auto.create.topics.enable": "true",

@@ -469,7 +469,7 @@ class QuorumController:
             case AlterReassignmentsRequest():
                 result = alter_partition_reassignments(image, request)
             case DeleteTopicsRequest():
-                result = delete_topics(image, request)
+                result = delete_topics(image, request, config)
             case AlterPartitionRequest():
                 result = alter_partition(image, request, config)
             case AlterConfigsRequest():

@@ -88,6 +88,7 @@ MAX_REPLICATION_FACTOR = (1 << 15) - 1
 #: millions of records in the controller).
 MAX_PARTITIONS_PER_BATCH = 10_000
 _TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+_DELETION_DISABLED = "Topic deletion is disabled."
 
 
 # --------------------------------------------------------------------------
@@ -506,14 +507,22 @@ class DeletableTopicResult:
 
 
 def delete_topics(
-    image: MetadataImage, request: DeleteTopicsRequest
+    image: MetadataImage, request: DeleteTopicsRequest, config: ControllerConfig | None = None
 ) -> ControllerResult[tuple[DeletableTopicResult, ...]]:
     """DeleteTopics by name and id: one RemoveTopic record per topic.
 
     Errors per entry: UNKNOWN_TOPIC_OR_PARTITION (no topic of that name),
     UNKNOWN_TOPIC_ID (no topic with that id, or the zero id), INVALID_REQUEST
     (the same topic named more than once in the request, by name or id).
+    With ``delete.topic.enable=false`` every entry is TOPIC_DELETION_DISABLED
+    and nothing is deleted.
     """
+    if config is not None and not config.delete_topic_enable:
+        return ControllerResult((), tuple(
+            [DeletableTopicResult(name, None, ErrorCode.topic_deletion_disabled,
+                                  _DELETION_DISABLED) for name in request.names]
+            + [DeletableTopicResult(None, topic_id, ErrorCode.topic_deletion_disabled,
+                                    _DELETION_DISABLED) for topic_id in request.topic_ids]))
     resolved: list[tuple[str | None, uuid.UUID | None, ErrorCode, str | None]] = []
     for name in request.names:
         topic_id = image.topic_ids.get(name)

@@ -48,6 +48,8 @@ class ControllerConfig:
     - ``default_num_partitions`` / ``default_replication_factor``:
       ``num.partitions`` / ``default.replication.factor`` for a CreateTopics
       that passes -1.
+    - ``delete_topic_enable``: ``delete.topic.enable`` (true); false
+      refuses every DeleteTopics entry TOPIC_DELETION_DISABLED.
     - ``producer_id_block_size``: 1000, as Kafka's ProducerIdsBlock.
     - ``bootstrap_records``: what ``storage format --add-scram`` gave this
       controller (`metadata_quorum.bootstrap`), written once per cluster by
@@ -63,6 +65,7 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000
     default_num_partitions: int = 1
     default_replication_factor: int = 1
+    delete_topic_enable: bool = True
     producer_id_block_size: int = 1000
     bootstrap_records: tuple[MetadataRecord, ...] = ()
 

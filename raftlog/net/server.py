@@ -155,7 +155,9 @@ class KafkaProtocolServer:
     (min, max) advertised versions; it defaults to kio's full range for every
     handled key. ApiVersions (18) is built in and must not be in
     ``handlers``; it answers exactly ``supported`` (plus itself).
-    ``max_request_bytes`` is Kafka's ``socket.request.max.bytes``.
+    ``max_request_bytes`` is Kafka's ``socket.request.max.bytes``;
+    ``send_buffer_bytes`` / ``receive_buffer_bytes`` its
+    ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``.
     ``max_in_flight_per_connection`` bounds pipelining: beyond it the server
     stops reading from that connection until responses drain.
     ``connection_quotas`` (shared by a node's listeners,
@@ -196,6 +198,8 @@ class KafkaProtocolServer:
         tls: ssl.SSLContext | None = None,
         tls_principal: Callable[[Any], str] | None = None,
         features: FeaturesSource | None = None,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         if API_VERSIONS_KEY in handlers:
             raise ValueError("ApiVersions is built in; do not register a handler for it")
@@ -208,6 +212,13 @@ class KafkaProtocolServer:
         self._port = port
         self._handlers = dict(handlers)
         self.max_request_bytes = max_request_bytes
+        # ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``:
+        # SO_SNDBUF / SO_RCVBUF of each accepted connection; -1 leaves the
+        # OS's (autotuned) buffers.
+        self._socket_buffers = tuple(
+            (option, size) for option, size in ((socket.SO_SNDBUF, send_buffer_bytes),
+                                                (socket.SO_RCVBUF, receive_buffer_bytes))
+            if size != -1)
         self.listener_name = listener_name
         self._max_in_flight = max_in_flight_per_connection
         self._server: asyncio.Server | None = None
@@ -457,6 +468,8 @@ class _ConnectionProtocol(asyncio.Protocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                for option, size in self._server._socket_buffers:
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
         self._server._connections.add(self)
 
     def data_received(self, data: bytes) -> None:

@@ -254,3 +254,49 @@ def test_listener_max_connections_has_an_environment_override() -> None:
                 "listener.name.plaintext.max.connections": "50"}
     config = parse_config(combined, {"RAFTLOG_LISTENER_NAME_PLAINTEXT_MAX_CONNECTIONS": "7"})
     assert ("listener.name.plaintext.max.connections", "7") in config.broker_settings
+
+
+def test_kafkas_sample_server_properties_load() -> None:
+    """The settings of Kafka's sample server.properties: thread and queue
+    sizes are accepted (checked, then warned about at start), the socket
+    buffers and broker defaults of topic configs are honoured, and
+    ``broker.id`` must agree with ``node.id``."""
+    sample = {**BASE, "process.roles": "broker,controller",
+              "listeners": "PLAINTEXT://h:9092,CONTROLLER://h:9093",
+              "broker.id": "1", "num.network.threads": "3", "num.io.threads": "8",
+              "num.recovery.threads.per.data.dir": "1", "num.replica.fetchers": "2",
+              "queued.max.requests": "500", "background.threads": "10",
+              "socket.send.buffer.bytes": "102400", "socket.receive.buffer.bytes": "102400",
+              "socket.request.max.bytes": "104857600", "delete.topic.enable": "false",
+              "compression.type": "zstd", "log.cleanup.policy": "compact,delete",
+              "log.message.timestamp.type": "LogAppendTime"}
+    config = parse_config(sample, {})
+    assert config.no_effect_settings == (
+        "background.threads", "num.io.threads", "num.network.threads",
+        "num.recovery.threads.per.data.dir", "num.replica.fetchers", "queued.max.requests")
+    assert config.delete_topic_enable is False
+    settings = dict(config.broker_settings)
+    assert settings["socket.send.buffer.bytes"] == "102400"
+    assert settings["log.message.timestamp.type"] == "LogAppendTime"  # case kept
+    merged = broker_config(settings, EMPTY_IMAGE, 1)
+    topic = effective_topic_config(merged, {})
+    assert (topic["compression.type"], topic["cleanup.policy"],
+            topic["message.timestamp.type"]) == ("zstd", "compact,delete", "LogAppendTime")
+    assert merged["socket.receive.buffer.bytes"] == "102400"
+    assert broker_config({}, EMPTY_IMAGE, 1)["socket.send.buffer.bytes"] == "-1"
+
+
+@pytest.mark.parametrize(("setting", "value", "message"), [
+    ("broker.id", "2", r"must be node.id \(1\)"),
+    ("num.io.threads", "0", "must be >= 1"),
+    ("socket.send.buffer.bytes", "-2", "must be >= -1"),
+    ("compression.type", "brotli", "brotli"),
+    ("log.message.timestamp.type", "WallTime", "CreateTime"),
+    ("zookeeper.connect", "zk:2181", "no ZooKeeper"),
+    ("controller.quorum.bootstrap.servers", "h:9093", "controller.quorum.voters"),
+    ("delete.topic.enable", "maybe", "true or false"),
+])
+def test_kafka_settings_refused_with_a_reason(setting: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_config({**BASE, setting: value}, {})
+    assert info.value.setting == setting

@@ -199,6 +199,21 @@ def test_delete_errors() -> None:
     assert result.records == ()
 
 
+def test_delete_topic_enable_false_refuses_every_entry_and_deletes_nothing() -> None:
+    ctx = cluster(1)
+    a = ctx.create("a")
+    ctx.create("b")
+    result = delete_topics(ctx.image, DeleteTopicsRequest(names=("b", "missing"), topic_ids=(a,)),
+                           ControllerConfig(delete_topic_enable=False))
+    assert [r.error for r in result.response] == [ErrorCode.topic_deletion_disabled] * 3
+    assert [(r.name, r.topic_id) for r in result.response] == [
+        ("b", None), ("missing", None), (None, a)]
+    assert result.records == ()
+    # The default (Kafka's, true) deletes.
+    assert delete_topics(ctx.image, DeleteTopicsRequest(names=("b",)),
+                         ControllerConfig()).records != ()
+
+
 # --- AlterPartition -------------------------------------------------------------------------
 
 

@@ -300,3 +300,29 @@ def test_server_rejects_inconsistent_tables() -> None:
     with pytest.raises(ValueError):
         KafkaProtocolServer("127.0.0.1", 0, {18: handler})
     assert registry.kio_version_range(52) == (0, 2)
+
+
+def test_socket_buffer_sizes_are_set_on_accepted_connections() -> None:
+    """``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``: SO_SNDBUF
+    and SO_RCVBUF of each accepted connection (Linux reports twice the size
+    asked for: it counts its bookkeeping); -1 leaves the OS's."""
+    async def sizes(send: int, receive: int) -> tuple[int, int]:
+        async with KafkaProtocolServer("127.0.0.1", 0, {52: echo_vote},
+                                       send_buffer_bytes=send,
+                                       receive_buffer_bytes=receive) as server:
+            client = KafkaProtocolClient("127.0.0.1", server.port, client_id="buffers")
+            await client.connect()
+            await client.send(vote_request(2, candidate_epoch=2))
+            (connection,) = server._connections
+            sock = connection._transport.get_extra_info("socket")
+            got = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                   sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+            await client.close()
+            return got
+
+    async def main() -> None:
+        assert await sizes(65536, 32768) == (131072, 65536)
+        assert await sizes(131072, 131072) == (262144, 262144)
+        assert await sizes(-1, -1) not in {(131072, 65536), (262144, 262144)}
+
+    run(main())

@@ -1,10 +1,11 @@
-"""The group coordinator's broker settings, with Kafka's names: parsed and
-checked with the rest of server.properties, and obeyed by the coordinator
-on the wire (a single in-process broker)."""
+"""Broker settings with Kafka's names, parsed and checked with the rest of
+server.properties and obeyed on the wire (a single in-process broker): the
+group coordinator's, and delete.topic.enable's answer to old clients."""
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,3 +103,26 @@ def test_the_coordinator_answers_by_the_settings(broker: SingleBroker) -> None:
                 oc2.OffsetCommitRequestPartition(partition_index=1, committed_offset=0,
                                                  committed_metadata="fives"))),)))
     assert [p.error_code.value for p in commit.topics[0].partitions] == [0, 12]
+
+
+# ------------------------------------------------- delete.topic.enable=false
+
+def test_deletion_disabled_is_invalid_request_before_v3(broker: SingleBroker,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller answers TOPIC_DELETION_DISABLED (73); a client below
+    DeleteTopics v3 does not know that code and gets INVALID_REQUEST (42),
+    as Kafka's ControllerApis."""
+    from kio.schema.delete_topics.v1 import request as dt1
+    from kio.schema.delete_topics.v6 import request as dt6
+
+    from raftlog.net.errors import ErrorCode
+    monkeypatch.setattr(broker.cluster, "delete_topic",
+                        lambda name: ErrorCode.topic_deletion_disabled)
+    old = broker.call(20, dt1.DeleteTopicsRequest(
+        topic_names=("t",), timeout=datetime.timedelta(seconds=1)))
+    assert [r.error_code.value for r in old.responses] == [42]
+    new = broker.call(20, dt6.DeleteTopicsRequest(
+        topics=(dt6.DeleteTopicState(name="t", topic_id=uuid.UUID(int=0)),),
+        timeout=datetime.timedelta(seconds=1)))
+    assert [r.error_code.value for r in new.responses] == [73]
+    assert broker.cluster.image.topic_by_name("t") is not None
