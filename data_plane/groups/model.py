@@ -92,40 +92,34 @@ class GroupConfig:
                              "downgrade or disabled")
 
 
+#: `GroupConfig`'s integer fields and the broker settings (Kafka's names) that set them.
+_INTEGER_SETTINGS: Mapping[str, str] = {
+    "initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "min_session_timeout_ms": "group.min.session.timeout.ms",
+    "max_session_timeout_ms": "group.max.session.timeout.ms",
+    "max_size": "group.max.size",
+    "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
+    "offset_metadata_max_bytes": "offset.metadata.max.bytes",
+    "consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
+    "consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
+    "consumer_max_size": "group.consumer.max.size",
+}
+
+
 def group_config(settings: Mapping[str, str]) -> GroupConfig:
     """The group coordinator's settings from the broker's (Kafka's names); a
     setting left out keeps Kafka's default. ValueError if they do not fit
     together (`GroupConfig`'s checks)."""
-    defaults = GroupConfig()
-
-    def number(setting: str, default: int) -> int:
-        return int(settings.get(setting, default))
-
-    return GroupConfig(
-        initial_rebalance_delay_ms=number("group.initial.rebalance.delay.ms",
-                                          defaults.initial_rebalance_delay_ms),
-        min_session_timeout_ms=number("group.min.session.timeout.ms",
-                                      defaults.min_session_timeout_ms),
-        max_session_timeout_ms=number("group.max.session.timeout.ms",
-                                      defaults.max_session_timeout_ms),
-        max_size=number("group.max.size", defaults.max_size),
-        offsets_retention_ms=number("offsets.retention.minutes",
-                                    defaults.offsets_retention_ms // 60_000) * 60_000,
-        offsets_retention_check_interval_ms=number("offsets.retention.check.interval.ms",
-                                                   defaults.offsets_retention_check_interval_ms),
-        offset_metadata_max_bytes=number("offset.metadata.max.bytes",
-                                         defaults.offset_metadata_max_bytes),
-        consumer_session_timeout_ms=number("group.consumer.session.timeout.ms",
-                                           defaults.consumer_session_timeout_ms),
-        consumer_heartbeat_interval_ms=number("group.consumer.heartbeat.interval.ms",
-                                              defaults.consumer_heartbeat_interval_ms),
-        consumer_max_size=number("group.consumer.max.size", defaults.consumer_max_size),
-        consumer_assignors=tuple(str(settings.get(
-            "group.consumer.assignors", ",".join(defaults.consumer_assignors))).split(",")),
-        consumer_migration_policy=str(settings.get(
-            "group.consumer.migration.policy", defaults.consumer_migration_policy)).strip().lower(),
-    )
-
+    values: dict[str, object] = {
+        field: int(settings[name]) for field, name in _INTEGER_SETTINGS.items() if name in settings}
+    if "offsets.retention.minutes" in settings:
+        values["offsets_retention_ms"] = int(settings["offsets.retention.minutes"]) * 60_000
+    if "group.consumer.assignors" in settings:
+        values["consumer_assignors"] = tuple(settings["group.consumer.assignors"].split(","))
+    if "group.consumer.migration.policy" in settings:
+        values["consumer_migration_policy"] = \
+            settings["group.consumer.migration.policy"].strip().lower()
+    return GroupConfig(**values)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True, order=True)
