@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from data_plane.groups.model import GroupConfig, group_config
+from data_plane.groups.model import GroupConfigError, group_config
 from data_plane.security_config import (
     LISTENER_SECURITY_SETTING,
     LISTENER_SECURITY_SETTINGS,
@@ -589,27 +589,14 @@ def _as_text(parsed: object) -> str:
 
 
 def _check_group_settings(settings: Mapping[str, str]) -> None:
-    """The group coordinator's settings that must fit together: out of
-    order, every JoinGroup would be refused INVALID_SESSION_TIMEOUT, or no
-    KIP-848 member could heartbeat in time. Refused here, named."""
-    defaults = GroupConfig()
-
-    def number(setting: str, default: int) -> int:
-        return int(settings.get(setting, default))
-
-    low = number("group.min.session.timeout.ms", defaults.min_session_timeout_ms)
-    high = number("group.max.session.timeout.ms", defaults.max_session_timeout_ms)
-    if high < low:
-        raise ConfigError("group.max.session.timeout.ms",
-                          f"must be >= group.min.session.timeout.ms ({low}), got {high}")
-    session = number("group.consumer.session.timeout.ms", defaults.consumer_session_timeout_ms)
-    heartbeat = number("group.consumer.heartbeat.interval.ms",
-                       defaults.consumer_heartbeat_interval_ms)
-    if heartbeat >= session:
-        raise ConfigError("group.consumer.heartbeat.interval.ms",
-                          f"must be below group.consumer.session.timeout.ms ({session}), "
-                          f"got {heartbeat}")
-    group_config(settings)  # the rest is checked setting by setting above
+    """The group coordinator's settings must fit together (out of order,
+    every JoinGroup would be refused INVALID_SESSION_TIMEOUT, or no KIP-848
+    member could heartbeat in time): `GroupConfig`'s checks, each naming
+    the setting at fault, refused here."""
+    try:
+        group_config(settings)
+    except GroupConfigError as exc:
+        raise ConfigError(exc.setting, exc.detail) from None
 
 
 def _required(props: Mapping[str, str], setting: str) -> str:

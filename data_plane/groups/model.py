@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from raftlog.net.errors import ErrorCode
 
@@ -28,6 +29,16 @@ RequestHandle = Hashable
 UNKNOWN_MEMBER_ID = ""
 #: Generation id of commits from groups without membership ("simple" consumers).
 NO_GENERATION = -1
+
+
+class GroupConfigError(ValueError):
+    """Group coordinator settings that do not fit together, naming the
+    broker setting (Kafka's name) at fault."""
+
+    def __init__(self, setting: str, detail: str) -> None:
+        super().__init__(f"{setting} {detail}")
+        self.setting = setting
+        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,26 +81,39 @@ class GroupConfig:
         return self.consumer_migration_policy in ("bidirectional", "downgrade")
 
     def __post_init__(self) -> None:
+        def refuse(setting: str, why: str) -> NoReturn:
+            raise GroupConfigError(setting, why)
+
         if self.initial_rebalance_delay_ms < 0:
-            raise ValueError("initial_rebalance_delay_ms must be >= 0")
-        if not 0 < self.min_session_timeout_ms <= self.max_session_timeout_ms:
-            raise ValueError("need 0 < min_session_timeout_ms <= max_session_timeout_ms")
+            refuse("group.initial.rebalance.delay.ms", "must be >= 0")
+        if self.min_session_timeout_ms < 1:
+            refuse("group.min.session.timeout.ms", "must be >= 1")
+        if self.max_session_timeout_ms < self.min_session_timeout_ms:
+            refuse("group.max.session.timeout.ms",
+                   f"must be >= group.min.session.timeout.ms ({self.min_session_timeout_ms}), "
+                   f"got {self.max_session_timeout_ms}")
         if self.max_size < 1:
-            raise ValueError("max_size must be >= 1")
-        if self.offsets_retention_ms < 1 or self.offsets_retention_check_interval_ms < 1:
-            raise ValueError("offset retention settings must be positive")
-        if self.consumer_session_timeout_ms < 1 or self.consumer_heartbeat_interval_ms < 1:
-            raise ValueError("consumer group session and heartbeat times must be positive")
+            refuse("group.max.size", "must be >= 1")
+        if self.offsets_retention_ms < 1:
+            refuse("offsets.retention.minutes", "must be >= 1")
+        if self.offsets_retention_check_interval_ms < 1:
+            refuse("offsets.retention.check.interval.ms", "must be >= 1")
+        if self.consumer_session_timeout_ms < 1:
+            refuse("group.consumer.session.timeout.ms", "must be >= 1")
+        if self.consumer_heartbeat_interval_ms < 1:
+            refuse("group.consumer.heartbeat.interval.ms", "must be >= 1")
         if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
-            raise ValueError("group.consumer.heartbeat.interval.ms must be below the session timeout")
+            refuse("group.consumer.heartbeat.interval.ms",
+                   "must be below group.consumer.session.timeout.ms "
+                   f"({self.consumer_session_timeout_ms}), got {self.consumer_heartbeat_interval_ms}")
         if self.consumer_max_size < 1:
-            raise ValueError("consumer_max_size must be >= 1")
+            refuse("group.consumer.max.size", "must be >= 1")
         if not self.consumer_assignors:
-            raise ValueError("group.consumer.assignors must name at least one assignor")
+            refuse("group.consumer.assignors", "must name at least one assignor")
         if self.consumer_migration_policy not in ("bidirectional", "upgrade", "downgrade",
                                                   "disabled"):
-            raise ValueError("group.consumer.migration.policy must be bidirectional, upgrade, "
-                             "downgrade or disabled")
+            refuse("group.consumer.migration.policy",
+                   "must be bidirectional, upgrade, downgrade or disabled")
 
 
 #: `GroupConfig`'s integer fields and the broker settings (Kafka's names) that set them.
@@ -108,8 +132,8 @@ _INTEGER_SETTINGS: Mapping[str, str] = {
 
 def group_config(settings: Mapping[str, str]) -> GroupConfig:
     """The group coordinator's settings from the broker's (Kafka's names); a
-    setting left out keeps Kafka's default. ValueError if they do not fit
-    together (`GroupConfig`'s checks)."""
+    setting left out keeps Kafka's default. `GroupConfigError` if they do not
+    fit together (`GroupConfig`'s checks)."""
     values: dict[str, object] = {
         field: int(settings[name]) for field, name in _INTEGER_SETTINGS.items() if name in settings}
     if "offsets.retention.minutes" in settings:

@@ -216,8 +216,9 @@ class KafkaProtocolServer:
         # SO_SNDBUF / SO_RCVBUF of each accepted connection; -1 leaves the
         # OS's (autotuned) buffers.
         self._socket_buffers = tuple(
-            (option, size) for option, size in ((socket.SO_SNDBUF, send_buffer_bytes),
-                                                (socket.SO_RCVBUF, receive_buffer_bytes))
+            (socket.SOL_SOCKET, option, size)
+            for option, size in ((socket.SO_SNDBUF, send_buffer_bytes),
+                                 (socket.SO_RCVBUF, receive_buffer_bytes))
             if size != -1)
         self.listener_name = listener_name
         self._max_in_flight = max_in_flight_per_connection
@@ -466,10 +467,11 @@ class _ConnectionProtocol(asyncio.Protocol):
             self._admitted = True
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                for option, size in self._server._socket_buffers:
-                    sock.setsockopt(socket.SOL_SOCKET, option, size)
+            # Each option on its own: one the socket refuses leaves the others set.
+            for level, option, value in ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
+                                         *self._server._socket_buffers):
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(level, option, value)
         self._server._connections.add(self)
 
     def data_received(self, data: bytes) -> None:

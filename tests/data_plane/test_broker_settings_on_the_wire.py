@@ -14,8 +14,8 @@ from kio.schema.join_group.v3 import request as jg3
 from kio.schema.offset_commit.v2 import request as oc2
 from single_broker import SingleBroker
 
-from data_plane.config import ConfigError, parse_config
-from data_plane.groups.model import GroupConfig, group_config
+from data_plane.config import KNOWN_SETTINGS, ConfigError, parse_config
+from data_plane.groups.model import GroupConfig, GroupConfigError, group_config
 
 BROKER = {
     "node.id": "1",
@@ -65,6 +65,30 @@ def test_bad_or_conflicting_settings_are_refused_by_name(props: dict[str, str],
     with pytest.raises(ConfigError) as info:
         parse_config({**BROKER, **props}, {})
     assert info.value.setting == setting
+
+
+@pytest.mark.parametrize(("field", "value", "setting"), [
+    ("initial_rebalance_delay_ms", -1, "group.initial.rebalance.delay.ms"),
+    ("min_session_timeout_ms", 0, "group.min.session.timeout.ms"),
+    ("max_session_timeout_ms", 5999, "group.max.session.timeout.ms"),
+    ("max_size", 0, "group.max.size"),
+    ("offsets_retention_ms", 0, "offsets.retention.minutes"),
+    ("offsets_retention_check_interval_ms", 0, "offsets.retention.check.interval.ms"),
+    ("consumer_session_timeout_ms", 0, "group.consumer.session.timeout.ms"),
+    ("consumer_heartbeat_interval_ms", 45_000, "group.consumer.heartbeat.interval.ms"),
+    ("consumer_max_size", 0, "group.consumer.max.size"),
+    ("consumer_assignors", (), "group.consumer.assignors"),
+    ("consumer_migration_policy", "sideways", "group.consumer.migration.policy"),
+])
+def test_every_group_config_check_names_a_broker_setting(field: str, value: object,
+                                                        setting: str) -> None:
+    """Each of `GroupConfig`'s checks names the Kafka setting at fault, so a
+    new check reaches the operator as a named ConfigError, never as a bare
+    ValueError at start-up."""
+    with pytest.raises(GroupConfigError) as info:
+        GroupConfig(**{field: value})  # type: ignore[arg-type]
+    assert info.value.setting == setting
+    assert setting in KNOWN_SETTINGS
 
 
 def _join(broker: SingleBroker, member: str, session_ms: int) -> Any:
