@@ -127,6 +127,13 @@ class ClassicGroup:
     initial_join_remaining_ms: int | None = None
     #: The last GroupMetadataValue this coordinator wrote or loaded.
     last_persisted: GroupMetadataValue | None = None
+    #: Members of the current generation that have not sent SyncGroup since
+    #: the join completed (Kafka's pending sync, 3.2+). At ``sync_deadline_ms``
+    #: (the join plus the largest rebalance timeout) they are removed and the
+    #: group rebalances, so a member that joins and never syncs cannot hold
+    #: the group in CompletingRebalance, nor keep a stale assignment in Stable.
+    pending_sync_members: set[str] = field(default_factory=set)
+    sync_deadline_ms: int | None = None
 
     def transition_to(self, new_state: GroupState, now_ms: int) -> None:
         """Move to ``new_state``; raises IllegalGroupTransitionError if the table forbids it."""
@@ -139,6 +146,24 @@ class ClassicGroup:
         if new_state is not GroupState.PREPARING_REBALANCE:
             self.join_deadline_ms = None
             self.initial_join_remaining_ms = None
+        if new_state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            self.clear_pending_sync()
+
+    # --- pending sync ------------------------------------------------------------
+
+    def await_sync_from_all(self, deadline_ms: int) -> None:
+        """The join completed: every member owes a SyncGroup by ``deadline_ms``."""
+        self.pending_sync_members = set(self.members)
+        self.sync_deadline_ms = deadline_ms if self.pending_sync_members else None
+
+    def synced(self, member_id: str) -> None:
+        self.pending_sync_members.discard(member_id)
+        if not self.pending_sync_members:
+            self.sync_deadline_ms = None
+
+    def clear_pending_sync(self) -> None:
+        self.pending_sync_members.clear()
+        self.sync_deadline_ms = None
 
     # --- membership ----------------------------------------------------------
 
@@ -155,6 +180,7 @@ class ClassicGroup:
 
     def remove_member(self, member_id: str) -> Member:
         member = self.members.pop(member_id)
+        self.synced(member_id)
         instance_id = member.group_instance_id
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
             del self.static_members[instance_id]
@@ -179,6 +205,10 @@ class ClassicGroup:
             self.static_members[new_member.group_instance_id] = new_member.member_id
         if self.leader_id == old_id:
             self.leader_id = new_member.member_id
+        if old_id in self.pending_sync_members:
+            # The new incarnation owes the old one's SyncGroup.
+            self.pending_sync_members.remove(old_id)
+            self.pending_sync_members.add(new_member.member_id)
         return old
 
     def is_static_member_fenced(self, group_instance_id: str | None, member_id: str) -> bool:
@@ -294,6 +324,10 @@ class ClassicGroup:
         if self.state is not GroupState.COMPLETING_REBALANCE:
             assert not any(m.is_awaiting_sync for m in self.members.values())
         assert not set(self.pending_members) & set(self.members), "pending and member"
+        assert self.pending_sync_members <= set(self.members), "pending sync of a non-member"
+        assert (self.sync_deadline_ms is None) == (not self.pending_sync_members)
+        if self.pending_sync_members:
+            assert self.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
 
 
 def _metadata_or_empty(member: Member, protocol: str | None) -> bytes:

@@ -391,6 +391,19 @@ class MembershipCommands(ShardState):
             out.replies.append(Reply(m.join_handle, self._join_response(group, m)))
             m.join_handle = None
             m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+        group.await_sync_from_all(now_ms + group.max_rebalance_timeout_ms())
+
+    def _on_sync_deadline(self, group: ClassicGroup, now_ms: int, out: _Out) -> None:
+        """Members that joined this generation but sent no SyncGroup within the
+        rebalance timeout are removed, and the group rebalances without them
+        (Kafka's pending-sync expiry)."""
+        missing = sorted(group.pending_sync_members)
+        group.clear_pending_sync()
+        if not missing:
+            return
+        for member_id in missing:
+            if member_id in group.members:
+                self._remove_member_and_update(group, member_id, now_ms, out)
 
     def _remove_member_and_update(
         self, group: ClassicGroup, member_id: str, now_ms: int, out: _Out
@@ -452,9 +465,11 @@ class MembershipCommands(ShardState):
             case GroupState.PREPARING_REBALANCE:
                 return _E.rebalance_in_progress
             case GroupState.STABLE:
+                group.synced(member.member_id)
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
                 out.replies.append(Reply(handle, self._sync_response(group, member)))
             case GroupState.COMPLETING_REBALANCE:
+                group.synced(member.member_id)
                 if member.sync_handle is not None:
                     out.replies.append(
                         Reply(member.sync_handle, SyncGroupResponse(error=_E.rebalance_in_progress))

@@ -75,7 +75,8 @@ class GroupCoordinatorShard(MigrationCommands, OffsetCommands):
     """
 
     def tick(self, now_ms: int) -> CoordinatorResult:
-        """Expire sessions and pending members, complete due joins, expire offsets."""
+        """Expire sessions, pending members and pending syncs, complete due
+        joins, expire offsets."""
         out = _Out()
         self._arm_retention(now_ms)
         for group in list(self._groups.values()):
@@ -95,6 +96,8 @@ class GroupCoordinatorShard(MigrationCommands, OffsetCommands):
                     and m.heartbeat_deadline_ms <= now_ms
                 ):
                     self._remove_member_and_update(group, m.member_id, now_ms, out)
+            if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now_ms:
+                self._on_sync_deadline(group, now_ms, out)
             if (
                 group.state is GroupState.PREPARING_REBALANCE
                 and group.join_deadline_ms is not None

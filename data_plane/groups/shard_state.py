@@ -102,13 +102,15 @@ class ShardState:
         assert not both, f"groups both classic and consumer: {sorted(both)}"
 
     def next_deadline_ms(self) -> int | None:
-        """The earliest time ``tick`` has work: a session, join or retention deadline."""
+        """The earliest time ``tick`` has work: a session, join, sync or retention deadline."""
         deadlines: list[int] = []
         if self._retention_deadline_ms is not None:
             deadlines.append(self._retention_deadline_ms)
         for group in self._groups.values():
             if group.join_deadline_ms is not None:
                 deadlines.append(group.join_deadline_ms)
+            if group.sync_deadline_ms is not None:
+                deadlines.append(group.sync_deadline_ms)
             deadlines.extend(group.pending_members.values())
             deadlines.extend(
                 m.heartbeat_deadline_ms

@@ -166,6 +166,86 @@ def test_pending_sync_gets_rebalance_in_progress_when_a_rebalance_starts() -> No
     assert ctx.replies[sb].error == E.rebalance_in_progress
 
 
+def _joined_pair(ctx: Ctx) -> tuple[str, str, int]:
+    """Two members whose join has completed (CompletingRebalance): (leader,
+    follower, generation)."""
+    a, ha = ctx.join_new()
+    b, _ = ctx.join_new()
+    ctx.advance(10)
+    ctx.advance(10)
+    join = ctx.replies[ha]
+    assert join.leader == a and ctx.shard.group("g").state is GroupState.COMPLETING_REBALANCE  # type: ignore[union-attr]
+    return a, b, join.generation_id
+
+
+def test_a_leader_that_heartbeats_but_never_syncs_is_removed_after_the_rebalance_timeout() -> None:
+    """Kafka's pending-sync expiry: the follower's SyncGroup is parked on the
+    leader's assignment; a leader that keeps heartbeating but sends no
+    SyncGroup would hold the group in CompletingRebalance for ever. After
+    the rebalance timeout the leader is removed, the parked follower gets
+    REBALANCE_IN_PROGRESS, and its rejoin makes a new generation it leads."""
+    ctx = Ctx(config=GroupConfig(initial_rebalance_delay_ms=10))
+    a, b, gen = _joined_pair(ctx)
+    sb = ctx.sync(b, gen)
+    elapsed = 0
+    while elapsed + SESSION_MS // 2 < REBALANCE_MS:
+        ctx.advance(SESSION_MS // 2)
+        elapsed += SESSION_MS // 2
+        assert ctx.heartbeat(a, gen) == E.none  # alive, so the session never expires
+        assert ctx.pending(sb)
+    ctx.advance(REBALANCE_MS - elapsed)
+    assert ctx.replies[sb].error == E.rebalance_in_progress
+    group = ctx.shard.group("g")
+    assert group is not None and list(group.members) == [b]
+    assert group.state is GroupState.PREPARING_REBALANCE
+    assert ctx.heartbeat(a, gen) == E.unknown_member_id
+    rejoin = ctx.replies[ctx.join(b)]
+    assert (rejoin.generation_id, rejoin.leader) == (gen + 1, b)
+
+
+def test_a_follower_that_never_syncs_is_removed_after_the_rebalance_timeout() -> None:
+    """The leader synced (the group is Stable) but a follower never did: it
+    holds an assignment it never received. At the rebalance timeout it is
+    removed and the group rebalances, so the leader is told to rejoin."""
+    ctx = Ctx(config=GroupConfig(initial_rebalance_delay_ms=10))
+    a, b, gen = _joined_pair(ctx)
+    assert ctx.replies[ctx.sync(a, gen, _assign([a, b]))].error == E.none
+    elapsed = 0
+    while elapsed + SESSION_MS // 2 < REBALANCE_MS:
+        ctx.advance(SESSION_MS // 2)
+        elapsed += SESSION_MS // 2
+        assert ctx.heartbeat(a, gen) == ctx.heartbeat(b, gen) == E.none
+    ctx.advance(REBALANCE_MS - elapsed)
+    group = ctx.shard.group("g")
+    assert group is not None and list(group.members) == [a]
+    assert ctx.heartbeat(a, gen) == E.rebalance_in_progress
+
+
+def test_members_that_all_synced_outlive_the_sync_deadline() -> None:
+    ctx = Ctx(config=GroupConfig(initial_rebalance_delay_ms=10))
+    a, b, gen = _joined_pair(ctx)
+    ctx.sync(b, gen)
+    ctx.sync(a, gen, _assign([a, b]))
+    group = ctx.shard.group("g")
+    assert group is not None and not group.pending_sync_members
+    assert group.sync_deadline_ms is None
+    for _ in range(2 * REBALANCE_MS // (SESSION_MS // 2)):
+        ctx.advance(SESSION_MS // 2)
+        assert ctx.heartbeat(a, gen) == ctx.heartbeat(b, gen) == E.none
+    assert group.state is GroupState.STABLE and group.generation_id == gen
+
+
+def test_the_sync_deadline_is_reported_until_every_member_synced() -> None:
+    ctx = Ctx(config=GroupConfig(initial_rebalance_delay_ms=10))
+    a, b, gen = _joined_pair(ctx)
+    joined_at = ctx.now_ms
+    assert ctx.shard.next_deadline_ms() == joined_at + min(SESSION_MS, REBALANCE_MS)
+    ctx.sync(a, gen, _assign([a, b]))  # b's session deadline moves; the sync deadline stays
+    assert ctx.shard.group("g").sync_deadline_ms == joined_at + REBALANCE_MS  # type: ignore[union-attr]
+    ctx.sync(b, gen)
+    assert ctx.shard.group("g").sync_deadline_ms is None  # type: ignore[union-attr]
+
+
 # --- Heartbeat ---------------------------------------------------------------------
 
 
