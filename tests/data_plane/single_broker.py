@@ -30,6 +30,7 @@ class SingleBroker:
 
     def __init__(self, static_config: Mapping[str, str] | None = None) -> None:
         self.loop = asyncio.new_event_loop()
+        self._started: set[asyncio.Task[Any]] = set()
         self.cluster = FakeMetadataCluster()
         meta = self.cluster.view(1)
         self.cluster.register_broker(1, "127.0.0.1", 9)
@@ -60,9 +61,24 @@ class SingleBroker:
         """``request`` (a kio request) answered by the handler of ``key``,
         within 5 s; the answer is checked to be of the request's response
         class and to encode."""
+        return self.loop.run_until_complete(asyncio.wait_for(self._answer(key, request), 5))
+
+    def start(self, key: int, request: Any) -> asyncio.Task[Any]:
+        """``request`` handled as a task, so several can wait at once (a
+        JoinGroup parked on a rebalance): it runs while `call` or `run_for`
+        runs the loop. Its result is checked as `call`'s."""
+        task = self.loop.create_task(self._answer(key, request))
+        self._started.add(task)
+        task.add_done_callback(self._started.discard)
+        return task
+
+    def run_for(self, seconds: float) -> None:
+        """Run the loop (parked requests, the coordinators' timers) for ``seconds``."""
+        self.loop.run_until_complete(asyncio.sleep(seconds))
+
+    async def _answer(self, key: int, request: Any) -> Any:
         ctx = RequestContext(key, int(request.__version__), 1, "fuzz", None, "PLAINTEXT")
-        response = self.loop.run_until_complete(
-            asyncio.wait_for(self.handlers[key](ctx, request), 5))
+        response = await self.handlers[key](ctx, request)
         if response is NO_RESPONSE:
             return response
         if isinstance(response, EncodedBody):
@@ -75,6 +91,8 @@ class SingleBroker:
         return response
 
     def close(self) -> None:
-        """Stop the broker's tasks and close its loop."""
+        """Stop the broker's tasks (and any `start`ed request) and close its loop."""
+        for task in list(self._started):
+            task.cancel()
         self.loop.run_until_complete(self.replicas.close())
         self.loop.close()
