@@ -307,6 +307,7 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "offsets.retention.minutes": 1,
     "offsets.retention.check.interval.ms": 1,
     "offset.metadata.max.bytes": 0,
+    "offsets.commit.timeout.ms": 1,
     # KIP-848 consumer groups (`data_plane.groups.consumer_commands`).
     "group.consumer.session.timeout.ms": 1,
     "group.consumer.heartbeat.interval.ms": 1,

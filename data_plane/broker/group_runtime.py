@@ -57,8 +57,6 @@ __all__ = ("GroupCoordinatorRuntime", "NotCoordinatorError")
 
 log = logging.getLogger(__name__)
 
-#: How long a reply waits for its records to be committed (``offsets.commit.timeout.ms``).
-OFFSETS_COMMIT_TIMEOUT_MS = 5000
 _LONG_MAX = (1 << 63) - 1
 
 
@@ -249,7 +247,7 @@ class GroupCoordinatorRuntime:
     async def _complete(self, partition: int, slot: _Slot, result: CoordinatorResult,
                         required: int, epoch: int) -> None:
         error = await self.replicas.wait_for_high_watermark(
-            (OFFSETS_TOPIC, partition), required, epoch, OFFSETS_COMMIT_TIMEOUT_MS)
+            (OFFSETS_TOPIC, partition), required, epoch, self.config.offsets_commit_timeout_ms)
         if error != ErrorCode.none:
             self._fail(partition, result, error)
             return

@@ -58,6 +58,10 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     #: ``offset.metadata.max.bytes``.
     offset_metadata_max_bytes: int = 4096
+    #: ``offsets.commit.timeout.ms``: how long a commit (or any group write)
+    #: waits for its records to reach every in-sync replica of the offsets
+    #: partition before it is answered with an error instead.
+    offsets_commit_timeout_ms: int = 5000
     #: KIP-848 consumer groups: ``group.consumer.session.timeout.ms``,
     #: ``group.consumer.heartbeat.interval.ms``, ``group.consumer.max.size``
     #: and ``group.consumer.assignors`` (the first is the default).
@@ -98,6 +102,8 @@ class GroupConfig:
             refuse("offsets.retention.minutes", "must be >= 1")
         if self.offsets_retention_check_interval_ms < 1:
             refuse("offsets.retention.check.interval.ms", "must be >= 1")
+        if self.offsets_commit_timeout_ms < 1:
+            refuse("offsets.commit.timeout.ms", "must be >= 1")
         if self.consumer_session_timeout_ms < 1:
             refuse("group.consumer.session.timeout.ms", "must be >= 1")
         if self.consumer_heartbeat_interval_ms < 1:
@@ -124,6 +130,7 @@ _INTEGER_SETTINGS: Mapping[str, str] = {
     "max_size": "group.max.size",
     "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
+    "offsets_commit_timeout_ms": "offsets.commit.timeout.ms",
     "consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
     "consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
     "consumer_max_size": "group.consumer.max.size",

@@ -33,6 +33,7 @@ GROUP_SETTINGS = {
     "offsets.retention.minutes": "3",
     "offsets.retention.check.interval.ms": "250",
     "offset.metadata.max.bytes": "4",
+    "offsets.commit.timeout.ms": "300",
 }
 
 
@@ -45,6 +46,7 @@ def test_the_settings_pass_through_and_reach_the_coordinator_config() -> None:
     assert group.offsets_retention_ms == 3 * 60_000
     assert group.offsets_retention_check_interval_ms == 250
     assert group.offset_metadata_max_bytes == 4
+    assert group.offsets_commit_timeout_ms == 300
     # Left out: Kafka's defaults.
     assert group_config({}) == GroupConfig()
     assert GroupConfig().offsets_retention_ms == 10_080 * 60_000
@@ -59,6 +61,7 @@ def test_the_settings_pass_through_and_reach_the_coordinator_config() -> None:
     ({"offsets.retention.minutes": "0"}, "offsets.retention.minutes"),
     ({"offsets.retention.check.interval.ms": "soon"}, "offsets.retention.check.interval.ms"),
     ({"offset.metadata.max.bytes": "-1"}, "offset.metadata.max.bytes"),
+    ({"offsets.commit.timeout.ms": "0"}, "offsets.commit.timeout.ms"),
 ])
 def test_bad_or_conflicting_settings_are_refused_by_name(props: dict[str, str],
                                                         setting: str) -> None:
@@ -74,6 +77,7 @@ def test_bad_or_conflicting_settings_are_refused_by_name(props: dict[str, str],
     ("max_size", 0, "group.max.size"),
     ("offsets_retention_ms", 0, "offsets.retention.minutes"),
     ("offsets_retention_check_interval_ms", 0, "offsets.retention.check.interval.ms"),
+    ("offsets_commit_timeout_ms", 0, "offsets.commit.timeout.ms"),
     ("consumer_session_timeout_ms", 0, "group.consumer.session.timeout.ms"),
     ("consumer_heartbeat_interval_ms", 45_000, "group.consumer.heartbeat.interval.ms"),
     ("consumer_max_size", 0, "group.consumer.max.size"),
@@ -127,6 +131,36 @@ def test_the_coordinator_answers_by_the_settings(broker: SingleBroker) -> None:
                 oc2.OffsetCommitRequestPartition(partition_index=1, committed_offset=0,
                                                  committed_metadata="fives"))),)))
     assert [p.error_code.value for p in commit.topics[0].partitions] == [0, 12]
+
+
+def _simple_commit(broker: SingleBroker, offset: int) -> int:
+    """A commit outside the group protocol (no members); its error code."""
+    answer = broker.call(8, oc2.OffsetCommitRequest(
+        group_id="simple", generation_id_or_member_epoch=-1, member_id="",
+        retention_time=datetime.timedelta(milliseconds=-1), topics=(
+            oc2.OffsetCommitRequestTopic(name="t", partitions=(
+                oc2.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                 committed_metadata=""),)),)))
+    return int(answer.topics[0].partitions[0].error_code.value)
+
+
+def test_a_commit_that_cannot_reach_the_isr_is_answered_after_offsets_commit_timeout() -> None:
+    """``offsets.commit.timeout.ms``: the offsets partition has a second
+    in-sync replica that never fetches, so the commit's records never reach
+    the high watermark. It is answered COORDINATOR_NOT_AVAILABLE (15) once
+    the setting's 300 ms pass, well inside `SingleBroker.call`'s 5 s limit,
+    which Kafka's default of 5000 ms would overrun."""
+    broker = SingleBroker({"offsets.commit.timeout.ms": "300"})
+    try:
+        assert _simple_commit(broker, 1) == 0  # one replica: committed at once
+        cluster = broker.cluster
+        assert cluster.delete_topic("__consumer_offsets") == 0
+        cluster.register_broker(2, "127.0.0.1", 10)
+        assert cluster.create_topic("__consumer_offsets", 1, 2, {"cleanup.policy": "compact"}) == 0
+        assert cluster.image.topic_by_name("__consumer_offsets") is not None
+        assert _simple_commit(broker, 2) == 15
+    finally:
+        broker.close()
 
 
 # ------------------------------------------------- delete.topic.enable=false
