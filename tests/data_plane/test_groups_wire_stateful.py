@@ -11,7 +11,8 @@ copy of the coordinator:
   leader's member list holds each of them;
 - a member's generation never goes back;
 - a SyncGroup answered NONE carries exactly what that generation's leader
-  assigned to the member (empty if it assigned nothing);
+  assigned to the member, or to the static member it replaced (empty if
+  it assigned nothing);
 - OffsetFetch returns, per partition, the last commit answered NONE;
 - liveness: once the clients stop, every parked JoinGroup and SyncGroup is
   answered within twice the rebalance timeout, well inside the session
@@ -22,7 +23,10 @@ copy of the coordinator:
 generations reached, commits kept). Against the coordinator before its
 pending-sync expiry, the liveness check fails within 60 runs: a leader that
 never syncs held a follower's SyncGroup until the leader's session ended.
-Static members (KIP-345) are not generated here; their tests are scripted.
+One client is a static member (KIP-345) whose process restarts: it
+rejoins with its group.instance.id alone and takes its old member id's
+place; its old incarnation's parked requests are answered (fenced or
+otherwise) like any other.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ GROUP = "fuzzed"
 SESSION_MS = 5_000
 REBALANCE_MS = 150
 CLIENTS = 3
+STATIC = 2  # this client is a static member (KIP-345), group.instance.id "static"
 PARTITIONS = 2  # SingleBroker's topic "t"
 
 _E = ErrorCode
@@ -59,12 +64,15 @@ JOIN_ERRORS = {_E.none, _E.member_id_required, _E.unknown_member_id}
 SYNC_ERRORS = {_E.none, _E.unknown_member_id, _E.illegal_generation, _E.rebalance_in_progress}
 HEARTBEAT_ERRORS = SYNC_ERRORS
 COMMIT_ERRORS = SYNC_ERRORS
+#: A static member's old incarnation is fenced by its replacement.
+FENCED = {_E.fenced_instance_id}
 
 
 @dataclass
 class Client:
     """What one consumer knows: the broker's answers, nothing else."""
 
+    instance: str | None = None
     member_id: str = ""
     generation: int = -1
     leader: bool = False
@@ -82,6 +90,21 @@ class Generation:
     members: set[str] = field(default_factory=set)  # answered NONE at this generation
     listed: tuple[str, ...] | None = None  # the leader's member list
     assigned: dict[str, bytes] | None = None  # what the leader's SyncGroup assigned
+    #: A static member that rejoined within the generation under a new member
+    #: id (KIP-345): new id -> the id it replaced. It takes over the old
+    #: id's place, leadership and assignment.
+    replaced: dict[str, str] = field(default_factory=dict)
+    static_ids: dict[str, str] = field(default_factory=dict)  # instance -> member id
+
+    def lineage(self, member_id: str) -> list[str]:
+        """``member_id`` and the ids it replaced, newest first."""
+        chain = [member_id]
+        while chain[-1] in self.replaced:
+            chain.append(self.replaced[chain[-1]])
+        return chain
+
+    def original(self, member_id: str) -> str:
+        return self.lineage(member_id)[-1]
 
 
 class GroupProtocolMachine(RuleBasedStateMachine):
@@ -89,7 +112,10 @@ class GroupProtocolMachine(RuleBasedStateMachine):
         super().__init__()
         self.broker = SingleBroker({"group.initial.rebalance.delay.ms": "0",
                                     "group.min.session.timeout.ms": "100"})
-        self.clients = [Client() for _ in range(CLIENTS)]
+        self.clients = [Client(instance="static" if i == STATIC else None)
+                        for i in range(CLIENTS)]
+        #: Requests of a static member's earlier incarnation, still parked.
+        self.orphans: list[tuple[set[ErrorCode], asyncio.Task[Any]]] = []
         self.generations: dict[int, Generation] = {}
         self.committed: dict[int, int] = {}
         self.next_offset = 0
@@ -120,7 +146,8 @@ class GroupProtocolMachine(RuleBasedStateMachine):
         client.join = self.broker.start(11, jg9.JoinGroupRequest(
             group_id=GROUP, session_timeout=datetime.timedelta(milliseconds=SESSION_MS),
             rebalance_timeout=datetime.timedelta(milliseconds=REBALANCE_MS),
-            member_id=client.member_id, group_instance_id=None, protocol_type="consumer",
+            member_id=client.member_id, group_instance_id=client.instance,
+            protocol_type="consumer",
             protocols=(jg9.JoinGroupRequestProtocol(name="range", metadata=subscription("t")),),
             reason=None))
         self.broker.run_for(0)  # what can be answered at once is
@@ -143,7 +170,7 @@ class GroupProtocolMachine(RuleBasedStateMachine):
         client.sync_generation, client.sync_member = client.generation, client.member_id
         client.sync = self.broker.start(14, sg5.SyncGroupRequest(
             group_id=GROUP, generation_id=client.generation, member_id=client.member_id,
-            group_instance_id=None, protocol_type="consumer", protocol_name="range",
+            group_instance_id=client.instance, protocol_type="consumer", protocol_name="range",
             assignments=assignments))
         self.broker.run_for(0)
 
@@ -154,8 +181,8 @@ class GroupProtocolMachine(RuleBasedStateMachine):
             return
         answer = self.broker.call(12, hb4.HeartbeatRequest(
             group_id=GROUP, generation_id=client.generation, member_id=client.member_id,
-            group_instance_id=None))
-        assert answer.error_code in HEARTBEAT_ERRORS, answer
+            group_instance_id=client.instance))
+        assert answer.error_code in self._allowed(client, HEARTBEAT_ERRORS), answer
 
     @rule(i=st.integers(0, CLIENTS - 1))
     def leave(self, i: int) -> None:
@@ -163,11 +190,11 @@ class GroupProtocolMachine(RuleBasedStateMachine):
         if not client.member_id:
             return
         answer = self.broker.call(13, lg5.LeaveGroupRequest(group_id=GROUP, members=(
-            lg5.MemberIdentity(member_id=client.member_id, group_instance_id=None,
+            lg5.MemberIdentity(member_id=client.member_id, group_instance_id=client.instance,
                                reason=None),)))
         assert answer.error_code == _E.none, answer
         (member,) = answer.members
-        assert member.error_code in {_E.none, _E.unknown_member_id}, answer
+        assert member.error_code in self._allowed(client, {_E.none, _E.unknown_member_id}), answer
         # The member is gone either way; a parked join or sync of it is answered.
         client.member_id, client.generation, client.leader = "", -1, False
 
@@ -178,7 +205,7 @@ class GroupProtocolMachine(RuleBasedStateMachine):
         self.next_offset += 1
         answer = self.broker.call(8, oc8.OffsetCommitRequest(
             group_id=GROUP, generation_id_or_member_epoch=client.generation,
-            member_id=client.member_id, group_instance_id=None, topics=(
+            member_id=client.member_id, group_instance_id=client.instance, topics=(
                 oc8.OffsetCommitRequestTopic(name="t", partitions=(
                     oc8.OffsetCommitRequestPartition(
                         partition_index=partition, committed_offset=offset,
@@ -187,7 +214,7 @@ class GroupProtocolMachine(RuleBasedStateMachine):
         (result,) = topic.partitions
         # (With generation -1 and no member id, a commit outside the group
         # protocol: accepted only while the group has no members.)
-        assert result.error_code in COMMIT_ERRORS, answer
+        assert result.error_code in self._allowed(client, COMMIT_ERRORS), answer
         if result.error_code == _E.none:
             self.committed[partition] = offset
         self._fetch_offsets()
@@ -204,6 +231,20 @@ class GroupProtocolMachine(RuleBasedStateMachine):
                for topic in group.topics for p in topic.partitions}
         assert got == {p: self.committed.get(p, -1) for p in range(PARTITIONS)}, answer
 
+    @rule()
+    def restart_static(self) -> None:
+        """The static member's process restarts: it forgets its member id
+        and joins again with its group.instance.id alone (no LeaveGroup, as
+        a static member does). What its old incarnation left parked must
+        still be answered."""
+        client = self.clients[STATIC]
+        for errors, task in ((JOIN_ERRORS, client.join), (SYNC_ERRORS, client.sync)):
+            if task is not None:
+                self.orphans.append((errors | FENCED, task))
+        client.join = client.sync = None
+        client.member_id, client.generation, client.leader = "", -1, False
+        self.join(STATIC)
+
     @rule(ms=st.sampled_from([0, 5, 40, 100, 200]))
     def wait(self, ms: int) -> None:
         self.broker.run_for(ms / 1000)
@@ -213,6 +254,12 @@ class GroupProtocolMachine(RuleBasedStateMachine):
     @invariant()
     def answers_keep_the_protocol(self) -> None:
         # Steps run the loop, so parked requests may have been answered.
+        for errors, task in list(self.orphans):
+            if task.done():
+                self.orphans.remove((errors, task))
+                answer = task.result()
+                event(f"old incarnation's {type(answer).__name__[:-8]} {answer.error_code.name}")
+                assert answer.error_code in errors, answer
         for client in self.clients:
             if client.join is not None and client.join.done():
                 task, client.join = client.join, None
@@ -224,49 +271,70 @@ class GroupProtocolMachine(RuleBasedStateMachine):
     def _joined(self, client: Client, answer: Any) -> None:
         error = answer.error_code
         event(f"JoinGroup {error.name}")
-        assert error in JOIN_ERRORS, answer
+        assert error in self._allowed(client, JOIN_ERRORS), answer
         if error == _E.member_id_required:
             client.member_id = answer.member_id
-        elif error == _E.unknown_member_id:
+        elif error in (_E.unknown_member_id, _E.fenced_instance_id):
             client.member_id, client.generation, client.leader = "", -1, False
         elif error == _E.none:
             number = int(answer.generation_id)
             assert number >= max(client.generation, 1), (client, answer)
             generation = self.generations.setdefault(
                 number, Generation(answer.leader, answer.protocol_name))
-            assert (generation.leader, generation.protocol) == (answer.leader,
-                                                                answer.protocol_name)
+            if client.instance is not None:
+                before = generation.static_ids.get(client.instance)
+                if before is not None and before != answer.member_id:
+                    generation.replaced[answer.member_id] = before
+                    generation.members.discard(before)
+                generation.static_ids[client.instance] = answer.member_id
+            assert (generation.original(generation.leader), generation.protocol) == (
+                generation.original(answer.leader), answer.protocol_name), (generation, answer)
             generation.members.add(answer.member_id)
             client.member_id, client.generation = answer.member_id, number
             client.leader = answer.leader == answer.member_id
             if client.leader:
                 # A leader that rejoins with the same metadata before the
-                # generation is synced gets the same generation and list again.
+                # generation is synced gets the same generation and list
+                # again; a static leader that rejoined under a new id gets
+                # it with skip_assignment (KIP-814), its own id replaced.
                 listed = tuple(m.member_id for m in answer.members)
-                assert generation.listed in (None, listed), (generation, answer)
+                if answer.skip_assignment:
+                    assert generation.listed is not None, answer
+                    assert sorted(map(generation.original, listed)) == sorted(
+                        map(generation.original, generation.listed)), (generation, answer)
+                else:
+                    assert generation.listed in (None, listed), (generation, answer)
                 generation.listed = client.members = listed
             if generation.listed is not None:
-                assert generation.members <= set(generation.listed), generation
+                assert {generation.original(m) for m in generation.members} <= {
+                    generation.original(m) for m in generation.listed}, generation
 
     def _synced(self, client: Client, answer: Any) -> None:
         error = answer.error_code
         event(f"SyncGroup {error.name}")
-        assert error in SYNC_ERRORS, answer
+        assert error in self._allowed(client, SYNC_ERRORS), answer
         if error != _E.none:
             return
         generation = self.generations[client.sync_generation]
         assert generation.assigned is not None, "a SyncGroup answered before its leader's"
-        assert answer.assignment == generation.assigned.get(client.sync_member, b""), answer
+        expected = next((generation.assigned[m] for m in generation.lineage(client.sync_member)
+                         if m in generation.assigned), b"")
+        assert answer.assignment == expected, (generation, answer)
         assert answer.protocol_name == generation.protocol
+
+    @staticmethod
+    def _allowed(client: Client, errors: set[ErrorCode]) -> set[ErrorCode]:
+        return errors | FENCED if client.instance is not None else errors
 
     def _check_liveness(self) -> None:
         """Clients stop; every parked request is answered within twice the
         rebalance timeout (the join's, then the pending sync's)."""
         waited = 0.0
-        while any(c.join is not None or c.sync is not None for c in self.clients):
+        while self.orphans or any(c.join is not None or c.sync is not None
+                                  for c in self.clients):
             assert waited < 2 * REBALANCE_MS / 1000 + 0.5, (
                 f"parked requests unanswered after {waited:.2f} s: "
-                f"{[(c.member_id, c.join, c.sync) for c in self.clients]}")
+                f"{[(c.member_id, c.join, c.sync) for c in self.clients]} {self.orphans}")
             self.broker.run_for(0.02)
             waited += 0.02
             self.answers_keep_the_protocol()
