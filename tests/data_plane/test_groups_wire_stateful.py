@@ -18,7 +18,7 @@ copy of the coordinator:
   answered within twice the rebalance timeout, well inside the session
   timeout, so no member's death is needed to unstick the group.
 
-``RAFTLOG_GROUP_FUZZ_EXAMPLES`` raises the number of runs (default 8);
+``RAFTLOG_GROUP_FUZZ_EXAMPLES`` raises the number of runs (default 15);
 ``--hypothesis-show-statistics`` shows how far the runs got (answers seen,
 generations reached, commits kept). Against the coordinator before its
 pending-sync expiry, the liveness check fails within 60 runs: a leader that
@@ -342,6 +342,6 @@ class GroupProtocolMachine(RuleBasedStateMachine):
 
 TestGroupProtocol = GroupProtocolMachine.TestCase
 TestGroupProtocol.settings = settings(
-    max_examples=int(os.environ.get("RAFTLOG_GROUP_FUZZ_EXAMPLES", "8")),
+    max_examples=int(os.environ.get("RAFTLOG_GROUP_FUZZ_EXAMPLES", "15")),
     stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
