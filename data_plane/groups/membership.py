@@ -399,8 +399,6 @@ class MembershipCommands(ShardState):
         (Kafka's pending-sync expiry)."""
         missing = sorted(group.pending_sync_members)
         group.clear_pending_sync()
-        if not missing:
-            return
         for member_id in missing:
             if member_id in group.members:
                 self._remove_member_and_update(group, member_id, now_ms, out)
