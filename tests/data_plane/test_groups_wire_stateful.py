@@ -18,7 +18,8 @@ copy of the coordinator:
   answered within twice the rebalance timeout, well inside the session
   timeout, so no member's death is needed to unstick the group.
 
-``RAFTLOG_GROUP_FUZZ_EXAMPLES`` raises the number of runs (default 15);
+``RAFTLOG_GROUP_FUZZ_EXAMPLES`` raises the number of runs (default 15; past a few hundred, add
+``--timeout=0``, as pytest-timeout stops a test at 300 s);
 ``--hypothesis-show-statistics`` shows how far the runs got (answers seen,
 generations reached, commits kept). Against the coordinator before its
 pending-sync expiry, the liveness check fails within 60 runs: a leader that
