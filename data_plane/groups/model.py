@@ -88,32 +88,19 @@ class GroupConfig:
         def refuse(setting: str, why: str) -> NoReturn:
             raise GroupConfigError(setting, why)
 
-        if self.initial_rebalance_delay_ms < 0:
-            refuse("group.initial.rebalance.delay.ms", "must be >= 0")
-        if self.min_session_timeout_ms < 1:
-            refuse("group.min.session.timeout.ms", "must be >= 1")
+        for name, setting in (*_INTEGER_SETTINGS.items(),
+                              ("offsets_retention_ms", "offsets.retention.minutes")):
+            minimum = _MINIMUMS.get(name, 1)
+            if getattr(self, name) < minimum:
+                refuse(setting, f"must be >= {minimum}")
         if self.max_session_timeout_ms < self.min_session_timeout_ms:
             refuse("group.max.session.timeout.ms",
                    f"must be >= group.min.session.timeout.ms ({self.min_session_timeout_ms}), "
                    f"got {self.max_session_timeout_ms}")
-        if self.max_size < 1:
-            refuse("group.max.size", "must be >= 1")
-        if self.offsets_retention_ms < 1:
-            refuse("offsets.retention.minutes", "must be >= 1")
-        if self.offsets_retention_check_interval_ms < 1:
-            refuse("offsets.retention.check.interval.ms", "must be >= 1")
-        if self.offsets_commit_timeout_ms < 1:
-            refuse("offsets.commit.timeout.ms", "must be >= 1")
-        if self.consumer_session_timeout_ms < 1:
-            refuse("group.consumer.session.timeout.ms", "must be >= 1")
-        if self.consumer_heartbeat_interval_ms < 1:
-            refuse("group.consumer.heartbeat.interval.ms", "must be >= 1")
         if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
             refuse("group.consumer.heartbeat.interval.ms",
                    "must be below group.consumer.session.timeout.ms "
                    f"({self.consumer_session_timeout_ms}), got {self.consumer_heartbeat_interval_ms}")
-        if self.consumer_max_size < 1:
-            refuse("group.consumer.max.size", "must be >= 1")
         if not self.consumer_assignors:
             refuse("group.consumer.assignors", "must name at least one assignor")
         if self.consumer_migration_policy not in ("bidirectional", "upgrade", "downgrade",
@@ -121,6 +108,9 @@ class GroupConfig:
             refuse("group.consumer.migration.policy",
                    "must be bidirectional, upgrade, downgrade or disabled")
 
+
+#: Lower bounds of `GroupConfig`'s integer fields other than 1 (Kafka's).
+_MINIMUMS: Mapping[str, int] = {"initial_rebalance_delay_ms": 0, "offset_metadata_max_bytes": 0}
 
 #: `GroupConfig`'s integer fields and the broker settings (Kafka's names) that set them.
 _INTEGER_SETTINGS: Mapping[str, str] = {
