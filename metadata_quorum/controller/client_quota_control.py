@@ -80,10 +80,14 @@ class ClientQuotaAlterationResult:
 def alter_client_quotas(
     image: MetadataImage, request: AlterClientQuotasRequest
 ) -> ControllerResult[tuple[ClientQuotaAlterationResult, ...]]:
+    """Entries apply in order: each is compared with the quotas as the
+    accepted entries before it in the same request left them, so one that
+    removes what an earlier one set writes the removal."""
     records: list[MetadataRecord] = []
     results: list[ClientQuotaAlterationResult] = []
+    pending: dict[QuotaEntity, dict[str, float]] = {}
     for entry in request.entries:
-        error, message, changes = _alter_one(image, entry)
+        error, message, changes = _alter_one(image, pending, entry)
         results.append(ClientQuotaAlterationResult(entry.entity, error, message))
         if error is ErrorCode.none and not request.validate_only:
             records.extend(changes)
@@ -91,7 +95,8 @@ def alter_client_quotas(
 
 
 def _alter_one(
-    image: MetadataImage, entry: ClientQuotaAlteration
+    image: MetadataImage, pending: dict[QuotaEntity, dict[str, float]],
+    entry: ClientQuotaAlteration,
 ) -> tuple[ErrorCode, str | None, list[ClientQuotaRecord]]:
     entity, problem = _validate_entity(entry.entity)
     if problem is not None:
@@ -104,13 +109,16 @@ def _alter_one(
         problem = _validate_ip_op(op) if is_ip else _validate_op(op)
         if problem is not None:
             return ErrorCode.invalid_request, problem, []
-    current = image.client_quotas.get(entity, {})
+    current = pending.get(entity)
+    if current is None:
+        current = pending[entity] = dict(image.client_quotas.get(entity, {}))
     changes = []
     for op in entry.ops:
         if op.value is None:
-            if op.key in current:
+            if current.pop(op.key, None) is not None:
                 changes.append(ClientQuotaRecord(entity, op.key, 0.0, remove=True))
         elif current.get(op.key) != op.value:
+            current[op.key] = op.value
             changes.append(ClientQuotaRecord(entity, op.key, op.value))
     return ErrorCode.none, None, changes
 

@@ -60,6 +60,20 @@ def test_only_changes_become_records() -> None:
     assert same.response[0].error is ErrorCode.none
 
 
+def test_entries_for_one_entity_apply_in_order() -> None:
+    """A later entry is compared with what the earlier ones in the same
+    request set: removing a quota set just before writes the removal, and
+    setting it back to the stored value after a change writes that."""
+    ctx = Ctx()
+    assert alter(ctx, (ALICE, {"producer_byte_rate": 1}), (ALICE, {"producer_byte_rate": None})) == [
+        (ErrorCode.none, None), (ErrorCode.none, None)]
+    assert ALICE not in ctx.image.client_quotas
+    alter(ctx, (APP, {"producer_byte_rate": 5}))
+    assert alter(ctx, (APP, {"producer_byte_rate": 7}), (APP, {"producer_byte_rate": 5})) == [
+        (ErrorCode.none, None), (ErrorCode.none, None)]
+    assert dict(ctx.image.client_quotas[APP]) == {"producer_byte_rate": 5.0}
+
+
 def test_validate_only_writes_nothing() -> None:
     ctx = Ctx()
     assert alter(ctx, (APP, {"producer_byte_rate": 1024}), validate_only=True) == [
