@@ -133,7 +133,8 @@ def test(args: list[str]) -> int:
 
     Without arguments, the default suite runs in parallel (pytest-xdist): one
     worker per core, at most four, each taking whole test files
-    (``--dist loadfile``) so a module's shared cluster stays in one worker.
+    (``--dist loadfile``) so a module's shared cluster stays in one worker,
+    the longest files first (``tests/durations.py``).
     """
     if not args:
         for step in (
@@ -145,7 +146,9 @@ def test(args: list[str]) -> int:
                 return code
         workers = min(4, len(os.sched_getaffinity(0)))
         if workers > 1:
-            args = ["-n", str(workers), "--dist", "loadfile", "--durations", "25"]
+            # Files run longest first (tests/durations.py), not by test count.
+            args = ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
+                    "--durations", "25"]
     return _run(BIN / "python", "-m", "pytest", *args)
 
 

@@ -6,6 +6,11 @@ scenarios); without them those are skipped with the reason shown, so the
 default suite stays inside its 15-minute budget. A short version of each
 stays in the default run.
 
+Under pytest-xdist, test files are collected longest first, by the figures
+in `tests/durations.json` (see `tests/durations.py`), so that with
+``--no-loadscope-reorder`` (as `dev.py test` runs) the workers take the long
+files first and finish close together.
+
 Hypothesis runs without its per-example deadline (200 ms by default): a
 deadline is a timing assertion, and on a shared two-core host one example of
 a JWT fuzz test took 580 ms once and 0.1 ms on the rerun, failing the
@@ -17,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+import durations
 import pytest
 from hypothesis import settings
 
@@ -32,6 +38,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike
+        seconds = durations.load()
+        root = config.rootpath
+
+        def cost(item: pytest.Item) -> float:
+            try:
+                return seconds.get(item.path.relative_to(root).as_posix(), 0.0)
+            except ValueError:  # outside the project
+                return 0.0
+
+        # Stable: a file's tests keep their order, and files without a
+        # figure keep theirs, after the known ones.
+        items.sort(key=lambda item: -cost(item))
     if not config.getoption("--long"):
         skip_long = pytest.mark.skip(reason="long scenario test: run with `python3 dev.py test --long`")
         for item in items:
