@@ -507,7 +507,8 @@ class ConsumerGroupCommands(ShardState):
                 subscribed_topic_names=m.subscribed_topic_names,
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=described(m.assigned),
-                target_assignment=described(group.target.get(m.member_id, {})))
+                target_assignment=described(group.target.get(m.member_id, {})),
+                classic=m.classic is not None)
             for _, m in sorted(group.members.items()))
         return ConsumerGroupDescription(
             group_id, _E.none, state=group.state.value, group_epoch=group.group_epoch,

@@ -115,6 +115,10 @@ class ConsumerMemberDescription:
     subscribed_topic_regex: str | None
     assignment: DescribedTopicPartitions
     target_assignment: DescribedTopicPartitions
+    #: The member speaks the classic protocol (JoinGroup, SyncGroup) inside
+    #: a consumer group (KIP-848 migration); ConsumerGroupDescribe v1's
+    #: MemberType 0, else 1.
+    classic: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,9 @@ __all__ = (
     "consumer_group_heartbeat_to_kio",
 )
 
-#: ConsumerGroupDescribe v1 ``MemberType``: the member speaks the consumer protocol.
-_CONSUMER_MEMBER_TYPE = 1
+#: ConsumerGroupDescribe v1 ``MemberType``: the member speaks the classic
+#: protocol (JoinGroup, SyncGroup) or the consumer protocol (heartbeats).
+_CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1
 
 
 def consumer_group_heartbeat_from_kio(request: Any, *, api_version: int, client_id: str,
@@ -109,7 +110,7 @@ def consumer_group_describe_to_kio(descriptions: tuple[ConsumerGroupDescription,
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=assignment(m.assignment),
                     target_assignment=assignment(m.target_assignment),
-                    member_type=_CONSUMER_MEMBER_TYPE,
+                    member_type=_CLASSIC_MEMBER_TYPE if m.classic else _CONSUMER_MEMBER_TYPE,
                 )
                 for m in d.members
             ),

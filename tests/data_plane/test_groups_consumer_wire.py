@@ -98,8 +98,13 @@ def test_describe_round_trip(version: int) -> None:
         member_id="m", instance_id=None, rack_id="r", member_epoch=3, client_id="c",
         client_host="/h", subscribed_topic_names=("t",), subscribed_topic_regex=None,
         assignment=((T, "t", (0,)),), target_assignment=((T, "t", (0, 1)),))
+    classic = ConsumerMemberDescription(
+        member_id="k", instance_id=None, rack_id=None, member_epoch=4, client_id="c",
+        client_host="/h", subscribed_topic_names=("t",), subscribed_topic_regex=None,
+        assignment=(), target_assignment=(), classic=True)
     described = (
-        ConsumerGroupDescription("g", E.none, None, "Reconciling", 4, 4, "uniform", (member,)),
+        ConsumerGroupDescription("g", E.none, None, "Reconciling", 4, 4, "uniform",
+                                 (member, classic)),
         ConsumerGroupDescription("x", E.group_id_not_found, "Group x not found."),
     )
     req_mod = importlib.import_module(f"kio.schema.consumer_group_describe.v{version}.request")
@@ -109,8 +114,10 @@ def test_describe_round_trip(version: int) -> None:
     decoded = through_wire(consumer_wire.consumer_group_describe_to_kio(described, version))
     g, x = decoded.groups
     assert (g.group_state, g.group_epoch, g.assignor_name) == ("Reconciling", 4, "uniform")
-    (m,) = g.members
+    m, k = g.members
     assert (m.member_id, m.rack_id, m.member_epoch) == ("m", "r", 3)
+    if version >= 1:  # MemberType: 1 speaks the consumer protocol, 0 the classic one
+        assert (m.member_type, k.member_type) == (1, 0)
     assert [(tp.topic_id, tp.topic_name, tuple(tp.partitions))
             for tp in m.target_assignment.topic_partitions] == [(T, "t", (0, 1))]
     assert (x.error_code, x.error_message) == (E.group_id_not_found, "Group x not found.")

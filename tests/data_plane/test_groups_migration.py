@@ -218,6 +218,8 @@ def test_a_classic_member_joins_a_consumer_group_and_is_assigned_by_the_coordina
     member = first.member_id
     group = ctx.shard.consumer_group("g")
     assert group is not None and group.members[member].classic is not None
+    (described,) = ctx.shard.handle_consumer_group_describe(("g",), VIEW)
+    assert {m.member_id: m.classic for m in described.members} == {"c1": False, member: True}
     # Nothing free yet: c1 holds everything until it revokes.
     assert synced(ctx, member, joined.generation_id) == set()
     r = hb(ctx, "c1", r.member_epoch, owned=r.assignment)
