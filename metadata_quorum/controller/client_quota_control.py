@@ -80,14 +80,22 @@ class ClientQuotaAlterationResult:
 def alter_client_quotas(
     image: MetadataImage, request: AlterClientQuotasRequest
 ) -> ControllerResult[tuple[ClientQuotaAlterationResult, ...]]:
-    """Entries apply in order: each is compared with the quotas as the
-    accepted entries before it in the same request left them, so one that
-    removes what an earlier one set writes the removal."""
+    """Each entry is checked against the committed quotas. An entity named
+    again in the same request is refused (INVALID_REQUEST, "Ignoring
+    duplicate entity"), as Kafka's controller does; the first entry for it
+    stands."""
     records: list[MetadataRecord] = []
     results: list[ClientQuotaAlterationResult] = []
-    pending: dict[QuotaEntity, dict[str, float]] = {}
+    seen: set[frozenset[tuple[str, str | None]]] = set()
     for entry in request.entries:
-        error, message, changes = _alter_one(image, pending, entry)
+        entity = frozenset(entry.entity)  # the components in any order name one entity
+        if entity in seen:
+            results.append(ClientQuotaAlterationResult(
+                entry.entity, ErrorCode.invalid_request,
+                f"Ignoring duplicate entity {_describe(entry.entity)}"))
+            continue
+        seen.add(entity)
+        error, message, changes = _alter_one(image, entry)
         results.append(ClientQuotaAlterationResult(entry.entity, error, message))
         if error is ErrorCode.none and not request.validate_only:
             records.extend(changes)
@@ -95,8 +103,7 @@ def alter_client_quotas(
 
 
 def _alter_one(
-    image: MetadataImage, pending: dict[QuotaEntity, dict[str, float]],
-    entry: ClientQuotaAlteration,
+    image: MetadataImage, entry: ClientQuotaAlteration
 ) -> tuple[ErrorCode, str | None, list[ClientQuotaRecord]]:
     entity, problem = _validate_entity(entry.entity)
     if problem is not None:
@@ -109,16 +116,13 @@ def _alter_one(
         problem = _validate_ip_op(op) if is_ip else _validate_op(op)
         if problem is not None:
             return ErrorCode.invalid_request, problem, []
-    current = pending.get(entity)
-    if current is None:
-        current = pending[entity] = dict(image.client_quotas.get(entity, {}))
+    current = image.client_quotas.get(entity, {})
     changes = []
     for op in entry.ops:
         if op.value is None:
-            if current.pop(op.key, None) is not None:
+            if op.key in current:
                 changes.append(ClientQuotaRecord(entity, op.key, 0.0, remove=True))
         elif current.get(op.key) != op.value:
-            current[op.key] = op.value
             changes.append(ClientQuotaRecord(entity, op.key, op.value))
     return ErrorCode.none, None, changes
 

@@ -60,18 +60,20 @@ def test_only_changes_become_records() -> None:
     assert same.response[0].error is ErrorCode.none
 
 
-def test_entries_for_one_entity_apply_in_order() -> None:
-    """A later entry is compared with what the earlier ones in the same
-    request set: removing a quota set just before writes the removal, and
-    setting it back to the stored value after a change writes that."""
+def test_an_entity_named_twice_in_one_request_is_refused_the_second_time() -> None:
+    """As Kafka's controller: the first entry for an entity stands and the
+    later one is refused, whatever order its components come in."""
     ctx = Ctx()
-    assert alter(ctx, (ALICE, {"producer_byte_rate": 1}), (ALICE, {"producer_byte_rate": None})) == [
-        (ErrorCode.none, None), (ErrorCode.none, None)]
-    assert ALICE not in ctx.image.client_quotas
-    alter(ctx, (APP, {"producer_byte_rate": 5}))
-    assert alter(ctx, (APP, {"producer_byte_rate": 7}), (APP, {"producer_byte_rate": 5})) == [
-        (ErrorCode.none, None), (ErrorCode.none, None)]
-    assert dict(ctx.image.client_quotas[APP]) == {"producer_byte_rate": 5.0}
+    assert alter(ctx, (ALICE, {"producer_byte_rate": 1}), (ALICE, {"producer_byte_rate": None}),
+                 (APP, {"producer_byte_rate": 5})) == [
+        (ErrorCode.none, None), (ErrorCode.invalid_request, "Ignoring duplicate entity user=alice"),
+        (ErrorCode.none, None)]
+    assert dict(ctx.image.client_quotas[ALICE]) == {"producer_byte_rate": 1.0}
+    both = (("user", "alice"), ("client-id", "app"))
+    assert [e for e, _ in alter(ctx, (ALICE_APP, {"producer_byte_rate": 2}),
+                                (both, {"producer_byte_rate": 3}))] == [
+        ErrorCode.none, ErrorCode.invalid_request]
+    assert dict(ctx.image.client_quotas[ALICE_APP]) == {"producer_byte_rate": 2.0}
 
 
 def test_validate_only_writes_nothing() -> None:
@@ -90,12 +92,14 @@ def test_bad_entries_are_refused_one_by_one() -> None:
         ((("ip", "10.0.0.1"), ("user", "u")), {"connection_creation_rate": 5}),
         ((("group", "g"),), {"producer_byte_rate": 1}),
         ((("client-id", ""),), {"producer_byte_rate": 1}),
-        (APP, {"request_percentage": 50}),
-        (APP, {"controller_mutation_rate": 5}),
-        (APP, {"no_such_quota": 5}),
-        (APP, {"producer_byte_rate": 1.5}),
-        (APP, {"producer_byte_rate": 0}),
-        (APP, {"producer_byte_rate": float("inf")}),
+        # (An entity once per request: a second entry for it is refused as a
+        # duplicate, test_an_entity_named_twice_in_one_request_...)
+        ((("client-id", "app-1"),), {"request_percentage": 50}),
+        ((("client-id", "app-2"),), {"controller_mutation_rate": 5}),
+        ((("client-id", "app-3"),), {"no_such_quota": 5}),
+        ((("client-id", "app-4"),), {"producer_byte_rate": 1.5}),
+        ((("client-id", "app-5"),), {"producer_byte_rate": 0}),
+        ((("client-id", "app-6"),), {"producer_byte_rate": float("inf")}),
         (ALICE, {"consumer_byte_rate": 100}),  # the one good entry still applies
     )
     assert [e for e, _ in results] == [ErrorCode.invalid_request] * 11 + [ErrorCode.none]
