@@ -20,7 +20,8 @@ group.
   Its JoinGroup metadata's owned partitions count as what it holds.
 - **Downgrade.** When members leave or are fenced and only classic members
   remain, the group is written back as a classic group at the group epoch,
-  each member assigned its target, and a rebalance starts.
+  each member assigned what it holds (Kafka writes its target; see
+  `_downgrade`), and a rebalance starts.
 
 Conversions write the same records Kafka's coordinator does, in its order,
 and apply them as they are written; a group that fails a check is left as
@@ -123,7 +124,13 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
         converted: list[ConsumerMember] = []
         for m in classic.members.values():
             try:
+                # The group's protocol, or, for a member that joined a
+                # rebalance of a group whose last protocol it does not offer,
+                # its own first one (each carries its subscription). Kafka
+                # fails the upgrade there until the rebalance ends.
                 protocol = classic.protocol_name or m.protocols[0].name
+                if protocol not in m.protocol_names():
+                    protocol = m.protocols[0].name
                 subscription = decode_subscription(m.metadata_for(protocol))
                 partitions, user_data = decode_assignment(m.assignment)
             except (MalformedConsumerProtocolError, KeyError, IndexError):
@@ -404,8 +411,13 @@ class MigrationCommands(MembershipCommands, ConsumerGroupCommands):
             return False
         classic.protocol_name = classic.select_protocol()
         for m in remaining:
+            # What the member holds, not its target (Kafka writes the target):
+            # until it rejoins it still consumes what it was last given, and
+            # an upgrade before the rebalance ends takes these bytes as what
+            # it owns. With the target there, partitions it still held but
+            # was to give up went at once to the upgrading member.
             classic.members[m.member_id].assignment = self._classic_assignment(
-                m, group.target.get(m.member_id, {}), classic.protocol_name)
+                m, m.assigned, classic.protocol_name)
         self.group_migrations["downgrade"] += 1
         # The whole consumer group's tombstones, in Kafka's order.
         ids = sorted(group.members)

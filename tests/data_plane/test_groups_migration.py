@@ -186,7 +186,7 @@ def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
     group = ctx.shard.consumer_group("g")
     assert group is not None
     epoch = group.group_epoch
-    target_a = set(group.target[a][T])
+    held_a = set(group.members[a].assigned[T])
     left = hb(ctx, "c1", -1)
     assert left.error is E.none
     assert ctx.shard.group_migrations == {"upgrade": 1, "downgrade": 1}
@@ -195,16 +195,70 @@ def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
     assert classic is not None
     assert classic.generation_id == epoch and classic.state is GroupState.PREPARING_REBALANCE
     assert set(classic.members) == {a, b} and classic.protocol_name == "range"
-    # Each member's assignment is its target in the consumer group (c1's
-    # share is reassigned by the rebalance that follows).
+    # Each member's assignment is what it holds in the consumer group (the
+    # rebalance that follows hands out c1's share).
     assert {p for _, ps in decode_assignment(classic.members[a].assignment)[0] for p in ps} \
-        == target_a
+        == held_a
     # The members learn of the rebalance and rejoin; the group settles.
     assert ctx.heartbeat(a, epoch) is E.rebalance_in_progress
     handles = {m: ctx.join(m) for m in (a, b)}
     assert classic.state is GroupState.COMPLETING_REBALANCE
     assert {ctx.replies[h].generation_id for h in handles.values()} == {epoch + 1}
     assert replayed(ctx).group("g") is not None and replayed(ctx).consumer_group("g") is None
+
+
+def test_an_upgrade_right_after_a_downgrade_gives_nobody_what_a_classic_member_still_holds(
+) -> None:
+    """Found by the mixed-group fuzz (test_groups_mixed_stateful.py). A
+    classic member that holds every partition is to give half to c1 when c1
+    leaves; the group goes back to classic before the member rejoined, so it
+    still holds them all. c2 joining at once upgrades the group again: c2
+    must get nothing the member still holds, until the member gives it up."""
+    ctx = make()
+    (a,), _ = stable_group(ctx, 1)
+    assert hb(ctx, "c1", 0).error is E.none
+    group = ctx.shard.consumer_group("g")
+    assert group is not None and set(group.members[a].assigned[T]) == set(range(6))
+    assert set(group.target[a][T]) < set(range(6))  # a is to give some up
+    assert hb(ctx, "c1", -1).error is E.none
+    assert ctx.shard.consumer_group("g") is None  # downgraded; a has not rejoined
+    r = hb(ctx, "c2", 0)
+    assert r.error is E.none and r.assignment is not None
+    assert {p for _, ps in r.assignment for p in ps} == set()
+    # a learns of the change, gives its partitions up, and c2 gets its share.
+    group = ctx.shard.consumer_group("g")
+    assert group is not None
+    assert ctx.heartbeat(a, group.members[a].member_epoch) is E.rebalance_in_progress
+    joined = rejoin(ctx, a, set())
+    assert synced(ctx, a, joined.generation_id) <= set(ctx.shard.consumer_group("g").target[a][T])
+    r = hb(ctx, "c2", r.member_epoch, owned=())
+    assert r.error is E.none and r.assignment is not None and {p for _, ps in r.assignment for p in ps}
+    assert consumer_state(replayed(ctx)) == consumer_state(ctx.shard)
+
+
+def test_an_upgrade_during_a_rebalance_by_a_member_without_the_groups_last_protocol() -> None:
+    """Found by the mixed-group fuzz. a offers cooperative-sticky and range,
+    and the group chose cooperative-sticky; b, offering range only, joins,
+    and while that rebalance runs the group still names cooperative-sticky.
+    A consumer joining then upgrades the group, reading b's subscription
+    from the protocol b offers (it was refused as malformed before)."""
+    ctx = make()
+    both = tuple(JoinProtocol(n, subscription("t")) for n in ("cooperative-sticky", "range"))
+    a, h = ctx.join_new(protocols=both)
+    generation = ctx.replies[h].generation_id
+    assert ctx.replies[ctx.sync(a, generation, (
+        (a, assignment({"t": [0, 1, 2, 3, 4, 5]})),))].error is E.none
+    classic = ctx.shard.group("g")
+    assert classic is not None and classic.protocol_name == "cooperative-sticky"
+    b, _ = ctx.join_new()  # range only: parked, the group rebalancing
+    assert classic.state is GroupState.PREPARING_REBALANCE
+    assert classic.protocol_name == "cooperative-sticky" and b in classic.members
+    r = hb(ctx, "c1", 0)
+    assert r.error is E.none, r
+    group = ctx.shard.consumer_group("g")
+    assert group is not None and set(group.members) == {a, b, "c1"}
+    assert set(group.members[a].assigned[T]) == set(range(6))  # a keeps what it holds
+    assert consumer_state(replayed(ctx)) == consumer_state(ctx.shard)
 
 
 def test_a_classic_member_joins_a_consumer_group_and_is_assigned_by_the_coordinator() -> None:
