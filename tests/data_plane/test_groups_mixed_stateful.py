@@ -1,15 +1,21 @@
 """A stateful fuzz of a group whose members speak both protocols (KIP-848
 online migration), on the wire: two consumers send ConsumerGroupHeartbeat
-v1, two classic consumers (eager, "range") send JoinGroup, SyncGroup,
-Heartbeat and LeaveGroup, to one broker's handlers, in orders Hypothesis
-picks, while real time passes. The group is upgraded when a consumer joins
-a classic group and written back as a classic group when only classic
-members remain (``group.consumer.migration.policy=bidirectional``).
+v1, two classic consumers send JoinGroup, SyncGroup, Heartbeat and
+LeaveGroup, to one broker's handlers, in orders Hypothesis picks, while real
+time passes. One classic consumer offers "range" only (eager); the other
+offers "cooperative-sticky" first, then "range" (KIP-429), and follows
+whichever its group chose. The group is upgraded when a consumer joins a
+classic group and written back as a classic group when only classic members
+remain (``group.consumer.migration.policy=bidirectional``).
 
 Each client keeps only what the broker told it, and holds the partitions
 its last answer gave it, as a real consumer would: a consumer holds its
 last heartbeat's assignment; a classic consumer holds its last SyncGroup's
-assignment and gives everything up before it rejoins (eager).
+assignment. Under an eager protocol it gives everything up before it
+rejoins; under a cooperative one it keeps its partitions through a rejoin,
+reports them as owned, gives up at its SyncGroup what it was not given and
+then rejoins. A classic group's leader assigns round-robin, and under the
+cooperative protocol gives no one a partition another member still owns.
 
 Checked after every step:
 - every answer's error is one the API may give a live client;
@@ -23,6 +29,11 @@ Liveness, once the random steps end: every client follows the protocol
 (heartbeat; rejoin and sync when told to) and within a few seconds every
 partition of the topic is held by exactly one client, and every client is a
 member.
+
+Found with it (tests in test_groups_migration.py): a downgrade wrote each
+member's target as its assignment, so an upgrade right after it gave away
+partitions a classic member still held; and an upgrade during a rebalance
+refused a member that did not offer the group's last protocol.
 
 ``RAFTLOG_MIXED_GROUP_FUZZ_EXAMPLES`` raises the number of runs (default 10;
 past a few hundred, add ``--timeout=0``).
@@ -50,8 +61,13 @@ from kio.schema.leave_group.v5 import request as lg5
 from kio.schema.sync_group.v5 import request as sg5
 from single_broker import SingleBroker
 
-from data_plane.groups.consumer_protocol import decode_assignment
-from data_plane.groups.testing import assignment, subscription
+from data_plane.groups.consumer_protocol import (
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_subscription,
+)
+from data_plane.groups.testing import assignment
 from raftlog.net.errors import ErrorCode
 
 GROUP = "mixed"
@@ -60,7 +76,8 @@ PARTITIONS = 6
 SESSION_MS = 5_000
 REBALANCE_MS = 150
 CONSUMERS = (0, 1)  # ConsumerGroupHeartbeat
-CLASSICS = (2, 3)  # JoinGroup / SyncGroup, eager
+CLASSICS = (2, 3)  # JoinGroup / SyncGroup
+COOPERATIVE = 3  # offers "cooperative-sticky" before "range" (KIP-429); 2 offers "range" only
 
 _E = ErrorCode
 HEARTBEAT_848_ERRORS = {_E.none, _E.fenced_member_epoch, _E.unknown_member_id}
@@ -86,8 +103,14 @@ class Client:
     held: frozenset[int] = frozenset()
     leader: bool = False
     members: tuple[str, ...] = ()  # a classic leader's member list
+    owned: dict[str, frozenset[int]] = field(default_factory=dict)  # ... and what each owns
+    protocol: str = "range"  # of its last generation
     join: asyncio.Task[Any] | None = None
     sync: asyncio.Task[Any] | None = None
+    #: The protocol of its last generation is cooperative: it keeps its
+    #: partitions through a rejoin (reporting them as owned) and gives up,
+    #: at its SyncGroup, only what it is no longer assigned.
+    cooperative: bool = False
     sync_generation: int = -1  # what the pending SyncGroup was sent with
     synced: int = -1  # the generation its last successful SyncGroup was for
     rejoin: bool = False  # told to rejoin (REBALANCE_IN_PROGRESS)
@@ -192,13 +215,18 @@ class MixedGroupMachine(RuleBasedStateMachine):
             self._send_join(c)  # after MEMBER_ID_REQUIRED, at once (KIP-394)
 
     def _send_join(self, c: Client) -> None:
-        c.held = frozenset()  # eager: everything is given up before a rejoin
-        c.note(f"join{c.epoch}")
+        if not c.cooperative:
+            c.held = frozenset()  # eager: everything is given up before a rejoin
+        c.note(f"join{c.epoch}{'c' if c.cooperative else ''}")
+        metadata = encode_subscription(Subscription(
+            1, (TOPIC,), None, ((TOPIC, tuple(sorted(c.held))),) if c.held else ()))
+        names = ("cooperative-sticky", "range") if c.index == COOPERATIVE else ("range",)
         c.join = self.broker.start(11, jg9.JoinGroupRequest(
             group_id=GROUP, session_timeout=datetime.timedelta(milliseconds=SESSION_MS),
             rebalance_timeout=datetime.timedelta(milliseconds=REBALANCE_MS),
             member_id=c.member_id, group_instance_id=None, protocol_type="consumer",
-            protocols=(jg9.JoinGroupRequestProtocol(name="range", metadata=subscription(TOPIC)),),
+            protocols=tuple(jg9.JoinGroupRequestProtocol(name=n, metadata=metadata)
+                            for n in names),
             reason=None))
         self.broker.run_for(0)
 
@@ -208,16 +236,16 @@ class MixedGroupMachine(RuleBasedStateMachine):
         if c.epoch <= 0 or c.sync is not None or c.join is not None:
             return
         assignments: tuple[sg5.SyncGroupRequestAssignment, ...] = ()
-        if c.leader:  # a classic group's leader assigns, round-robin
+        if c.leader:  # a classic group's leader assigns
             assignments = tuple(
                 sg5.SyncGroupRequestAssignment(member_id=member, assignment=assignment(
-                    {TOPIC: [p for p in range(PARTITIONS) if p % len(c.members) == n]}))
-                for n, member in enumerate(c.members))
+                    {TOPIC: sorted(parts)}))
+                for member, parts in self._leader_plan(c).items())
         c.sync_generation = c.epoch
         c.note(f"sync{c.epoch}")
         c.sync = self.broker.start(14, sg5.SyncGroupRequest(
             group_id=GROUP, generation_id=c.epoch, member_id=c.member_id,
-            group_instance_id=None, protocol_type="consumer", protocol_name="range",
+            group_instance_id=None, protocol_type="consumer", protocol_name=c.protocol,
             assignments=assignments))
         self.broker.run_for(0)
 
@@ -257,8 +285,23 @@ class MixedGroupMachine(RuleBasedStateMachine):
         self._reset_classic(c, forget_id=True)
 
     @staticmethod
+    def _leader_plan(c: Client) -> dict[str, frozenset[int]]:
+        """A classic group leader's assignment: round-robin over its member
+        list. Under a cooperative protocol a partition another member still
+        owns is given to no one this generation (its owner, not assigned
+        it, gives it up and rejoins), as the cooperative assignors do."""
+        plan = {m: frozenset(p for p in range(PARTITIONS) if p % len(c.members) == n)
+                for n, m in enumerate(c.members)}
+        if c.protocol != "cooperative-sticky":
+            return plan
+        return {m: frozenset(p for p in parts
+                             if all(p not in c.owned.get(o, ()) for o in c.members if o != m))
+                for m, parts in plan.items()}
+
+    @staticmethod
     def _reset_classic(c: Client, *, forget_id: bool) -> None:
         c.held, c.epoch, c.leader, c.synced = frozenset(), -1, False, -1
+        c.cooperative = False
         if forget_id:
             c.member_id = ""
 
@@ -293,15 +336,34 @@ class MixedGroupMachine(RuleBasedStateMachine):
             c.rejoin, c.synced = False, -1  # a SyncGroup follows every join
             c.leader = answer.leader == answer.member_id
             c.members = tuple(m.member_id for m in answer.members) if c.leader else ()
+            c.owned = {m.member_id: frozenset(
+                p for name, ps in decode_subscription(m.metadata).owned_partitions
+                if name == TOPIC for p in ps) for m in answer.members} if c.leader else {}
+            c.protocol = str(answer.protocol_name)
+            c.cooperative = c.protocol == "cooperative-sticky"
+            if not c.cooperative:
+                c.held = frozenset()  # the group chose an eager protocol: all is given up
 
     def _synced(self, c: Client, answer: Any) -> None:
         error = answer.error_code
         event(f"SyncGroup {error.name}")
         c.note(f"synced->{error.name}")
-        assert error in SYNC_ERRORS, answer
+        allowed = set(SYNC_ERRORS)
+        if c.index == COOPERATIVE:
+            # It offers two protocols, and the group changed kind between its
+            # JoinGroup and its SyncGroup: a consumer group holds a classic
+            # member to the first protocol it offered, a classic group to the
+            # one it chose; the other is INCONSISTENT_GROUP_PROTOCOL, as in
+            # Kafka. (A member offering one protocol never meets this.)
+            allowed.add(_E.inconsistent_group_protocol)
+        assert error in allowed, answer
         if error == _E.none and c.sync_generation == c.epoch:
-            c.held, c.synced = partitions_of(answer.assignment), c.epoch
-        elif error == _E.rebalance_in_progress:
+            given = partitions_of(answer.assignment)
+            revoked = c.held - given
+            c.held, c.synced = given, c.epoch
+            if c.cooperative and revoked:
+                c.rejoin = True  # KIP-429: a member that gave partitions up rejoins
+        elif error in (_E.rebalance_in_progress, _E.inconsistent_group_protocol):
             c.rejoin = True
         elif error in (_E.unknown_member_id, _E.illegal_generation):
             self._reset_classic(c, forget_id=error == _E.unknown_member_id)
