@@ -4,7 +4,9 @@ v1, two classic consumers send JoinGroup, SyncGroup, Heartbeat and
 LeaveGroup, to one broker's handlers, in orders Hypothesis picks, while real
 time passes. One classic consumer offers "range" only (eager); the other
 offers "cooperative-sticky" first, then "range" (KIP-429), and follows
-whichever its group chose. The group is upgraded when a consumer joins a
+whichever its group chose. The eager one is a static member (KIP-345,
+``group.instance.id``) whose process restarts: it rejoins under a new
+member id, replacing its old one. The group is upgraded when a consumer joins a
 classic group and written back as a classic group when only classic members
 remain (``group.consumer.migration.policy=bidirectional``).
 
@@ -77,6 +79,7 @@ SESSION_MS = 5_000
 REBALANCE_MS = 150
 CONSUMERS = (0, 1)  # ConsumerGroupHeartbeat
 CLASSICS = (2, 3)  # JoinGroup / SyncGroup
+STATIC = 2  # group.instance.id "static-2"
 COOPERATIVE = 3  # offers "cooperative-sticky" before "range" (KIP-429); 2 offers "range" only
 
 _E = ErrorCode
@@ -86,6 +89,11 @@ HEARTBEAT_848_ERRORS = {_E.none, _E.fenced_member_epoch, _E.unknown_member_id}
 JOIN_ERRORS = {_E.none, _E.member_id_required, _E.unknown_member_id, _E.rebalance_in_progress}
 SYNC_ERRORS = {_E.none, _E.unknown_member_id, _E.illegal_generation, _E.rebalance_in_progress}
 HEARTBEAT_ERRORS = SYNC_ERRORS
+
+
+def allowed_for(c: Client, errors: set[ErrorCode]) -> set[ErrorCode]:
+    """A static member's old member id, once replaced, is FENCED_INSTANCE_ID."""
+    return errors | {_E.fenced_instance_id} if c.index == STATIC else errors
 
 
 def partitions_of(assignment_bytes: bytes) -> frozenset[int]:
@@ -224,7 +232,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
         c.join = self.broker.start(11, jg9.JoinGroupRequest(
             group_id=GROUP, session_timeout=datetime.timedelta(milliseconds=SESSION_MS),
             rebalance_timeout=datetime.timedelta(milliseconds=REBALANCE_MS),
-            member_id=c.member_id, group_instance_id=None, protocol_type="consumer",
+            member_id=c.member_id, group_instance_id=self._instance(c), protocol_type="consumer",
             protocols=tuple(jg9.JoinGroupRequestProtocol(name=n, metadata=metadata)
                             for n in names),
             reason=None))
@@ -245,7 +253,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
         c.note(f"sync{c.epoch}")
         c.sync = self.broker.start(14, sg5.SyncGroupRequest(
             group_id=GROUP, generation_id=c.epoch, member_id=c.member_id,
-            group_instance_id=None, protocol_type="consumer", protocol_name=c.protocol,
+            group_instance_id=self._instance(c), protocol_type="consumer", protocol_name=c.protocol,
             assignments=assignments))
         self.broker.run_for(0)
 
@@ -259,13 +267,13 @@ class MixedGroupMachine(RuleBasedStateMachine):
     def _classic_heartbeat(self, c: Client) -> ErrorCode:
         answer = self.broker.call(12, hb4.HeartbeatRequest(
             group_id=GROUP, generation_id=c.epoch, member_id=c.member_id,
-            group_instance_id=None))
+            group_instance_id=self._instance(c)))
         error = answer.error_code
         event(f"classic Heartbeat {error.name}")
         c.note(f"chb{c.epoch}->{error.name}")
-        assert error in HEARTBEAT_ERRORS, answer
-        if error in (_E.unknown_member_id, _E.illegal_generation):
-            self._reset_classic(c, forget_id=error == _E.unknown_member_id)
+        assert error in allowed_for(c, HEARTBEAT_ERRORS), answer
+        if error in (_E.unknown_member_id, _E.illegal_generation, _E.fenced_instance_id):
+            self._reset_classic(c, forget_id=error != _E.illegal_generation)
         elif error == _E.rebalance_in_progress:
             c.rejoin = True
         return error
@@ -277,12 +285,27 @@ class MixedGroupMachine(RuleBasedStateMachine):
             return
         c.held = frozenset()
         answer = self.broker.call(13, lg5.LeaveGroupRequest(group_id=GROUP, members=(
-            lg5.MemberIdentity(member_id=c.member_id, group_instance_id=None, reason=None),)))
+            lg5.MemberIdentity(member_id=c.member_id, group_instance_id=self._instance(c), reason=None),)))
         assert answer.error_code == _E.none, answer
         (member,) = answer.members
         c.note(f"leave->{member.error_code.name}")
-        assert member.error_code in {_E.none, _E.unknown_member_id}, answer
+        assert member.error_code in allowed_for(c, {_E.none, _E.unknown_member_id}), answer
         self._reset_classic(c, forget_id=True)
+
+    @staticmethod
+    def _instance(c: Client) -> str | None:
+        return "static-2" if c.index == STATIC else None
+
+    @rule()
+    def restart_static(self) -> None:
+        """The static member's process restarts: it forgets its member id
+        and its partitions, and joins again with its group.instance.id."""
+        c = self.clients[STATIC]
+        if c.join is not None or c.sync is not None:
+            return
+        self._reset_classic(c, forget_id=True)
+        c.note("restart")
+        self.classic_join(STATIC)
 
     @staticmethod
     def _leader_plan(c: Client) -> dict[str, frozenset[int]]:
@@ -325,10 +348,10 @@ class MixedGroupMachine(RuleBasedStateMachine):
         error = answer.error_code
         event(f"JoinGroup {error.name}")
         c.note(f"joined->{error.name}")
-        assert error in JOIN_ERRORS, answer
+        assert error in allowed_for(c, JOIN_ERRORS), answer
         if error == _E.member_id_required:
             c.member_id = answer.member_id
-        elif error == _E.unknown_member_id:
+        elif error in (_E.unknown_member_id, _E.fenced_instance_id):
             self._reset_classic(c, forget_id=True)
         elif error == _E.none:
             assert answer.member_id == c.member_id or not c.member_id, (c, answer)
@@ -348,7 +371,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
         error = answer.error_code
         event(f"SyncGroup {error.name}")
         c.note(f"synced->{error.name}")
-        allowed = set(SYNC_ERRORS)
+        allowed = set(allowed_for(c, SYNC_ERRORS))  # a copy: added to below
         if c.index == COOPERATIVE:
             # It offers two protocols, and the group changed kind between its
             # JoinGroup and its SyncGroup: a consumer group holds a classic
@@ -365,8 +388,8 @@ class MixedGroupMachine(RuleBasedStateMachine):
                 c.rejoin = True  # KIP-429: a member that gave partitions up rejoins
         elif error in (_E.rebalance_in_progress, _E.inconsistent_group_protocol):
             c.rejoin = True
-        elif error in (_E.unknown_member_id, _E.illegal_generation):
-            self._reset_classic(c, forget_id=error == _E.unknown_member_id)
+        elif error in (_E.unknown_member_id, _E.illegal_generation, _E.fenced_instance_id):
+            self._reset_classic(c, forget_id=error != _E.illegal_generation)
 
     @invariant()
     def no_partition_held_twice(self) -> None:
