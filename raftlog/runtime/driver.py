@@ -21,7 +21,10 @@ else talks to the loop through its inbox:
   call (their offsets are contiguous), and each future is resolved when a
   committed batch covers its last offset: with the offset if the batch has
   the epoch it was proposed in, else `ProposalLostError` (another leader's
-  entry committed there).
+  entry committed there). A committed entry of a later epoch also answers
+  `ProposalLostError` to every older-epoch proposal beyond it (log matching:
+  none of them can commit after it), so a deposed leader's callers learn
+  their fate when the successor's first entry commits.
 - **Timers**: the loop sleeps until the inbox has something or ``tick``'s
   deadline passes.
 
@@ -223,6 +226,8 @@ class RaftDriver:
         self._cids = itertools.count(1)
         self._anonymous = itertools.count(_ANONYMOUS_SOURCE_BASE)
         self._pending: list[_Pending] = []  # heap by last offset
+        # No pending proposal is of an older epoch (a bound: it may be lower).
+        self._oldest_pending_epoch = 0
         self._seq = itertools.count()
         self._sends: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -429,6 +434,8 @@ class RaftDriver:
                 p.future.set_exception(NotLeaderError(exc.leader_id, exc.epoch))
             return
         epoch = self.core.epoch
+        if not self._pending or epoch < self._oldest_pending_epoch:
+            self._oldest_pending_epoch = epoch
         offset = last - len(values)
         for p in proposals:
             offset += len(p.values)
@@ -528,6 +535,26 @@ class RaftDriver:
                 future.set_result(offset)
             else:
                 future.set_exception(ProposalLostError(offset, proposed_epoch, epoch))
+        if pending and epoch > self._oldest_pending_epoch:
+            self._lose_older_than(epoch)
+
+    def _lose_older_than(self, epoch: int) -> None:
+        """An entry of ``epoch`` committed below every pending offset: by log
+        matching, every committed entry after it has an epoch at least
+        ``epoch``, so a proposal of an older epoch can never commit. A deposed
+        leader's proposals beyond its successor's log end are answered here,
+        when the successor's first entry commits, not whenever later writes
+        happen to commit past their offsets."""
+        kept: list[_Pending] = []
+        for item in self._pending:
+            offset, _, proposed_epoch, future = item
+            if proposed_epoch >= epoch:
+                kept.append(item)
+            elif not future.done():
+                future.set_exception(ProposalLostError(offset, proposed_epoch, epoch))
+        heapq.heapify(kept)
+        self._pending = kept
+        self._oldest_pending_epoch = min((item[2] for item in kept), default=epoch)
 
     def _resolve_unknown_below(self, end_offset: int) -> None:
         while self._pending and self._pending[0][0] < end_offset:

@@ -467,3 +467,33 @@ def test_a_stopped_driver_answers_peers_broker_not_available() -> None:
                 context, wire.encode_request(DescribeQuorumRequest(), destination=-1))
 
     run(_with_cluster(body))
+
+
+def test_a_deposed_leaders_proposals_beyond_the_new_leaders_log_are_answered_lost() -> None:
+    """A leader cut off with proposals it alone holds loses them: once the new
+    leader's first entry (its LEADER_CHANGE record, a later epoch) commits,
+    nothing of an older epoch can commit after it (log matching), so each
+    proposal is answered ProposalLostError then, not when later writes happen
+    to commit past its offset."""
+
+    async def body(c: Cluster) -> None:
+        old = await c.wait_leader()
+        await c.propose([b"x"])
+        c.down.add(old.node_id)
+        doomed = [asyncio.ensure_future(old.propose([b"lost-%d" % i])) for i in range(5)]
+        await asyncio.sleep(0)
+        new = await c.wait_leader()
+        assert new is not old
+        c.down.discard(old.node_id)
+        # Nothing more is written: only the new leader's control record commits.
+        done, _ = await asyncio.wait(doomed, timeout=3.0)
+        outcomes = [type(f.exception()).__name__ if f in done else "pending" for f in doomed]
+        assert outcomes == ["ProposalLostError"] * 5, outcomes
+        # The old leader follows the new one, without the values it lost.
+        await c.propose([b"after"])
+        async with asyncio.timeout(3):
+            while b"after" not in c.collectors[old.node_id].values:
+                await asyncio.sleep(0.01)
+        assert c.collectors[old.node_id].values == [b"x", b"after"]
+
+    run(_with_cluster(body))
