@@ -435,14 +435,12 @@ class MembershipCommands(ShardState):
             out.replies.append(Reply(handle, SyncGroupResponse(error=error)))
         return self._result(out)
 
-    def _sync(
-        self, handle: RequestHandle, req: SyncGroupRequest, now_ms: int, out: _Out
-    ) -> ErrorCode | None:
-        if not req.group_id:
-            return _E.invalid_group_id
-        consumer = self._consumer_groups.get(req.group_id)
-        if consumer is not None and consumer.members:
-            return self._sync_consumer_group(consumer, handle, req, now_ms, out)
+    def _classic_member_of_generation(
+        self, req: SyncGroupRequest | HeartbeatRequest
+    ) -> tuple[ClassicGroup, Member] | ErrorCode:
+        """The classic group and member a SyncGroup or Heartbeat names, or the
+        error Kafka answers: no such group or member, a dead group, a fenced
+        static member, another generation."""
         group = self._groups.get(req.group_id)
         if group is None:
             return _E.unknown_member_id
@@ -455,6 +453,20 @@ class MembershipCommands(ShardState):
             return _E.unknown_member_id
         if req.generation_id != group.generation_id:
             return _E.illegal_generation
+        return group, member
+
+    def _sync(
+        self, handle: RequestHandle, req: SyncGroupRequest, now_ms: int, out: _Out
+    ) -> ErrorCode | None:
+        if not req.group_id:
+            return _E.invalid_group_id
+        consumer = self._consumer_groups.get(req.group_id)
+        if consumer is not None and consumer.members:
+            return self._sync_consumer_group(consumer, handle, req, now_ms, out)
+        found = self._classic_member_of_generation(req)
+        if isinstance(found, ErrorCode):
+            return found
+        group, member = found
         if (req.protocol_type is not None and req.protocol_type != group.protocol_type) or (
             req.protocol_name is not None and req.protocol_name != group.protocol_name
         ):
@@ -515,18 +527,10 @@ class MembershipCommands(ShardState):
         consumer = self._consumer_groups.get(req.group_id)
         if consumer is not None and consumer.members:
             return self._heartbeat_consumer_group(consumer, req, now_ms)
-        group = self._groups.get(req.group_id)
-        if group is None:
-            return _E.unknown_member_id
-        if group.state is GroupState.DEAD:
-            return _E.coordinator_not_available
-        if group.is_static_member_fenced(req.group_instance_id, req.member_id):
-            return _E.fenced_instance_id
-        member = group.members.get(req.member_id)
-        if member is None:
-            return _E.unknown_member_id
-        if req.generation_id != group.generation_id:
-            return _E.illegal_generation
+        found = self._classic_member_of_generation(req)
+        if isinstance(found, ErrorCode):
+            return found
+        group, member = found
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if group.state is GroupState.PREPARING_REBALANCE:
             return _E.rebalance_in_progress
