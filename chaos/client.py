@@ -34,6 +34,7 @@ record stored under another key is recorded as the value
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -302,41 +303,63 @@ class ConfluentGroupPoller:
     def __init__(self, endpoint: Endpoint, topic: str, group_id: str, protocol: str,
                  keys: int = 0) -> None:
         self.keys = keys
+        self.topic = topic
         # The classic protocol's timeouts are the client's (KIP-848's are the
         # broker's: `chaos.runner.GROUP_PROPERTIES`).
         classic = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500} \
             if protocol == "classic" else {}
-        self.c = Consumer(
-            {
-                **_POLLER_CONFIG,
-                **classic,
-                **endpoint.librdkafka(),
-                "group.id": group_id,
-                "group.protocol": protocol,
-                "enable.auto.commit": True,
-                "auto.commit.interval.ms": 200,
-            }
-        )
-        self.c.subscribe([topic])
+        self._config = {
+            **_POLLER_CONFIG,
+            **classic,
+            **endpoint.librdkafka(),
+            "group.id": group_id,
+            "group.protocol": protocol,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+        }
+        self.restarts = 0
+        self.c = self._subscribe()
+
+    def _subscribe(self) -> Any:
+        c = Consumer(self._config)
+        c.subscribe([self.topic])
+        return c
 
     def poll(self) -> Outcome:
-        return _poll_batch(self.c, self.keys)
+        op, value = _poll_batch(self.c, self.keys)
+        if isinstance(value, dict) and "fatal" in value:
+            # A fatal error ends a librdkafka consumer for good; an application
+            # replaces it, and so do we. (A KIP-848 member fenced while its
+            # group went back to classic gets GROUP_ID_NOT_FOUND on its next
+            # heartbeat, as from Kafka, and librdkafka treats that as fatal.)
+            with contextlib.suppress(Exception):
+                self.c.close()
+            self.c = self._subscribe()
+            self.restarts += 1
+        return op, value
 
     def close(self) -> None:
         self.c.close()
 
 
 def _poll_batch(c: Any, keys: int) -> Outcome:
-    """One consume() of up to 200 records: ``{"records": {partition: [[offset, value]]}}``."""
+    """One consume() of up to 200 records: ``{"records": {partition: [[offset, value]]}}``,
+    with ``"fatal"``: the error, if the consumer hit a fatal one (it reads no more)."""
     records: dict[str, list[list[int | str | None]]] = {}
     try:
         msgs = c.consume(num_messages=200, timeout=0.5)
     except KafkaException as exc:
         return OpType.INFO, {"error": str(exc)}
+    fatal: str | None = None
     for m in msgs:
-        if m.error() is not None:
+        err = m.error()
+        if err is not None:
+            if err.fatal():
+                fatal = str(err)
             continue
         records.setdefault(str(m.partition()), []).append([m.offset(), _read(m, keys)])
+    if fatal is not None:
+        return OpType.OK, {"records": records, "fatal": fatal}
     return OpType.OK, {"records": records}
 
 
