@@ -20,6 +20,8 @@
   credentials (`data_plane.scram_cli`);
 - ``delete-records --topic T --partition P --offset O`` (-1: the high
   watermark), like kafka-delete-records.sh, sent to the partition's leader;
+- ``get-offsets`` (`data_plane.offsets_cli`), like kafka-get-offsets.sh, and
+  ``log-dirs --describe`` (`data_plane.log_dirs_cli`), like kafka-log-dirs.sh;
 - ``leader-election --election-type preferred|unclean --topic T --partition P
   | --all-topic-partitions``, like kafka-leader-election.sh (ElectLeaders);
 - ``reassign-partitions --generate|--execute|--verify|--cancel|--list``, like
@@ -233,6 +235,12 @@ class _Admin:
             )
             self._clients[address] = client
         return client
+
+    async def send_to(self, address: tuple[str, int], request: Any, version: int) -> Any:
+        """``request`` to the node at ``address`` alone (a partition's leader),
+        on this admin's connection to it. Raises what
+        `KafkaProtocolClient.send` raises."""
+        return await self._client(address).send(request, version)
 
     def prefer(self, host: str, port: int) -> None:
         if (host, port) in self._addresses:
@@ -1332,6 +1340,14 @@ def register(sub: Any, only: str | None = None) -> None:
         from .groups_cli import register_groups
 
         register_groups(sub)
+    if wanted("get-offsets"):
+        from .offsets_cli import register_get_offsets
+
+        register_get_offsets(sub)
+    if wanted("log-dirs"):
+        from .log_dirs_cli import register_log_dirs
+
+        register_log_dirs(sub)
 
     metadata = sub.add_parser("metadata", help="metadata log tools")
     dump = metadata.add_subparsers(dest="action", required=True).add_parser(

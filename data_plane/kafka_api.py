@@ -6,7 +6,9 @@ cover what current clients negotiate (kafka-python 3.x, aiokafka 0.14,
 librdkafka 2.x) while only advertising what is really served: Fetch from v4
 (librdkafka uses v2 batches only when Fetch >= 4 is advertised) to v16
 (topic ids, ReplicaState with broker epoch: our own followers use it);
-Produce v3 (the first with v2 batches) to v10 (KIP-951's leader hints); ListOffsets to v7 (max-timestamp -3); Metadata to v12
+Produce v3 (the first with v2 batches) to v10 (KIP-951's leader hints);
+ListOffsets to v10 (max-timestamp -3, earliest-local -4, latest-tiered -5);
+Metadata to v12
 (v13 only adds a top-level error); DescribeTopicPartitions v0, Metadata's
 paged form for one or all topics (KIP-966, without eligible leader replicas).
 
@@ -123,7 +125,7 @@ DESCRIBE_TOPIC_PARTITIONS = 75
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     PRODUCE: (3, 10),
     FETCH: (4, 16),
-    LIST_OFFSETS: (1, 7),
+    LIST_OFFSETS: (1, 10),
     METADATA: (0, 12),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),

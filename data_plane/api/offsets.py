@@ -1,4 +1,4 @@
-"""ListOffsets (v1-7) and OffsetForLeaderEpoch (v2-4), answered by the leader.
+"""ListOffsets (v1-10) and OffsetForLeaderEpoch (v2-4), answered by the leader.
 
 ListOffsets: earliest (-2) is the log start offset, latest (-1) the high
 watermark (the last stable offset for READ_COMMITTED) (consumers never see past it; OFFSET_NOT_AVAILABLE while a new
@@ -7,6 +7,10 @@ first offset whose record timestamp is >= it, found through the segments'
 time indexes and batch headers (one batch is decoded to pick the record).
 Max timestamp (-3, v7, KIP-734) is the record with the largest timestamp
 below that bound, from the segments' max timestamps (one batch decoded).
+There is no tiered storage, so earliest-local (-4, v8, KIP-405) is the log
+start offset, as earliest is, and latest-tiered (-5, v9, KIP-1005) finds no
+offset (-1), as from a Kafka log without remote storage. v10's timeout
+(KIP-1075) bounds remote lookups, of which there are none.
 All are fenced by the current leader epoch (KIP-320).
 
 ACLs (with an authorizer), as Kafka's KafkaApis: ListOffsets needs DESCRIBE
@@ -35,6 +39,8 @@ __all__ = ("handle_list_offsets", "handle_offset_for_leader_epoch", "offset_for_
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 MAX_TIMESTAMP: Final = -3
+EARLIEST_LOCAL_TIMESTAMP: Final = -4  # v8, KIP-405
+LATEST_TIERED_TIMESTAMP: Final = -5  # v9, KIP-1005
 _SCAN_BYTES: Final = 1 << 20
 
 
@@ -94,8 +100,11 @@ async def handle_list_offsets(api: BrokerApiContext, ctx: RequestContext, reques
 def _list_offset(p: Partition, timestamp: int, read_committed: bool = False
                  ) -> dict[str, object]:
     bound = p.last_stable_offset if read_committed else p.high_watermark
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        # No tiered storage: the local log starts where the log does.
         return {"offset": p.log.log_start_offset, "leader_epoch": _epoch_at(p.log, p.log.log_start_offset)}
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return {}  # nothing is tiered: no offset (-1), as Kafka without remote storage
     if timestamp == LATEST_TIMESTAMP:
         if p.high_watermark_is_lagging:
             return {"error_code": ErrorCode.offset_not_available}

@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 from cluster_helpers import cli, eventually, module_cluster
-from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -254,6 +260,103 @@ def test_cli_delete_records(cluster: LocalCluster) -> None:
     bad = cli("delete-records", "--topic", "clitrim", "--partition", "4", "--offset", "1",
               "--bootstrap-server", b)
     assert bad.returncode == 2 and "no partition 4" in bad.stderr
+
+
+def test_cli_get_offsets(cluster: LocalCluster) -> None:
+    """kafka-get-offsets.sh's lines (``topic:partition:offset``, sorted as
+    text), for each ``--time`` and partition filter; ListOffsets v8 (-4) and
+    v9 (-5) go to the leaders."""
+    b = cluster.bootstrap_servers
+    assert cli("topics", "create", "--topic", "offs", "--partitions", "11",
+               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
+    cluster.wait_topic("offs", 11)
+    base = 1_700_000_000_000
+    producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 0})
+    for i in range(5):
+        producer.produce("offs", b"v", partition=0, timestamp=base + 10 * i)
+        producer.flush(20)
+    for _ in range(2):
+        producer.produce("offs", b"v", partition=10, timestamp=base + 100)
+    assert producer.flush(20) == 0
+    admin = AdminClient({"bootstrap.servers": b})
+    (trimmed,) = admin.delete_records([TopicPartition("offs", 0, 2)]).values()
+    trimmed.result(15)
+
+    def offsets(*args: str) -> list[str]:
+        out = cli("get-offsets", "--bootstrap-server", b, *args)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    empty = [f"offs:{p}:0" for p in range(1, 10)]
+    # Sorted as "offs-10" < "offs-2", as Kafka's tool sorts TopicPartitions.
+    assert offsets("--topic", "offs") == ["offs:0:5", "offs:1:0", "offs:10:2", *empty[1:]]
+    assert offsets("--topic", "offs", "--partitions", "0,10", "--time", "earliest") \
+        == ["offs:0:2", "offs:10:0"]
+    assert offsets("--topic-partitions", "offs:0,of.s:10-", "--time", "-4") \
+        == ["offs:0:2", "offs:10:0"]  # earliest-local: no tiered storage
+    assert offsets("--topic", "offs", "--time", "latest-tiered") == []  # none tiered
+    # By timestamp: the first record at or after it; none after the last.
+    assert offsets("--topic-partitions", "offs:0,offs:10", "--time", str(base + 25)) \
+        == ["offs:0:3", "offs:10:0"]
+    assert offsets("--topic", "offs", "--time", str(base + 101)) == []
+    assert offsets("--topic", "offs", "--partitions", "0", "--time", "max-timestamp") \
+        == ["offs:0:4"]
+    # Internal topics are in unless excluded. A group commit makes __consumer_offsets.
+    committed = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "offs-group", [TopicPartition("offs", 0, 1)])])
+    committed["offs-group"].result(15)
+    everything = offsets("--partitions", "0")
+    assert "offs:0:5" in everything
+    assert any(line.startswith("__consumer_offsets:0:") for line in everything)
+    assert not any(line.startswith("__") for line in offsets("--partitions", "0",
+                                                               "--exclude-internal-topics"))
+    bad = cli("get-offsets", "--bootstrap-server", b, "--topic", "nothing-like-it")
+    assert bad.returncode == 2
+    assert "Could not match any topic-partitions with the specified filters" in bad.stderr
+    bad = cli("get-offsets", "--bootstrap-server", b, "--topic", "offs", "--topic-partitions", "x")
+    assert bad.returncode == 2 and "cannot be used with --topic" in bad.stderr
+
+
+def test_cli_log_dirs(cluster: LocalCluster) -> None:
+    """kafka-log-dirs.sh --describe: every broker's directory, each replica's
+    size on disk (the same on every broker, as they hold the same records)."""
+    b = cluster.bootstrap_servers
+    assert cli("topics", "create", "--topic", "dirs", "--partitions", "2",
+               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
+    cluster.wait_topic("dirs", 2)
+    producer = Producer({"bootstrap.servers": b, "acks": "all"})
+    for _ in range(20):
+        producer.produce("dirs", b"x" * 100, partition=1)
+    assert producer.flush(20) == 0
+
+    def described() -> dict[int, dict[str, tuple[int, int]]]:
+        out = cli("log-dirs", "--describe", "--bootstrap-server", b, "--topic-list", "dirs")
+        assert out.returncode == 0, out.stderr
+        querying, received, line = out.stdout.splitlines()
+        assert querying == "Querying brokers for log directories information"
+        assert received == "Received log directory information from brokers 1,2,3"
+        answer = json.loads(line)
+        assert answer["version"] == 1
+        sizes = {}
+        for broker in answer["brokers"]:
+            (log_dir,) = broker["logDirs"]
+            assert log_dir["error"] is None and log_dir["logDir"]
+            assert not any(p["isFuture"] for p in log_dir["partitions"])
+            sizes[broker["broker"]] = {p["partition"]: (p["size"], p["offsetLag"])
+                                       for p in log_dir["partitions"]}
+        # Followers take a fetch to catch up (their size and lag then settle).
+        assert len({tuple(sorted(s.items())) for s in sizes.values()}) == 1, sizes
+        return sizes
+
+    sizes = eventually(described)
+    assert sorted(sizes) == [1, 2, 3]
+    one = sizes[1]
+    assert set(one) == {"dirs-0", "dirs-1"}
+    assert one["dirs-0"] == (0, 0) and one["dirs-1"][0] > 20 * 100 and one["dirs-1"][1] == 0
+    out = cli("log-dirs", "--describe", "--bootstrap-server", b, "--broker-list", "2,9")
+    assert out.returncode == 2
+    assert "The given brokers do not exist from --broker-list: 9. Current existent brokers: " \
+           "1,2,3" in out.stderr
 
 
 def _leader_and_isr(admin: AdminClient, topic: str, partition: int) -> tuple[int, list[int]]:
