@@ -14,7 +14,10 @@ A compacted topic's replicas are cleaned by each broker on its own
 schedule, so their bytes differ legitimately; there (``compacted``) the
 check is on content: every offset two replicas both hold has the same
 record in both (leader epoch, key, value, timestamp), and each key's newest
-value (a tombstone counting as no value) is the same on every replica.
+value (a tombstone counting as no value) is the same on every replica. That
+value is the one a read_committed consumer sees: records of aborted
+transactions do not count, since one replica's cleaner may have removed
+them while another's has not run yet.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from chaos.checker.base import UNKNOWN, Anomaly, Result, make_result
 from chaos.history import History
-from raftlog.records import decode_records
+from raftlog.records import ControlRecordType, decode_records, parse_control_record_key
 from raftlog.records.batch import iter_batches
 from raftlog.records.errors import CorruptRecordError
 
@@ -123,20 +126,34 @@ class ReplicaDivergence:
 _Record = tuple[int, bytes | None, bytes | None, int]  # leader epoch, key, value, timestamp
 
 
-def _records(data: bytes) -> dict[int, _Record]:
+def _records(data: bytes) -> tuple[dict[int, _Record], set[int]]:
+    """Every record by offset, and the offsets of the records in aborted
+    transactions (their producer's ABORT marker follows them here)."""
     out: dict[int, _Record] = {}
+    open_txn: dict[int, list[int]] = {}  # producer id -> its open transaction's offsets
+    aborted: set[int] = set()
     for header, start in iter_batches(data):
-        for r in decode_records(data, pos=start):
+        records = decode_records(data, pos=start)
+        if header.is_control:
+            ended = open_txn.pop(header.producer_id, [])
+            kind = parse_control_record_key(records[0].key)[1] if records else None
+            if kind is ControlRecordType.ABORT:
+                aborted.update(ended)
+        elif header.is_transactional:
+            open_txn.setdefault(header.producer_id, []).extend(r.offset for r in records)
+        for r in records:
             out[r.offset] = (header.partition_leader_epoch, r.key, r.value, r.timestamp)
-    return out
+    return out, aborted
 
 
-def _table(records: Mapping[int, _Record]) -> dict[bytes, bytes]:
-    """Each key's newest value (keys whose newest record is a tombstone left out)."""
+def _table(records: Mapping[int, _Record], aborted: set[int]) -> dict[bytes, bytes]:
+    """Each key's newest value, as a read_committed consumer sees it: records
+    of aborted transactions do not count (a cleaner removes them on its own
+    schedule), and keys whose newest record is a tombstone are left out."""
     newest: dict[bytes, bytes | None] = {}
     for offset in sorted(records):
         _, key, value, _ = records[offset]
-        if key is not None:
+        if key is not None and offset not in aborted:
             newest[key] = value
     return {k: v for k, v in newest.items() if v is not None}
 
@@ -146,10 +163,10 @@ def _content_differences(
     replicas: Mapping[NodeId, bytes],
 ) -> list[Anomaly]:
     bad: list[Anomaly] = []
-    ref_records = _records(ref)
-    ref_table = _table(ref_records)
+    ref_records, ref_aborted = _records(ref)
+    ref_table = _table(ref_records, ref_aborted)
     for n in others:
-        records = _records(replicas[n])
+        records, aborted = _records(replicas[n])
         differing = sorted(o for o in records.keys() & ref_records.keys()
                            if records[o] != ref_records[o])
         if differing:
@@ -160,7 +177,7 @@ def _content_differences(
                 (),
                 {"partition": p, "nodes": [ref_node, n], "offsets": differing[:16]},
             ))
-        table = _table(records)
+        table = _table(records, aborted)
         keys = sorted(k for k in table.keys() | ref_table.keys()
                       if table.get(k) != ref_table.get(k))
         if keys:

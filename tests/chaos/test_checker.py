@@ -22,8 +22,9 @@ from chaos.checker import (
     merge_valid,
     read_log_below_hw,
 )
+from raftlog.records import ControlRecordType
 from raftlog.records.batch import pack_header
-from raftlog.records.builder import BatchBuilder
+from raftlog.records.builder import BatchBuilder, build_control_batch
 from tests.chaos.hist import H
 
 
@@ -419,3 +420,41 @@ def test_compacted_replicas_are_compared_by_content_not_bytes() -> None:
     behind = _keyed(0, (b"k", b"old"))
     r = ReplicaDivergence({0: {1: whole, 2: behind}}, compacted=True).check()
     assert [a.details.get("keys") for a in r.anomalies["divergent-replica"]] == [["k"]]
+
+
+def _txn(base: int, producer_id: int, *records: tuple[bytes, bytes]) -> bytes:
+    b = BatchBuilder(base_offset=base, producer_id=producer_id, producer_epoch=0,
+                     base_sequence=0, is_transactional=True)
+    for key, value in records:
+        b.append(value, key=key, timestamp_ms=1_000)
+    return b.build()
+
+
+def _marker(offset: int, producer_id: int, kind: ControlRecordType) -> bytes:
+    return build_control_batch(kind, b"\x00\x00\x00\x00\x00\x00", timestamp_ms=1_000,
+                               base_offset=offset, producer_id=producer_id, producer_epoch=0)
+
+
+def test_compacted_replicas_agree_on_what_read_committed_sees() -> None:
+    """An aborted transaction's records are gone from a replica whose cleaner
+    ran and still there on one whose cleaner has not: not divergence (the
+    compact-txn chaos workload, seed 9503, before this rule)."""
+    committed = _txn(0, 7, (b"k", b"v1")) + _marker(1, 7, ControlRecordType.COMMIT)
+    aborted = _txn(2, 7, (b"k", b"v2"), (b"j", b"w")) + _marker(4, 7, ControlRecordType.ABORT)
+    cleaned = pack_header(b"", base_offset=2, partition_leader_epoch=0, attributes=0,
+                          last_offset_delta=1, base_timestamp=-1, max_timestamp=-1,
+                          producer_id=7, producer_epoch=0, base_sequence=-1, records_count=0)
+    uncleaned_log = committed + aborted
+    cleaned_log = committed + cleaned + _marker(4, 7, ControlRecordType.ABORT)
+    assert ReplicaDivergence({0: {1: uncleaned_log, 2: cleaned_log}},
+                             compacted=True).check().valid is True
+    # A committed newer value that one replica lacks is still divergence.
+    newer = _txn(5, 7, (b"k", b"v3")) + _marker(6, 7, ControlRecordType.COMMIT)
+    r = ReplicaDivergence({0: {1: uncleaned_log + newer, 2: cleaned_log}},
+                          compacted=True).check()
+    assert [a.details.get("keys") for a in r.anomalies["divergent-replica"]] == [["k"]]
+    # And so is an aborted value on one replica where the other committed it.
+    committed_there = committed + _txn(2, 7, (b"k", b"v2"), (b"j", b"w")) \
+        + _marker(4, 7, ControlRecordType.COMMIT)
+    r = ReplicaDivergence({0: {1: uncleaned_log, 2: committed_there}}, compacted=True).check()
+    assert r.valid is False
