@@ -8,8 +8,8 @@ librdkafka 2.x) while only advertising what is really served: Fetch from v4
 (topic ids, ReplicaState with broker epoch: our own followers use it);
 Produce v3 (the first with v2 batches) to v10 (KIP-951's leader hints);
 ListOffsets to v10 (max-timestamp -3, earliest-local -4, latest-tiered -5);
-Metadata to v12
-(v13 only adds a top-level error); DescribeTopicPartitions v0, Metadata's
+Metadata to v13 (v13, KIP-1102, adds a top-level error code: always NONE
+here, as no client is told to rebootstrap); DescribeTopicPartitions v0, Metadata's
 paged form for one or all topics (KIP-966, without eligible leader replicas).
 
 InitProducerId (v0-4) serves idempotent producers (`data_plane.api.producer_ids`);
@@ -126,7 +126,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     PRODUCE: (3, 10),
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 10),
-    METADATA: (0, 12),
+    METADATA: (0, 13),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     CREATE_TOPICS: (2, 7),

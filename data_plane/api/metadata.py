@@ -156,6 +156,7 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
         "controller_id": api.metadata.broker_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
+        "error_code": ErrorCode.none,  # v13 (KIP-1102): no REBOOTSTRAP_REQUIRED here
     })
 
 
