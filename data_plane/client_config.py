@@ -75,6 +75,9 @@ class ClientSecurity:
     check_hostname: bool = True
     # OAUTHBEARER: the unsecured token's options (librdkafka builds its own).
     oauthbearer: UnsecuredLogin | None = None
+    # ssl.cipher.suites' TLS 1.2 suites, OpenSSL's names joined by ":" (librdkafka's
+    # ssl.cipher.suites); None: OpenSSL's defaults.
+    ciphers: str | None = None
 
     @property
     def connection(self) -> ConnectionSecurity:
@@ -102,6 +105,8 @@ class ClientSecurity:
         if self.pem is not None:
             out["ssl.endpoint.identification.algorithm"] = "https" if self.check_hostname \
                 else "none"
+            if self.ciphers:
+                out["ssl.cipher.suites"] = self.ciphers
             for key, text in (("ssl.ca.pem", self.pem.ca),
                               ("ssl.certificate.pem", self.pem.certificate),
                               ("ssl.key.pem", self.pem.key)):
@@ -231,6 +236,7 @@ def _client_tls(props: dict[str, str], where: str) -> ClientSecurity:
     try:
         settings = tls_settings({k: v for k, v in props.items() if k in CLIENT_TLS_SETTINGS})
         return ClientSecurity(tls=client_context(settings), pem=pem_material(settings),
-                              check_hostname=settings.endpoint_identification_algorithm == "https")
+                              check_hostname=settings.endpoint_identification_algorithm == "https",
+                              ciphers=":".join(settings.tls12_ciphers()) or None)
     except TlsConfigError as exc:
         raise ClientConfigError(f"{where}: {exc}") from None

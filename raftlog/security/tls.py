@@ -14,7 +14,12 @@ Where raftlog differs from Kafka:
 
 - JKS and JCEKS files are refused (Python cannot read them). Under type JKS a
   PKCS12 file is read, as JDK 9+ does (``keystore.type.compat``).
-- ``ssl.cipher.suites`` must be empty: OpenSSL's defaults are used.
+- ``ssl.cipher.suites`` takes the IANA (Java) names of the TLS 1.2 suites in
+  `TLS12_CIPHER_SUITES` and of TLS 1.3's three standard suites. Python's
+  ``ssl`` module can choose TLS 1.2 suites but not TLS 1.3 ones, so a list
+  naming some TLS 1.3 suites must name all three (the ones OpenSSL offers);
+  a list with none leaves TLS 1.3 off, and one with only TLS 1.3 suites
+  leaves TLS 1.2 off, which is what the JVM does with such lists.
 - Only TLSv1.2 and TLSv1.3 are offered.
 - ``ssl.client.auth=requested|required`` needs a truststore (Kafka would fall
   back to the JVM's public CAs), and an unknown value is refused (Kafka logs
@@ -55,6 +60,8 @@ from raftlog.security.ssl_principal import (
 )
 
 __all__ = (
+    "TLS12_CIPHER_SUITES",
+    "TLS13_CIPHER_SUITES",
     "TLS_SETTINGS",
     "NoMatchingRule",
     "PemMaterial",
@@ -90,6 +97,41 @@ _SECRET_FIELDS: Final = frozenset({"keystore_password", "key_password", "trustst
                                    "keystore_key"})
 _JKS_MAGIC: Final = {b"\xfe\xed\xfe\xed": "JKS", b"\xce\xce\xce\xce": "JCEKS"}
 
+#: ``ssl.cipher.suites`` names (IANA, as the JVM takes them) of the TLS 1.2
+#: suites, with OpenSSL's name for each (``openssl ciphers -stdname``).
+TLS12_CIPHER_SUITES: Final = {
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384": "ECDHE-ECDSA-AES256-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384": "ECDHE-RSA-AES256-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384": "DHE-RSA-AES256-GCM-SHA384",
+    "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256": "DHE-RSA-AES128-GCM-SHA256",
+    "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "DHE-RSA-CHACHA20-POLY1305",
+    "TLS_DHE_RSA_WITH_AES_256_CBC_SHA256": "DHE-RSA-AES256-SHA256",
+    "TLS_DHE_RSA_WITH_AES_128_CBC_SHA256": "DHE-RSA-AES128-SHA256",
+    "TLS_DHE_RSA_WITH_AES_256_CBC_SHA": "DHE-RSA-AES256-SHA",
+    "TLS_DHE_RSA_WITH_AES_128_CBC_SHA": "DHE-RSA-AES128-SHA",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_CBC_SHA256": "AES256-SHA256",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+}
+#: TLS 1.3's suites as OpenSSL offers them; Python cannot narrow this set.
+TLS13_CIPHER_SUITES: Final = frozenset({
+    "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_GCM_SHA256"})
+
 
 class TlsConfigError(ValueError):
     """A bad ``ssl.*`` setting or store. ``setting`` is the key to fix, with
@@ -124,6 +166,7 @@ class TlsSettings:
     protocol: str = "TLSv1.3"
     endpoint_identification_algorithm: str = "https"  # "" turns host name checking off
     principal_mapping_rules: str = "DEFAULT"
+    cipher_suites: tuple[str, ...] = ()  # IANA names; empty: OpenSSL's defaults
     # (field, key read) for each field that came from a setting, e.g.
     # ("keystore_location", "listener.name.ssl.ssl.keystore.location").
     sources: tuple[tuple[str, str], ...] = ()
@@ -137,6 +180,7 @@ class TlsSettings:
         set_(self, "truststore_type", self.truststore_type.upper())
         set_(self, "client_auth", self.client_auth.lower())
         set_(self, "enabled_protocols", tuple(self.enabled_protocols))
+        set_(self, "cipher_suites", tuple(self.cipher_suites))
         set_(self, "endpoint_identification_algorithm",
              self.endpoint_identification_algorithm.lower())
         self._check_choices()
@@ -182,11 +226,36 @@ class TlsSettings:
             if value not in _STORE_TYPES:
                 raise TlsConfigError(self.setting(field),
                                      f"{value!r} is not supported ({', '.join(_STORE_TYPES)})")
+        self._check_cipher_suites()
         if self.endpoint_identification_algorithm not in ("https", ""):
             raise TlsConfigError(
                 self.setting("endpoint_identification_algorithm"),
                 f"{self.endpoint_identification_algorithm!r} is not supported: use https "
                 "(check the server's host name) or an empty value (do not check it)")
+
+    def _check_cipher_suites(self) -> None:
+        if not self.cipher_suites:
+            return
+        key = self.setting("cipher_suites")
+        for name in self.cipher_suites:
+            if name not in TLS12_CIPHER_SUITES and name not in TLS13_CIPHER_SUITES:
+                raise TlsConfigError(key, f"{name!r} is not a cipher suite raftlog offers: give "
+                                     "IANA names, as for Java (the README lists them)")
+        tls13 = TLS13_CIPHER_SUITES & set(self.cipher_suites)
+        if tls13 and tls13 != TLS13_CIPHER_SUITES:
+            raise TlsConfigError(key, "names only some of TLS 1.3's suites, and Python's ssl "
+                                 "module cannot narrow them: name all of "
+                                 f"{', '.join(sorted(TLS13_CIPHER_SUITES))}, or none (no TLS 1.3)")
+        usable = [version for version, named in (("TLSv1.2", self.tls12_ciphers()),
+                                                 ("TLSv1.3", tls13)) if named]
+        if not set(usable) & set(self.enabled_protocols):
+            raise TlsConfigError(key, f"names suites of {' and '.join(usable)} only, which "
+                                 f"{self.setting('enabled_protocols')} does not enable")
+
+    def tls12_ciphers(self) -> tuple[str, ...]:
+        """OpenSSL's names of the TLS 1.2 suites ``ssl.cipher.suites`` names, in order."""
+        return tuple(TLS12_CIPHER_SUITES[n] for n in self.cipher_suites
+                     if n in TLS12_CIPHER_SUITES)
 
     def _check_keystore(self) -> None:
         # The combinations DefaultSslEngineFactory.createKeystore refuses.
@@ -274,7 +343,9 @@ def tls_settings(props: Mapping[str, str], prefix: str = "") -> TlsSettings:
     PEM); a store password is given for a PEM store or for no store; a
     JKS/PKCS12 keystore has no password; the endpoint identification algorithm
     is not https or empty; the mapping rules do not parse; or
-    ``ssl.cipher.suites`` is not empty. Unknown keys are the caller's to check.
+    ``ssl.cipher.suites`` names a suite not offered, only some of TLS 1.3's
+    suites, or only suites of protocols not enabled. Unknown keys are the
+    caller's to check.
     """
     values: dict[str, str] = {}
     sources: list[tuple[str, str]] = []
@@ -283,17 +354,15 @@ def tls_settings(props: Mapping[str, str], prefix: str = "") -> TlsSettings:
         if key is not None:
             values[field] = java_trim(props[key])
             sources.append((field, key))
-    cipher_key = _key(props, prefix, "ssl.cipher.suites")
-    if cipher_key is not None and _kafka_list(props[cipher_key]):
-        raise TlsConfigError(cipher_key, "not supported: OpenSSL's default cipher suites are used")
     if "keystore_type" not in values and ("keystore_key" in values
                                           or "keystore_certificate_chain" in values):
         values["keystore_type"] = "PEM"
     if "truststore_type" not in values and "truststore_certificates" in values:
         values["truststore_type"] = "PEM"
     changes: dict[str, Any] = dict(values, sources=tuple(sources))
-    if "enabled_protocols" in values:
-        changes["enabled_protocols"] = _kafka_list(values["enabled_protocols"])
+    for field in ("enabled_protocols", "cipher_suites"):
+        if field in values:
+            changes[field] = _kafka_list(values[field])
     return replace(TlsSettings(), **changes)
 
 
@@ -426,6 +495,22 @@ def _set_versions(context: ssl.SSLContext, settings: TlsSettings, *, client: boo
             raise TlsConfigError(settings.setting("protocol"),
                                  "is TLSv1.2, so a client cannot use TLSv1.3, the only protocol in "
                                  f"{settings.setting('enabled_protocols')}")
+    if settings.cipher_suites:
+        tls12 = settings.tls12_ciphers()
+        if tls12:
+            try:
+                context.set_ciphers(":".join(tls12))
+            except ssl.SSLError:
+                raise TlsConfigError(settings.setting("cipher_suites"),
+                                     "OpenSSL offers none of these suites") from None
+        else:
+            lowest = max(lowest, ssl.TLSVersion.TLSv1_3)  # no TLS 1.2 suite: no TLS 1.2
+        if not TLS13_CIPHER_SUITES & set(settings.cipher_suites):
+            highest = min(highest, ssl.TLSVersion.TLSv1_2)  # no TLS 1.3 suite: no TLS 1.3
+        if highest < lowest:
+            raise TlsConfigError(settings.setting("cipher_suites"),
+                                 "leaves no protocol this "
+                                 f"{'client' if client else 'listener'} may use")
     context.minimum_version = lowest
     context.maximum_version = highest
 

@@ -120,6 +120,21 @@ def test_ssl_with_a_pem_truststore_and_a_pkcs12_keystore(pki: dev_pki.Pki) -> No
     assert "PRIVATE KEY" in settings["ssl.key.pem"]
 
 
+def test_cipher_suites_reach_both_clients(pki: dev_pki.Pki) -> None:
+    security = client_security({
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem),
+        "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,"
+                             "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"})
+    assert security.tls is not None
+    assert security.tls.maximum_version == ssl.TLSVersion.TLSv1_2
+    assert security.librdkafka()["ssl.cipher.suites"] \
+        == "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"
+    from confluent_kafka import Producer
+
+    Producer({"bootstrap.servers": "127.0.0.1:1", **security.librdkafka()}).flush(0)
+
+
 def test_sasl_ssl_combines_a_login_and_tls_without_hostname_checks(pki: dev_pki.Pki) -> None:
     security = client_security({
         "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",

@@ -52,6 +52,21 @@ def test_an_ssl_inter_broker_listener_gets_server_and_client_contexts(pki: dev_p
     assert config.security.client_security("EXTERNAL").protocol == "PLAINTEXT"
 
 
+def test_cipher_suites_narrow_the_listener_and_the_nodes_own_connections(
+    pki: dev_pki.Pki,
+) -> None:
+    config = parse_config({**BASE, **_ssl(pki), "ssl.cipher.suites":
+                           "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,"
+                           "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, {})
+    tls = config.security.listener_tls("INTERNAL")
+    assert tls is not None
+    for context in (tls.server, tls.client):
+        # No TLS 1.3 suite named: TLS 1.2 only, with the two suites named.
+        assert context.maximum_version == ssl.TLSVersion.TLSv1_2
+        tls12 = {c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"}
+        assert tls12 == {"ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256"}
+
+
 def test_per_listener_settings_win_and_sasl_ssl_ignores_the_global_client_auth(
     pki: dev_pki.Pki,
 ) -> None:
@@ -85,7 +100,7 @@ def test_per_listener_settings_win_and_sasl_ssl_ignores_the_global_client_auth(
     ({"ssl.keystore.location": "/nonexistent/broker.p12"}, "ssl.keystore.location", ""),
     ({"ssl.keystore.password": "wrong"}, "ssl.keystore.password", ""),
     ({"ssl.client.auth": "always"}, "ssl.client.auth", ""),
-    ({"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, "ssl.cipher.suites", "not supported"),
+    ({"ssl.cipher.suites": "TLS_RC4_FOREVER"}, "ssl.cipher.suites", "not a cipher suite"),
     ({"listener.name.internal.ssl.client.auth": "maybe"},
      "listener.name.internal.ssl.client.auth", ""),
     ({"listener.name.internal.ssl.keystore.locaton": "x"},

@@ -23,6 +23,8 @@ from cryptography.x509.oid import NameOID, ObjectIdentifier
 
 from raftlog.security.dev_pki import Pki, StoreForm, make_pki
 from raftlog.security.tls import (
+    TLS12_CIPHER_SUITES,
+    TLS13_CIPHER_SUITES,
     TLS_SETTINGS,
     NoMatchingRule,
     PemMaterial,
@@ -123,7 +125,23 @@ def test_an_empty_endpoint_identification_algorithm_turns_host_name_checking_off
 
 
 def test_an_empty_cipher_suite_list_is_accepted() -> None:
-    assert tls_settings({"ssl.cipher.suites": " "}) == TlsSettings(sources=())
+    assert tls_settings({"ssl.cipher.suites": " "}) == TlsSettings(
+        sources=(("cipher_suites", "ssl.cipher.suites"),))
+    assert tls_settings({"ssl.cipher.suites": " "}).cipher_suites == ()
+
+
+def test_cipher_suites_are_read_as_a_list_of_iana_names() -> None:
+    settings = tls_settings({"ssl.cipher.suites": " TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 ,"
+                                                  "TLS_RSA_WITH_AES_128_CBC_SHA "})
+    assert settings.cipher_suites == ("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+                                      "TLS_RSA_WITH_AES_128_CBC_SHA")
+    assert settings.tls12_ciphers() == ("ECDHE-ECDSA-AES256-GCM-SHA384", "AES128-SHA")
+    # Every name in the tables is one this OpenSSL offers.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.set_ciphers("ALL")
+    known = {c["name"] for c in context.get_ciphers()}
+    assert set(TLS12_CIPHER_SUITES.values()) <= known
+    assert known >= TLS13_CIPHER_SUITES
 
 
 def test_inline_pem_with_the_store_type_left_at_its_default_is_read_as_pem() -> None:
@@ -177,8 +195,15 @@ ERRORS = [
      "ssl.endpoint.identification.algorithm", "'ldaps' is not supported: use https"),
     ({"ssl.principal.mapping.rules": "RULE:a/b"}, "", "ssl.principal.mapping.rules",
      "Invalid rule: `RULE:a/b`"),
-    ({PREFIX + "ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, PREFIX, PREFIX + "ssl.cipher.suites",
-     "not supported: OpenSSL's default cipher suites are used"),
+    ({PREFIX + "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_NOPE"}, PREFIX,
+     PREFIX + "ssl.cipher.suites", "'TLS_NOPE' is not a cipher suite raftlog offers"),
+    ({"ssl.cipher.suites": "ECDHE-RSA-AES128-GCM-SHA256"}, "", "ssl.cipher.suites",
+     "give IANA names, as for Java"),  # OpenSSL's name, not Kafka's
+    ({"ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"}, "", "ssl.cipher.suites",
+     "names only some of TLS 1.3's suites"),
+    ({"ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+      "ssl.enabled.protocols": "TLSv1.3"}, "", "ssl.cipher.suites",
+     "names suites of TLSv1.2 only, which ssl.enabled.protocols does not enable"),
 ]
 
 
@@ -208,7 +233,7 @@ def test_settings_built_directly_are_checked_too() -> None:
     with pytest.raises(ValueError, match="not a TlsSettings field"):
         TlsSettings(sources=(("protocol_version", "ssl.protocol"),))
     with pytest.raises(ValueError, match="not a TlsSettings field"):
-        TlsSettings().setting("cipher_suites")
+        TlsSettings().setting("cipher_list")
 
 
 def test_repr_never_shows_passwords_or_inline_keys() -> None:
@@ -492,6 +517,7 @@ def test_character_classes_are_ascii_as_in_java() -> None:
 class Outcome:
     principal: str  # the server's view of the client
     version: str  # the TLS version negotiated
+    cipher: str = ""  # the suite negotiated (OpenSSL's name)
 
 
 def exchange(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, *,
@@ -521,9 +547,10 @@ def exchange(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, *,
                 await writer.drain()
                 assert await asyncio.wait_for(reader.readexactly(5), 10) == b"hello"
                 version = writer.get_extra_info("ssl_object").version()
+                cipher = writer.get_extra_info("ssl_object").cipher()[0]
             finally:
                 writer.close()
-            return Outcome(await asyncio.wait_for(seen, 10), version)
+            return Outcome(await asyncio.wait_for(seen, 10), version, cipher)
 
     return asyncio.run(run())
 
@@ -550,6 +577,27 @@ def test_the_mapping_rules_apply_to_the_client_dn(pki: Pki) -> None:
                        rules="RULE:^CN=(.*?),OU=brokers,.*$/broker-$1/,"
                              "RULE:^CN=(.*?),OU=clients,.*$/$1/U")
     assert outcome.principal == "ALICE"
+
+
+def test_cipher_suites_choose_what_a_handshake_may_use(pki: Pki) -> None:
+    """ssl.cipher.suites as Kafka takes it (IANA names), on both ends."""
+    only = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"  # the test PKI's keys are EC
+    outcome = exchange(server(pki, cipher_suites=only), client(pki))
+    assert (outcome.version, outcome.cipher) == ("TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    # A client offering only another suite gets no handshake.
+    with pytest.raises(HANDSHAKE_FAILED):
+        exchange(server(pki, cipher_suites=only),
+                 client(pki, cipher_suites="TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"))
+    # TLS 1.3's suites named too: TLS 1.3, as before.
+    tls13 = ",".join(sorted(TLS13_CIPHER_SUITES))
+    assert exchange(server(pki, cipher_suites=f"{only},{tls13}"), client(pki)).version == "TLSv1.3"
+    # Only TLS 1.3's suites: a client that will not go past TLS 1.2 is refused.
+    assert exchange(server(pki, cipher_suites=tls13), client(pki)).version == "TLSv1.3"
+    with pytest.raises(HANDSHAKE_FAILED):
+        exchange(server(pki, cipher_suites=tls13), client(pki, protocol="TLSv1.2"))
+    # A client of TLS 1.2 with only TLS 1.3 suites has no protocol left.
+    with pytest.raises(TlsConfigError, match="leaves no protocol this client may use"):
+        client(pki, cipher_suites=tls13, protocol="TLSv1.2")
 
 
 def test_requested_client_auth_without_a_certificate_is_anonymous(pki: Pki) -> None:
