@@ -29,6 +29,7 @@ from typing import Final
 
 from data_plane.groups.model import GroupConfigError, group_config
 from data_plane.security_config import (
+    LISTENER_REAUTH_SETTING,
     LISTENER_SECURITY_SETTING,
     LISTENER_SECURITY_SETTINGS,
     SECURITY_SETTINGS,
@@ -468,7 +469,8 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         if key in _REFUSED:
             raise ConfigError(key, _REFUSED[key])
         if key not in KNOWN_SETTINGS and not _LISTENER_MAX_CONNECTIONS.fullmatch(key) \
-                and not LISTENER_SECURITY_SETTING.fullmatch(key):
+                and not LISTENER_SECURITY_SETTING.fullmatch(key) \
+                and not LISTENER_REAUTH_SETTING.fullmatch(key):
             raise ConfigError(key, "unknown setting")
     for setting in KNOWN_SETTINGS:
         override = environ.get(env_name(setting))

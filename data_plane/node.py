@@ -504,7 +504,8 @@ def sasl_authenticator(
                 scram_server, mechanism, functools.partial(_scram_lookup, image, mechanism))
     return functools.partial(SaslServerAuthenticator, factories,
                              config.security.failed_authentication_delay_ms,
-                             config.security.max_receive_bytes)
+                             config.security.max_receive_bytes,
+                             max_reauth_ms=dict(settings.max_reauth_ms))
 
 
 def _validate_unsecured(validator: UnsecuredValidator, token: str) -> BearerToken:

@@ -52,6 +52,13 @@ KIP-103):
   authentication's answer is held before the connection is closed.
 - ``sasl.server.max.receive.size`` (524288): the largest frame a SASL
   listener reads before the client has logged in.
+- ``connections.max.reauth.ms`` (0), also per listener
+  (``listener.name.<l>.connections.max.reauth.ms``) and per listener and
+  mechanism (``listener.name.<l>.<mechanism>.connections.max.reauth.ms``,
+  which wins): above 0, a SASL login's session lasts at most this long,
+  and the client must re-authenticate on the connection before it ends
+  (KIP-368, `raftlog.net.sasl`). An OAUTHBEARER session ends when its token
+  does, whatever this says.
 - ``authorizer.class.name`` (none): ``org.apache.kafka.metadata.authorizer.
   StandardAuthorizer`` checks every broker request against the ACLs in the
   metadata log (`metadata_quorum.acls`); ``super.users`` (``User:a;User:b``)
@@ -101,6 +108,7 @@ from raftlog.security.tls import (
 
 __all__ = (
     "DEFAULT_PROTOCOL_MAP",
+    "LISTENER_REAUTH_SETTING",
     "LISTENER_SECURITY_SETTING",
     "LISTENER_SECURITY_SETTINGS",
     "SECURITY_SETTINGS",
@@ -146,6 +154,7 @@ SECURITY_SETTINGS: Final = frozenset({
     "inter.broker.listener.name",
     "connection.failed.authentication.delay.ms",
     "sasl.server.max.receive.size",
+    "connections.max.reauth.ms",
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
@@ -164,7 +173,13 @@ LISTENER_SECURITY_SETTINGS: Final = frozenset({
     "listener.name.<listener>.<ssl setting>",
     "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class",
     "listener.name.<listener>.oauthbearer.<sasl.oauthbearer setting>",
+    "listener.name.<listener>.connections.max.reauth.ms",
+    "listener.name.<listener>.<mechanism>.connections.max.reauth.ms",
 })
+
+#: ``listener.name.<l>[.<mechanism>].connections.max.reauth.ms`` (KIP-368).
+LISTENER_REAUTH_SETTING: Final = re.compile(
+    r"listener\.name\.([a-z0-9_-]+)\.(?:([a-z0-9-]+)\.)?connections\.max\.reauth\.ms")
 
 #: ``listener.name.<l>.sasl.enabled.mechanisms``,
 #: ``listener.name.<l>.<mechanism>.sasl.jaas.config``,
@@ -206,6 +221,8 @@ class ListenerSasl:
     credentials: tuple[tuple[str, str, str], ...] = ()
     # With OAUTHBEARER enabled.
     oauthbearer: ListenerOAuthBearer | None = None
+    # connections.max.reauth.ms per mechanism (KIP-368; 0: sessions do not end).
+    max_reauth_ms: tuple[tuple[str, int], ...] = ()
 
     def client_credentials(self, mechanism: str) -> SaslCredentials | None:
         if mechanism == OAUTHBEARER:
@@ -394,7 +411,20 @@ def parse_security(
             for key in [k for k in props if k.startswith(prefix + "oauthbearer.sasl.")
                         and not k.endswith(".sasl.jaas.config")]:
                 raise SecurityConfigError(key, f"OAUTHBEARER is not enabled on listener {name}")
-        sasl.append(ListenerSasl(name, mechanisms, users, credentials, oauthbearer))
+        reauth = tuple((m, _reauth_ms(props, name, m)) for m in mechanisms)
+        sasl.append(ListenerSasl(name, mechanisms, users, credentials, oauthbearer, reauth))
+
+    for key in props:
+        match = LISTENER_REAUTH_SETTING.fullmatch(key)
+        if match is None:
+            continue
+        entry = next((e for e in sasl if e.listener.lower() == match.group(1)), None)
+        if entry is None:
+            raise SecurityConfigError(key, f"no SASL listener named {match.group(1)!r}")
+        if match.group(2) is not None and match.group(2) not in {
+                m.lower() for m in entry.mechanisms}:
+            raise SecurityConfigError(key, f"{match.group(2).upper()} is not enabled on "
+                                           f"listener {entry.listener}")
 
     tls = tuple(_listener_tls(props, name, protocols[name], serves=name not in dialled)
                 for name in known if protocols[name] in _TLS)
@@ -535,6 +565,17 @@ def _listener_tls(props: Mapping[str, str], listener: str, protocol: str, *,
         raise SecurityConfigError(exc.setting, str(exc).partition(": ")[2]) from None
     principal = functools.partial(peer_principal, mapper=mapper) if protocol == SSL else None
     return ListenerTls(listener, settings, server, client, principal)
+
+
+def _reauth_ms(props: Mapping[str, str], listener: str, mechanism: str) -> int:
+    """``connections.max.reauth.ms`` for ``mechanism`` on ``listener``: the
+    listener-and-mechanism key, else the listener's, else the node's (0)."""
+    prefix = f"listener.name.{listener.lower()}."
+    for key in (f"{prefix}{mechanism.lower()}.connections.max.reauth.ms",
+                f"{prefix}connections.max.reauth.ms", "connections.max.reauth.ms"):
+        if key in props:
+            return _int(props, key, 0, 0)
+    return 0
 
 
 def _int(props: Mapping[str, str], setting: str, default: int, minimum: int) -> int:

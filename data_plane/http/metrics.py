@@ -481,12 +481,20 @@ class NodeCollector(Collector):
             "Authentications refused (wrong SASL credentials, unknown mechanism, a TLS "
             "certificate no ssl.principal.mapping.rules rule maps), per listener.",
             labels=["listener"])
+        reauthenticated = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_successful_reauthentication",
+            "SASL logins on connections already authenticated, as their sessions end "
+            "(KIP-368, connections.max.reauth.ms), per listener.",
+            labels=["listener"])
         for server in self.sources.listeners:
             if server.authenticates or server.tls:
                 succeeded.add_metric([server.listener_name], server.authentications)
                 failed.add_metric([server.listener_name], server.failed_authentications)
+            if server.authenticates:
+                reauthenticated.add_metric([server.listener_name], server.reauthentications)
         yield succeeded
         yield failed
+        yield reauthenticated
 
     # ---- broker -----------------------------------------------------------------
 

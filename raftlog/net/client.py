@@ -25,6 +25,13 @@ Following Kafka's ``NetworkClient``:
   mechanism completes) before any request is sent on it. A refusal fails
   the connection with SaslAuthenticationFailedError and counts as a failed
   connect (backoff), as Kafka's clients retry a broker's authentication.
+  When the broker gives the login a session that ends (KIP-368's
+  ``session_lifetime_ms``: ``connections.max.reauth.ms``, or a token's
+  expiry), the connection is replaced before the session ends, at a random
+  85-95% of its length as Kafka's clients re-authenticate then: new
+  requests go on a new, freshly authenticated connection, and the old one
+  closes once its in-flight requests are answered. (Kafka's clients log in
+  again on the same connection; a broker accepts either.)
 """
 
 from __future__ import annotations
@@ -115,6 +122,10 @@ class _Link(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # Loop time to move to a new connection (KIP-368 session); None: never.
+        self.replace_at: float | None = None
+        # Replaced: close once the last waiter is answered.
+        self.retiring = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (not necessarily an asyncio.Transport subclass:
@@ -141,6 +152,8 @@ class _Link(asyncio.Protocol):
             waiter = self.waiters.pop(correlation_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(response)
+        if self.retiring and not self.waiters:
+            self.client._close_link(self, DisconnectedError("replaced"), count_failure=False)
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -330,12 +343,15 @@ class KafkaProtocolClient:
 
     async def _ensure_link(self, deadline: float) -> _Link:
         link = self._link
-        if link is not None and not link.closed:
+        if link is not None and not link.closed and (
+                link.replace_at is None or asyncio.get_running_loop().time() < link.replace_at):
             return link
         async with self._connect_lock:
             link = self._link
             if link is not None and not link.closed:
-                return link
+                if link.replace_at is None or asyncio.get_running_loop().time() < link.replace_at:
+                    return link
+                return await self._replace(link, deadline)
             loop = asyncio.get_running_loop()
             wait_s = self._next_attempt_at - loop.time()
             if wait_s > 0:
@@ -352,6 +368,29 @@ class KafkaProtocolClient:
                 await self._authenticate(link, self.security.sasl, deadline)
             self._failures = 0
             return link
+
+    async def _replace(self, old: _Link, deadline: float) -> _Link:
+        """A new, authenticated connection for ``old``, whose SASL session is
+        about to end (KIP-368); ``old`` closes once its waiters are answered.
+        If the new one cannot be made, ``old`` stays (until the broker
+        closes it) and the error is raised."""
+        link = await self._open(deadline)
+        try:
+            if self.negotiate_api_versions:
+                await self._handshake(link, deadline)
+            assert self.security.sasl is not None
+            await self._authenticate(link, self.security.sasl, deadline)
+        except BaseException:
+            self._close_link(link, DisconnectedError("replacement failed"), count_failure=False)
+            if self._link is None and not old.closed:
+                self._link = old
+            raise
+        self._link = link
+        if old.waiters:
+            old.retiring = True
+        else:
+            self._close_link(old, DisconnectedError("replaced"), count_failure=False)
+        return link
 
     async def _open(self, deadline: float) -> _Link:
         loop = asyncio.get_running_loop()
@@ -447,13 +486,23 @@ class KafkaProtocolClient:
                 await self._fail_authentication(
                     link, f"{where}: {error.name}: {message or 'no message'}")
             if _complete(client):  # PLAIN: done once the server took the one token
+                self._note_session(link, response)
                 return
             try:
                 token = client.evaluate(response.auth_bytes)
             except SaslAuthenticationError as exc:
                 await self._fail_authentication(link, f"{where}: {exc}")
             if _complete(client) and not token:  # SCRAM: the server's signature checked
+                self._note_session(link, response)
                 return
+
+    @staticmethod
+    def _note_session(link: _Link, response: Any) -> None:
+        """KIP-368: a session that ends is replaced at a random 85-95% of it."""
+        lifetime_s = response.session_lifetime.total_seconds()
+        if lifetime_s > 0:
+            link.replace_at = asyncio.get_running_loop().time() \
+                + lifetime_s * random.uniform(0.85, 0.95)
 
     async def _fail_authentication(self, link: _Link, reason: str) -> typing.NoReturn:
         log.warning("SASL authentication failed: %s", reason)

@@ -61,6 +61,7 @@ from raftlog.net.errors import (
     ProtocolError,
     RequestDecodeError,
     ResponseDecodeError,
+    SessionExpiredError,
     UnsupportedVersionError,
 )
 from raftlog.net.sasl import (
@@ -185,6 +186,11 @@ class ServerConnection:
                                                authenticator.max_receive_bytes)
 
     @property
+    def reauthentications(self) -> int:
+        """KIP-368 logins after the first on this connection."""
+        return 0 if self._authenticator is None else self._authenticator.reauthentications
+
+    @property
     def authenticated(self) -> bool:
         """True on a listener without SASL, else once the exchange completed."""
         return self._authenticator is None or self._authenticator.complete
@@ -213,6 +219,13 @@ class ServerConnection:
             if api_key == registry.API_VERSIONS_KEY:
                 return self._handle_api_versions(frame, api_version)
             self._check_supported(api_key, api_version)
+            authenticator = self._authenticator
+            if api_key == SASL_HANDSHAKE_KEY and authenticator is not None \
+                    and authenticator.may_reauthenticate():
+                # KIP-368: the client logs in again on this connection.
+                authenticator.begin_reauthentication()
+                self._handle_frame = self._handle_unauthenticated_frame  # type: ignore[method-assign]
+                return self._handle_unauthenticated_frame(frame)
             return ImmediateResponse(*illegal_sasl_state_response(frame, api_key, api_version))
         supported = self.supported.get(api_key)
         if supported is None or not supported[0] <= api_version <= supported[1]:
@@ -247,10 +260,27 @@ class ServerConnection:
                     else authenticator.authenticate(frame, api_version))
         if step.user is not None:
             self.user = step.user
-            del self._handle_frame  # back to the class's (authenticated) path
+            if authenticator.session_expiry_ms is None:
+                del self._handle_frame  # back to the class's (authenticated) path
+            else:  # the session ends (KIP-368): each request checks it first
+                self._handle_frame = self._handle_session_frame  # type: ignore[method-assign]
             self._frames.max_frame_bytes = self._max_request_bytes
         return ImmediateResponse(step.correlation_id, step.data, close=step.close,
                                  delay_ms=step.delay_ms, reason=step.reason)
+
+    def _handle_session_frame(self, frame: bytes) -> IncomingRequest | ImmediateResponse:
+        """A frame on a connection whose SASL session ends (KIP-368): once it
+        has ended, only a re-authentication may come (Kafka closes the
+        connection on anything else)."""
+        authenticator = self._authenticator
+        assert authenticator is not None
+        if authenticator.session_expired():
+            api_key, _ = peek_api_key_and_version(frame)
+            if api_key != SASL_HANDSHAKE_KEY or not authenticator.can_reauthenticate:
+                raise SessionExpiredError(
+                    f"the SASL session of {self.user} ended and the client did not "
+                    "re-authenticate")
+        return ServerConnection._handle_frame(self, frame)
 
     def _handle_api_versions(self, frame: bytes, api_version: int) -> ImmediateResponse:
         header, offset = decode_request_header(frame)

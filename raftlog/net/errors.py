@@ -97,6 +97,11 @@ class RequestDecodeError(ProtocolError):
     """A request header or body did not decode under its schema, or had trailing bytes."""
 
 
+class SessionExpiredError(ProtocolError):
+    """A request other than a re-authentication after the SASL session ended
+    (KIP-368): the connection closes, as Kafka closes it."""
+
+
 class ResponseDecodeError(ProtocolError):
     """A response did not decode, or carried a correlation id nobody waits for."""
 

@@ -24,12 +24,28 @@ Kafka's ``SaslServerAuthenticator``:
   the connection is closed, as Kafka does (IllegalSaslStateException).
 
 Once authenticated (and on a PLAINTEXT listener), SaslHandshake and
-SaslAuthenticate are answered ILLEGAL_SASL_STATE (Kafka's ``KafkaApis``).
+SaslAuthenticate are answered ILLEGAL_SASL_STATE (Kafka's ``KafkaApis``),
+except for re-authentication.
+
+**Re-authentication (KIP-368).** With ``connections.max.reauth.ms`` above 0,
+or with a credential that expires (an OAUTHBEARER token), a login opens a
+session that lasts the least of the two; SaslAuthenticate v1+ tells the
+client its length (``session_lifetime_ms``). A client that logged in with
+SaslAuthenticate v1+ into such a session may log in again on the same
+connection (at most once a second), with a new SaslHandshake and
+SaslAuthenticate, which starts a new session;
+the mechanism and the principal must stay the same (otherwise
+SASL_AUTHENTICATION_FAILED, and the connection closes). A request other
+than a SaslHandshake that arrives once the session has ended closes the
+connection, as Kafka does; a client that cannot re-authenticate (v0) then
+connects and logs in again.
 """
 
 from __future__ import annotations
 
+import datetime
 import enum
+import time
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,6 +84,9 @@ DEFAULT_MAX_RECEIVE_BYTES: Final = 524_288
 
 MechanismFactory = Callable[[], SaslServer]
 
+#: Kafka's floor between two re-authentications of one connection (KIP-368).
+MIN_REAUTHENTICATION_INTERVAL_MS: Final = 1000
+
 
 class _State(enum.Enum):
     HANDSHAKE = "handshake"          # ApiVersions or SaslHandshake expected
@@ -105,19 +124,67 @@ class SaslServerAuthenticator:
     ``socket.request.max.bytes``)."""
 
     def __init__(self, mechanisms: Mapping[str, MechanismFactory], failure_delay_ms: int,
-                 max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES) -> None:
+                 max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES, *,
+                 max_reauth_ms: Mapping[str, int] | None = None,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 monotonic_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
         if not mechanisms:
             raise ValueError("a SASL listener needs at least one mechanism")
         self._mechanisms = dict(mechanisms)
         self._failure_delay_ms = failure_delay_ms
         self.max_receive_bytes = max_receive_bytes
+        # connections.max.reauth.ms per mechanism (0 or absent: off).
+        self._max_reauth_ms = dict(max_reauth_ms or {})
+        self._wall_ms = wall_ms
+        self._monotonic_ms = monotonic_ms
         self._state = _State.HANDSHAKE
         self._server: SaslServer | None = None
         self._handshake_version = 1
+        self._mechanism = ""
+        # The last login: its principal, mechanism, and whether the client
+        # can log in again (it used SaslAuthenticate v1+, KIP-368).
+        self.user: str | None = None
+        self._logged_in_with = ""
+        self.can_reauthenticate = False
+        self._reauthenticating = False
+        #: When the session ends (monotonic ms); None: it does not.
+        self.session_expiry_ms: int | None = None
+        self.reauthentications = 0
+        self._lifetime_ms = 0
+        self._last_reauthentication_ms: int | None = None
 
     @property
     def complete(self) -> bool:
         return self._state is _State.COMPLETE
+
+    def session_expired(self) -> bool:
+        """The session ended (KIP-368): only a re-authentication may follow."""
+        return self.session_expiry_ms is not None and self._monotonic_ms() >= self.session_expiry_ms
+
+    def may_reauthenticate(self) -> bool:
+        """Whether a SaslHandshake now starts a re-authentication (Kafka's
+        ``KafkaChannel.maybeBeginServerReauthentication``): the session has
+        an end, the client logged in with SaslAuthenticate v1+, and the last
+        re-authentication began at least a second ago. Otherwise the
+        handshake is answered ILLEGAL_SASL_STATE."""
+        if self._state is not _State.COMPLETE or self.session_expiry_ms is None \
+                or not self.can_reauthenticate:
+            return False
+        now = self._monotonic_ms()
+        if self._last_reauthentication_ms is not None \
+                and now - self._last_reauthentication_ms < MIN_REAUTHENTICATION_INTERVAL_MS:
+            return False
+        self._last_reauthentication_ms = now
+        return True
+
+    def begin_reauthentication(self) -> None:
+        """Start the exchange again (`handshake` next); call only after
+        `may_reauthenticate` said so."""
+        if self._state is not _State.COMPLETE:
+            raise RequestDecodeError("re-authentication before authentication completed")
+        self._state = _State.HANDSHAKE
+        self._server = None
+        self._reauthenticating = True
 
     @property
     def expects_raw_token(self) -> bool:
@@ -146,6 +213,7 @@ class SaslServerAuthenticator:
                                       close=True, delay_ms=self._failure_delay_ms,
                                       reason=f"mechanism {mechanism!r} is not enabled")
         self._server = factory()
+        self._mechanism = mechanism
         self._handshake_version = api_version
         self._state = _State.AUTHENTICATE if api_version >= 1 else _State.RAW_TOKENS
         return AuthenticationStep(
@@ -173,7 +241,13 @@ class SaslServerAuthenticator:
                                       encode_response(failed, header.correlation_id),
                                       close=True, delay_ms=self._failure_delay_ms,
                                       reason=exc.reason or str(exc))
-        answer = cls(error_code=ErrorCode.none, error_message=None, auth_bytes=reply)
+        values: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None,
+                                  "auth_bytes": reply}
+        if user is not None:
+            self.can_reauthenticate = api_version >= 1
+            if api_version >= 1:
+                values["session_lifetime"] = datetime.timedelta(milliseconds=self._lifetime_ms)
+        answer = cls(**values)
         return AuthenticationStep(header.correlation_id,
                                   encode_response(answer, header.correlation_id), user=user)
 
@@ -195,8 +269,42 @@ class SaslServerAuthenticator:
         reply = server.evaluate(token)
         if not server.complete:
             return reply, None
+        user = server.authorization_id
+        if self._reauthenticating:
+            # KIP-368: a new session for the same principal, by the same mechanism.
+            if self._mechanism != self._logged_in_with:
+                raise SaslAuthenticationError(
+                    "Cannot change mechanisms during re-authentication from "
+                    f"{self._logged_in_with}: {self._mechanism}")
+            if user != self.user:
+                raise SaslAuthenticationError(
+                    f"Cannot change principals during re-authentication from User:{self.user}: "
+                    f"User:{user}")
+            self.reauthentications += 1
+        self._reauthenticating = False
         self._state = _State.COMPLETE
-        return reply, server.authorization_id
+        self.user = user
+        self._logged_in_with = self._mechanism
+        self._start_session(server)
+        return reply, user
+
+    def _start_session(self, server: SaslServer) -> None:
+        """The session's length (Kafka's ``calcCompletionTimesAndReturnSessionLifetimeMs``):
+        the least of ``connections.max.reauth.ms`` and the credential's
+        remaining life (an OAUTHBEARER token's expiry), never negative;
+        without either, the session does not end."""
+        max_reauth = self._max_reauth_ms.get(self._mechanism, 0)
+        token = getattr(server, "token", None)
+        credential_expiry = getattr(token, "lifetime_ms", None)
+        if credential_expiry is None and max_reauth <= 0:
+            self._lifetime_ms = 0
+            self.session_expiry_ms = None
+            return
+        remaining = None if credential_expiry is None else credential_expiry - self._wall_ms()
+        candidates = [m for m in (max_reauth if max_reauth > 0 else None, remaining)
+                      if m is not None]
+        self._lifetime_ms = max(0, min(candidates))
+        self.session_expiry_ms = self._monotonic_ms() + self._lifetime_ms
 
 
 _AUTHENTICATE_RESPONSES: Final[Mapping[int, type]] = {

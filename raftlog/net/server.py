@@ -51,7 +51,7 @@ from raftlog.net.connection import (
     validate_supported,
 )
 from raftlog.net.connection_quotas import ConnectionQuotas
-from raftlog.net.errors import ErrorCode, KafkaApiError
+from raftlog.net.errors import ErrorCode, KafkaApiError, SessionExpiredError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
 from raftlog.net.sasl import ANONYMOUS, SaslServerAuthenticator
 from raftlog.values import value
@@ -235,6 +235,9 @@ class KafkaProtocolServer:
         # Counted SASL outcomes (Kafka's successful-/failed-authentication-total).
         self.authentications = 0
         self.failed_authentications = 0
+        # KIP-368 logins on connections already authenticated
+        # (Kafka's successful-reauthentication-total).
+        self.reauthentications = 0
         # TLS handshakes that failed (also in failed_authentications).
         self.failed_handshakes = 0
         self._last_handshake_log = float("-inf")
@@ -446,6 +449,7 @@ class _ConnectionProtocol(asyncio.Protocol):
         # Counted in the server's connection quotas: release on close.
         self._admitted = False
         self._counted_authentication = False
+        self._counted_reauthentications = 0
         self._closing_after_failure: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------
@@ -541,7 +545,9 @@ class _ConnectionProtocol(asyncio.Protocol):
     def _receive(self, data: bytes) -> None:
         for event in self._connection.receive_data(data):
             if isinstance(event, ProtocolViolation):
-                log.warning("closing connection from %s: %s", self._peer, event.error)
+                log.log(logging.INFO if isinstance(event.error, SessionExpiredError)
+                        else logging.WARNING,
+                        "closing connection from %s: %s", self._peer, event.error)
                 self._flush()
                 self.abort()
                 return
@@ -554,10 +560,15 @@ class _ConnectionProtocol(asyncio.Protocol):
                     return
                 slot.data = event.data
                 slot.done = True
-                if self._server._authenticator is not None and self._connection.authenticated \
-                        and not self._counted_authentication:
-                    self._counted_authentication = True
-                    self._server.authentications += 1
+                if self._server._authenticator is not None and self._connection.authenticated:
+                    if not self._counted_authentication:
+                        self._counted_authentication = True
+                        self._server.authentications += 1
+                    reauthentications = self._connection.reauthentications
+                    if reauthentications > self._counted_reauthentications:
+                        self._server.reauthentications += \
+                            reauthentications - self._counted_reauthentications
+                        self._counted_reauthentications = reauthentications
             else:
                 # create_task, not ensure_future: one task per request, and
                 # ensure_future's type checks cost a few percent of a node's CPU.

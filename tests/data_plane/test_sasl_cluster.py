@@ -45,10 +45,20 @@ PROPERTIES = {
     "sasl.mechanism.inter.broker.protocol": "PLAIN",
     "listener.name.plaintext.plain.sasl.jaas.config": JAAS,
     "connection.failed.authentication.delay.ms": "200",
+    # KIP-368: PLAIN sessions on the broker listener last 3 s. Clients (and
+    # the nodes' own fetchers and calls, which log in with PLAIN) must log
+    # in again before then; every test here runs under it.
+    "listener.name.plaintext.plain.connections.max.reauth.ms": "3000",
 }
 
 
 cluster = module_cluster_with(PROPERTIES, up_timeout_s=60)
+
+
+_AUTHENTICATIONS = ('kafka_server_socket_server_metrics_{}_authentication_total'
+                    '{{listener="PLAINTEXT"}}')
+_REAUTHENTICATIONS = ('kafka_server_socket_server_metrics_successful_reauthentication_total'
+                      '{listener="PLAINTEXT"}')
 
 
 def sasl(user: str, password: str, mechanism: str = "PLAIN") -> dict[str, Any]:
@@ -107,6 +117,35 @@ def test_plain_clients_produce_acks_all_and_consume_over_sasl(cluster: LocalClus
     assert values == list(range(250))
 
 
+def test_sessions_end_and_clients_log_in_again_on_their_connections(
+    cluster: LocalCluster,
+) -> None:
+    """KIP-368: with 3 s sessions, librdkafka re-authenticates on its
+    connections (SaslHandshake and SaslAuthenticate again) and every record
+    of an 8 s trickle is acknowledged; followers keep fetching (acks=all)."""
+    _create(cluster, "sasl-reauth")
+    before = metric_total(cluster, _REAUTHENTICATIONS)
+    delivered: list[Any] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         **sasl("alice", "alice-secret")})
+    deadline = time.monotonic() + 8
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.produce("sasl-reauth", str(sent).encode(), partition=0,
+                         on_delivery=lambda err, msg: delivered.append(err))
+        sent += 1
+        producer.poll(0.1)
+    assert producer.flush(30) == 0
+    assert delivered == [None] * sent
+    # Each of the producer's connections logged in again at least once.
+    eventually(lambda: _more(metric_total(cluster, _REAUTHENTICATIONS), before, 2),
+               timeout_s=10)
+
+
+def _more(now: float, before: float, by: int) -> None:
+    assert now >= before + by, (before, now)
+
+
 def test_a_wrong_password_is_refused_with_kafkas_error(cluster: LocalCluster) -> None:
     errors: list[KafkaError] = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
@@ -128,8 +167,6 @@ def test_a_client_without_sasl_gets_no_answer(cluster: LocalCluster) -> None:
         admin.list_topics(timeout=3)
 
 
-_AUTHENTICATIONS = ('kafka_server_socket_server_metrics_{}_authentication_total'
-                    '{{listener="PLAINTEXT"}}')
 
 
 def test_rest_produce_goes_through_the_sasl_listener_and_logins_are_counted(

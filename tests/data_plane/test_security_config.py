@@ -103,6 +103,14 @@ def test_an_explicit_map_names_protocols_and_the_inter_broker_listener() -> None
      "is not one of the broker listeners"),
     ({"connection.failed.authentication.delay.ms": "-1"},
      "connection.failed.authentication.delay.ms", "must be >= 0"),
+    ({"connections.max.reauth.ms": "-5"}, "connections.max.reauth.ms", "must be >= 0"),
+    ({"listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": "soon"},
+     "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms", "not an integer"),
+    ({"listener.name.controller.connections.max.reauth.ms": "1000"},
+     "listener.name.controller.connections.max.reauth.ms", "no SASL listener named"),
+    ({"listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": "1000"},
+     "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms",
+     "OAUTHBEARER is not enabled on listener SASL_PLAINTEXT"),
 ])
 def test_bad_security_settings_fail_start_up_naming_the_setting(
     change: dict[str, str], setting: str, words: str,
@@ -152,6 +160,23 @@ def test_the_pre_login_receive_size_has_kafkas_default_and_can_be_set() -> None:
     assert config.security.max_receive_bytes == 4096
     with pytest.raises(ConfigError, match="must be >= 1"):
         parse_config({**BASE, "sasl.server.max.receive.size": "0"}, {})
+
+
+def test_connections_max_reauth_ms_by_node_listener_and_mechanism() -> None:
+    """KIP-368's setting: the listener-and-mechanism key wins over the
+    listener's, which wins over the node's; the default is 0 (sessions do not end)."""
+    def reauth(**extra: str) -> dict[str, int]:
+        sasl = parse_config({**BASE, **extra}, {}).security.listener_sasl("SASL_PLAINTEXT")
+        assert sasl is not None
+        return dict(sasl.max_reauth_ms)
+
+    assert reauth() == {PLAIN: 0, SCRAM_SHA_256: 0}
+    assert reauth(**{"connections.max.reauth.ms": "60000"}) == {PLAIN: 60000,
+                                                               SCRAM_SHA_256: 60000}
+    assert reauth(**{"connections.max.reauth.ms": "60000",
+                     "listener.name.sasl_plaintext.connections.max.reauth.ms": "30000",
+                     "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "5000"}) \
+        == {PLAIN: 5000, SCRAM_SHA_256: 30000}
 
 
 CONTROLLER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
