@@ -150,7 +150,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
     DESCRIBE_LOG_DIRS: (1, 4),
-    DESCRIBE_CLUSTER: (0, 1),
+    DESCRIBE_CLUSTER: (0, 2),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),

@@ -114,6 +114,17 @@ class BrokerApiContext:
             if address is not None:
                 yield broker, address[0], address[1]
 
+    def registered_brokers(
+        self, listener_name: str | None = None
+    ) -> Iterable[tuple[BrokerRegistration, str, int, bool]]:
+        """Every registered broker with an endpoint on ``listener_name``
+        (default: ours), fenced or not: (registration, host, port, fenced)."""
+        for broker_id in sorted(self.image.brokers):
+            broker = self.image.brokers[broker_id]
+            address = endpoint_of(broker, listener_name or self.listener_name)
+            if address is not None:
+                yield broker, address[0], address[1], broker.fenced
+
     def leader_hint(self, partition: TopicPartition, listener_name: str,
                     endpoints: dict[int, NodeEndpoint]) -> tuple[int, int]:
         """KIP-951: the partition's (leader id, leader epoch) per the latest

@@ -160,6 +160,10 @@ async def handle_metadata(api: BrokerApiContext, ctx: RequestContext, request: A
     })
 
 
+def _endpoint_type_name(endpoint_type: int) -> str:
+    return {1: "BROKER", 2: "CONTROLLER"}.get(endpoint_type, "UNKNOWN")
+
+
 def _may_describe(api: BrokerApiContext, ctx: RequestContext, name: str) -> bool:
     return api.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
@@ -357,17 +361,36 @@ def _described_partition(api: BrokerApiContext, pid: int,
     }
 
 
+_BROKER_ENDPOINT: Final = 1  # DescribeCluster's EndpointType (KIP-919): 1 brokers, 2 controllers
+
+
 async def handle_describe_cluster(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
+    """DescribeCluster v0-2: the live brokers' addresses on this listener;
+    with v2's ``include_fenced_brokers`` (KIP-1073) the fenced ones too,
+    marked ``is_fenced``. A request for another endpoint type (v1+, KIP-919:
+    controllers) is MISMATCHED_ENDPOINT_TYPE, as Kafka's broker answers."""
+    if ctx.api_version >= 1 and int(request.endpoint_type) != _BROKER_ENDPOINT:
+        return build(response_class(request), {
+            "throttle_time": NO_THROTTLE,
+            "error_code": ErrorCode.mismatched_endpoint_type,
+            "error_message": "The request was sent to an endpoint of type BROKER, but we wanted "
+                             f"an endpoint of type {_endpoint_type_name(int(request.endpoint_type))}",
+            "endpoint_type": _BROKER_ENDPOINT,
+            "cluster_id": api.cluster_id,
+            "brokers": [],
+        })
+    include_fenced = ctx.api_version >= 2 and bool(request.include_fenced_brokers)
+    brokers = [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
+                "is_fenced": fenced}
+               for b, host, port, fenced in api.registered_brokers(ctx.listener_name)
+               if include_fenced or not fenced]
     return build(response_class(request), {
         "throttle_time": NO_THROTTLE,
         "error_code": ErrorCode.none,
-        "endpoint_type": 1,
+        "endpoint_type": _BROKER_ENDPOINT,
         "cluster_id": api.cluster_id,
         "controller_id": api.metadata.broker_id,
-        "brokers": [
-            {"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
-            for b, host, port in api.live_brokers(ctx.listener_name)
-        ],
+        "brokers": brokers,
         "cluster_authorized_operations": _cluster_operations(api, ctx)
         if getattr(request, "include_cluster_authorized_operations", False)
         else UNREQUESTED_OPERATIONS,

@@ -1,0 +1,65 @@
+"""DescribeCluster on a broker: v0-2, with KIP-1073's fenced brokers and
+KIP-919's endpoint type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kio.schema.describe_cluster.v1 import request as dc1
+from kio.schema.describe_cluster.v2 import request as dc2
+from single_broker import SingleBroker
+
+from raftlog.net.errors import ErrorCode
+
+DESCRIBE_CLUSTER = 60
+
+
+@pytest.fixture
+def broker() -> Iterator[SingleBroker]:
+    b = SingleBroker()
+    b.cluster.register_broker(2, "127.0.0.2", 9092)
+    b.cluster.register_broker(3, "127.0.0.3", 9092)
+    b.cluster.fence_broker(3)
+    yield b
+    b.close()
+
+
+def brokers(response: Any) -> list[tuple[int, bool]]:
+    return [(int(x.broker_id), bool(getattr(x, "is_fenced", False))) for x in response.brokers]
+
+
+def test_v2_lists_fenced_brokers_only_when_asked(broker: SingleBroker) -> None:
+    def ask(include_fenced: bool) -> Any:
+        return broker.call(DESCRIBE_CLUSTER, dc2.DescribeClusterRequest(
+            include_cluster_authorized_operations=False, endpoint_type=1,  # type: ignore[arg-type]
+            include_fenced_brokers=include_fenced))
+
+    live = ask(False)
+    assert live.error_code == ErrorCode.none and live.cluster_id == "c"
+    assert brokers(live) == [(1, False), (2, False)]
+    everyone = ask(True)
+    assert brokers(everyone) == [(1, False), (2, False), (3, True)]
+    assert [(x.host, int(x.port)) for x in everyone.brokers][2] == ("127.0.0.3", 9092)
+
+
+def test_v1_lists_the_live_brokers(broker: SingleBroker) -> None:
+    response = broker.call(DESCRIBE_CLUSTER, dc1.DescribeClusterRequest(
+        include_cluster_authorized_operations=False, endpoint_type=1))  # type: ignore[arg-type]
+    assert response.error_code == ErrorCode.none
+    assert brokers(response) == [(1, False), (2, False)]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_asking_a_broker_for_the_controllers_is_a_mismatched_endpoint_type(
+    broker: SingleBroker, version: int,
+) -> None:
+    module: Any = dc2 if version == 2 else dc1
+    extra = {"include_fenced_brokers": False} if version == 2 else {}
+    response = broker.call(DESCRIBE_CLUSTER, module.DescribeClusterRequest(
+        include_cluster_authorized_operations=False, endpoint_type=2, **extra))
+    assert response.error_code == ErrorCode.mismatched_endpoint_type
+    assert response.error_message == ("The request was sent to an endpoint of type BROKER, "
+                                      "but we wanted an endpoint of type CONTROLLER")
+    assert response.brokers == ()
