@@ -238,11 +238,17 @@ def test_confluent_delete_records_then_consumers_start_at_the_new_log_start(
     assert error_code(future) == "OFFSET_OUT_OF_RANGE"
 
 
+def create_with_cli(cluster: LocalCluster, topic: str, partitions: int) -> None:
+    """``raftlog topics create`` (RF 3), then wait until every broker has it."""
+    assert cli("topics", "create", "--topic", topic, "--partitions", str(partitions),
+               "--replication-factor", "3", "--bootstrap-server",
+               cluster.bootstrap_servers).returncode == 0
+    cluster.wait_topic(topic, partitions)
+
+
 def test_cli_delete_records(cluster: LocalCluster) -> None:
     b = cluster.bootstrap_servers
-    assert cli("topics", "create", "--topic", "clitrim", "--partitions", "1",
-               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
-    cluster.wait_topic("clitrim", 1)
+    create_with_cli(cluster, "clitrim", 1)
     producer = Producer({"bootstrap.servers": b, "acks": "all"})
     for i in range(5):
         producer.produce("clitrim", str(i).encode(), partition=0)
@@ -267,9 +273,7 @@ def test_cli_get_offsets(cluster: LocalCluster) -> None:
     text), for each ``--time`` and partition filter; ListOffsets v8 (-4) and
     v9 (-5) go to the leaders."""
     b = cluster.bootstrap_servers
-    assert cli("topics", "create", "--topic", "offs", "--partitions", "11",
-               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
-    cluster.wait_topic("offs", 11)
+    create_with_cli(cluster, "offs", 11)
     base = 1_700_000_000_000
     producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 0})
     for i in range(5):
@@ -321,9 +325,7 @@ def test_cli_log_dirs(cluster: LocalCluster) -> None:
     """kafka-log-dirs.sh --describe: every broker's directory, each replica's
     size on disk (the same on every broker, as they hold the same records)."""
     b = cluster.bootstrap_servers
-    assert cli("topics", "create", "--topic", "dirs", "--partitions", "2",
-               "--replication-factor", "3", "--bootstrap-server", b).returncode == 0
-    cluster.wait_topic("dirs", 2)
+    create_with_cli(cluster, "dirs", 2)
     producer = Producer({"bootstrap.servers": b, "acks": "all"})
     for _ in range(20):
         producer.produce("dirs", b"x" * 100, partition=1)

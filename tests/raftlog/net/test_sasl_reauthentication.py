@@ -77,6 +77,14 @@ def login(conn: ServerConnection, token: bytes = ALICE, mechanism: str = PLAIN,
     return event, body(event, auth_resp.SaslAuthenticateResponse)
 
 
+def logged_in(max_reauth_ms: int = 5000) -> tuple[Clock, ServerConnection]:
+    """A connection where alice logged in with PLAIN, sessions of ``max_reauth_ms``."""
+    clock = Clock()
+    conn = connection(clock, max_reauth_ms=max_reauth_ms)
+    login(conn)
+    return clock, conn
+
+
 def lifetime_ms(answer: Any) -> int:
     return int(answer.session_lifetime.total_seconds() * 1000)
 
@@ -112,9 +120,7 @@ def test_the_session_lasts_connections_max_reauth_ms_and_a_new_login_renews_it()
 
 
 def test_a_request_after_the_session_ended_closes_the_connection() -> None:
-    clock = Clock()
-    conn = connection(clock, max_reauth_ms=5000)
-    login(conn)
+    clock, conn = logged_in()
     clock.ms += 5000
     violation = metadata(conn)
     assert isinstance(violation, ProtocolViolation)
@@ -125,9 +131,7 @@ def test_a_request_after_the_session_ended_closes_the_connection() -> None:
 def test_a_late_re_authentication_is_still_accepted() -> None:
     """Once the session ended, a re-authentication may still come (Kafka
     closes the connection only on another request)."""
-    clock = Clock()
-    conn = connection(clock, max_reauth_ms=5000)
-    login(conn)
+    clock, conn = logged_in()
     clock.ms += 6000
     _, answer = login(conn, correlation_id=10)
     assert answer.error_code == ErrorCode.none
@@ -135,9 +139,7 @@ def test_a_late_re_authentication_is_still_accepted() -> None:
 
 
 def test_re_authentication_must_keep_the_principal() -> None:
-    clock = Clock()
-    conn = connection(clock, max_reauth_ms=5000)
-    login(conn)
+    clock, conn = logged_in()
     clock.ms += 2000
     event, answer = login(conn, b"\0bob\0bob-secret", correlation_id=10)
     assert answer.error_code == ErrorCode.sasl_authentication_failed
@@ -147,18 +149,14 @@ def test_re_authentication_must_keep_the_principal() -> None:
 
 
 def test_a_wrong_password_on_re_authentication_closes_the_connection() -> None:
-    clock = Clock()
-    conn = connection(clock, max_reauth_ms=5000)
-    login(conn)
+    clock, conn = logged_in()
     clock.ms += 2000
     event, answer = login(conn, b"\0alice\0guess", correlation_id=10)
     assert answer.error_code == ErrorCode.sasl_authentication_failed and event.close
 
 
 def test_at_most_one_re_authentication_a_second() -> None:
-    clock = Clock()
-    conn = connection(clock, max_reauth_ms=5000)
-    login(conn)
+    clock, conn = logged_in()
     clock.ms += 1000
     assert login(conn, correlation_id=10)[1].error_code == ErrorCode.none
     clock.ms += 999
