@@ -349,9 +349,20 @@ class KafkaProtocolClient:
         async with self._connect_lock:
             link = self._link
             if link is not None and not link.closed:
-                if link.replace_at is None or asyncio.get_running_loop().time() < link.replace_at:
+                loop = asyncio.get_running_loop()
+                if link.replace_at is None or loop.time() < link.replace_at:
                     return link
-                return await self._replace(link, deadline)
+                try:
+                    return await self._replace(link, deadline)
+                except Exception as exc:
+                    if link.closed:
+                        raise
+                    # The old connection serves until its session ends; try
+                    # again in a second rather than fail this request.
+                    log.warning("%s:%d: could not replace a connection whose SASL session "
+                                "ends soon: %s", self.host, self.port, exc)
+                    link.replace_at = loop.time() + 1.0
+                    return link
             loop = asyncio.get_running_loop()
             wait_s = self._next_attempt_at - loop.time()
             if wait_s > 0:
@@ -372,8 +383,8 @@ class KafkaProtocolClient:
     async def _replace(self, old: _Link, deadline: float) -> _Link:
         """A new, authenticated connection for ``old``, whose SASL session is
         about to end (KIP-368); ``old`` closes once its waiters are answered.
-        If the new one cannot be made, ``old`` stays (until the broker
-        closes it) and the error is raised."""
+        If the new one cannot be made, ``old`` stays current and the error
+        is raised (the caller keeps using ``old`` for now)."""
         link = await self._open(deadline)
         try:
             if self.negotiate_api_versions:
