@@ -400,9 +400,10 @@ def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_versi
     mod = _response_module("describe_groups", api_version)
     groups = []
     for d in descriptions:
-        error, operations = d.error, d.authorized_operations
+        error, operations, message = d.error, d.authorized_operations, d.error_message
         if api_version >= 6 and d.state == "Dead" and not d.members:
             error, operations = error.group_id_not_found, -(2**31)  # not described
+            message = message or f"Group {d.group_id} not found."  # Kafka's words (KIP-1043)
         members = tuple(
             _make(
                 mod.DescribedGroupMember,
@@ -419,7 +420,7 @@ def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_versi
             _make(
                 mod.DescribedGroup,
                 error_code=error,
-                error_message=d.error_message,
+                error_message=message,
                 group_id=d.group_id,
                 group_state=d.state,
                 protocol_type=d.protocol_type,

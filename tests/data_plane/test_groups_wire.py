@@ -186,4 +186,6 @@ def test_describe_groups_unknown_group_by_version(version: int) -> None:
     )
     decoded = through_wire(wire.describe_groups_to_kio((dead, live), version))
     assert decoded.groups[0].error_code == (E.group_id_not_found if version >= 6 else E.none)
+    if version >= 6:  # KIP-1043: with Kafka's message
+        assert decoded.groups[0].error_message == "Group x not found."
     assert decoded.groups[1].members[0].member_assignment == b"a"

@@ -1,8 +1,9 @@
 """DescribeCluster on a broker: v0-2, with KIP-1073's fenced brokers and
-KIP-919's endpoint type."""
+KIP-919's endpoint type; and DescribeGroups v6 (KIP-1043)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,3 +64,21 @@ def test_asking_a_broker_for_the_controllers_is_a_mismatched_endpoint_type(
     assert response.error_message == ("The request was sent to an endpoint of type BROKER, "
                                       "but we wanted an endpoint of type CONTROLLER")
     assert response.brokers == ()
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_describe_groups_v6_names_an_unknown_group_not_found(
+    broker: SingleBroker, version: int,
+) -> None:
+    """KIP-1043 (DescribeGroups v6): GROUP_ID_NOT_FOUND with Kafka's message
+    where older versions describe a Dead, empty group."""
+    module = importlib.import_module(f"kio.schema.describe_groups.v{version}.request")
+    response = broker.call(15, module.DescribeGroupsRequest(
+        groups=("nobody-home",), include_authorized_operations=False))
+    (group,) = response.groups
+    assert group.group_state == "Dead" and group.members == ()
+    if version >= 6:
+        assert group.error_code == ErrorCode.group_id_not_found
+        assert group.error_message == "Group nobody-home not found."
+    else:
+        assert group.error_code == ErrorCode.none
