@@ -220,29 +220,41 @@ def test_re_authentication_must_keep_the_mechanism() -> None:
 # --- over loopback: raftlog's own client against a listener whose sessions end -------------
 
 
-def test_raftlog_clients_move_to_a_new_connection_before_their_session_ends(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def replaced_at_85_percent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client replaces its connection at 85% of the session, the low end
+    of its random range, so the tests know when (and a busy machine's stalls
+    stay clear of the session's end)."""
+    import raftlog.net.client
+
+    monkeypatch.setattr(raftlog.net.client.random, "uniform", lambda low, high: low)
+
+
+async def _vote(context: Any, body: Any) -> Any:
+    return vote_response(context.api_version)
+
+
+def _listener(users: dict[str, str], max_reauth_ms: int) -> KafkaProtocolServer:
+    """A SASL PLAIN listener answering Vote, whose sessions last ``max_reauth_ms``."""
+    return KafkaProtocolServer(
+        "127.0.0.1", 0, {52: _vote},
+        authenticator=lambda: SaslServerAuthenticator(
+            {PLAIN: lambda: plain_server(users)}, 0, max_reauth_ms={PLAIN: max_reauth_ms}))
+
+
+def _alice(server: KafkaProtocolServer) -> KafkaProtocolClient:
+    return KafkaProtocolClient("127.0.0.1", server.port, security=ConnectionSecurity(
+        sasl=SaslCredentials(PLAIN, "alice", "alice-secret")))
+
+
+@pytest.mark.usefixtures("replaced_at_85_percent")
+def test_raftlog_clients_move_to_a_new_connection_before_their_session_ends() -> None:
     """Nodes are clients of each other (followers' fetches): with
     connections.max.reauth.ms on a listener, a client's session is replaced
     before it ends, so no request meets an ended session and none fails."""
-    import raftlog.net.client
-
-    # Replaced at 85% of the session, the low end of its random range: the
-    # 60 ms left keep a busy test machine's stalls from reaching the end.
-    monkeypatch.setattr(raftlog.net.client.random, "uniform", lambda low, high: low)
-    async def who(context: Any, body: Any) -> Any:
-        return vote_response(context.api_version)
-
-    def authenticator() -> SaslServerAuthenticator:
-        return SaslServerAuthenticator({PLAIN: lambda: plain_server(USERS)}, 0,
-                                       max_reauth_ms={PLAIN: 400})
-
     async def main() -> None:
-        async with KafkaProtocolServer("127.0.0.1", 0, {52: who},
-                                       authenticator=authenticator) as server:
-            client = KafkaProtocolClient("127.0.0.1", server.port, security=ConnectionSecurity(
-                sasl=SaslCredentials(PLAIN, "alice", "alice-secret")))
+        async with _listener(USERS, 400) as server:
+            client = _alice(server)
             sent = 0
             stop = time.monotonic() + 1.6
             while time.monotonic() < stop:  # four sessions' worth, every answer awaited
@@ -258,29 +270,15 @@ def test_raftlog_clients_move_to_a_new_connection_before_their_session_ends(
     asyncio.run(asyncio.wait_for(main(), 20))
 
 
-def test_a_client_that_cannot_log_in_again_keeps_its_connection_until_the_session_ends(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("replaced_at_85_percent")
+def test_a_client_that_cannot_log_in_again_keeps_its_connection_until_the_session_ends() -> None:
     """The replacement login fails (the password changed): requests go on
     over the old connection, until the broker closes it at the session's end."""
-    import raftlog.net.client
-
-    # The replacement is due at 85% of the session (the low end of its random range).
-    monkeypatch.setattr(raftlog.net.client.random, "uniform", lambda low, high: low)
     users = dict(USERS)
 
-    async def who(context: Any, body: Any) -> Any:
-        return vote_response(context.api_version)
-
-    def authenticator() -> SaslServerAuthenticator:
-        return SaslServerAuthenticator({PLAIN: lambda: plain_server(users)}, 0,
-                                       max_reauth_ms={PLAIN: 1000})
-
     async def main() -> None:
-        async with KafkaProtocolServer("127.0.0.1", 0, {52: who},
-                                       authenticator=authenticator) as server:
-            client = KafkaProtocolClient("127.0.0.1", server.port, security=ConnectionSecurity(
-                sasl=SaslCredentials(PLAIN, "alice", "alice-secret")))
+        async with _listener(users, 1000) as server:
+            client = _alice(server)
             await client.send(vote_request(2))
             started = time.monotonic()  # the login came before this answer
             users["alice"] = "rotated"
