@@ -41,6 +41,7 @@ from metadata_quorum.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -51,6 +52,7 @@ from metadata_quorum.records import (
     QuotaEntity,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -98,8 +100,8 @@ class _TopicChange:
 class MetadataDelta:
     """Changes on top of ``image``; `replay` records, then `apply` once.
 
-    Lookups (`broker`, `topic_id`, `partition`, `scram_credential`, `acl`)
-    see the replayed records.
+    Lookups (`broker`, `topic_id`, `partition`, `scram_credential`, `acl`,
+    `delegation_token`) see the replayed records.
     """
 
     def __init__(self, image: MetadataImage) -> None:
@@ -115,6 +117,8 @@ class MetadataDelta:
         self._scram: dict[ScramCredentialKey, ScramCredential | None] = {}
         # ACLs (KIP-801) added (the ACL) or removed (None) by this delta, by id.
         self._acls: dict[uuid.UUID, StandardAcl | None] = {}
+        # Delegation tokens (KIP-48) set (the latest record) or removed (None), by id.
+        self._tokens: dict[str, DelegationTokenRecord | None] = {}
 
     @property
     def image(self) -> MetadataImage:
@@ -159,6 +163,11 @@ class MetadataDelta:
         if acl_id in self._acls:
             return self._acls[acl_id]
         return self._image.acls.get(acl_id)
+
+    def delegation_token(self, token_id: str) -> DelegationTokenRecord | None:
+        if token_id in self._tokens:
+            return self._tokens[token_id]
+        return self._image.delegation_tokens.get(token_id)
 
     @property
     def changed_topic_ids(self) -> frozenset[uuid.UUID]:
@@ -227,6 +236,18 @@ class MetadataDelta:
                     # Kafka's AclControlManager: the controller removes only ACLs it has.
                     raise MetadataReplayError(record, f"no ACL with id {record.acl_id} to remove")
                 self._acls[record.acl_id] = None
+            case DelegationTokenRecord():
+                # A new token, or a renewal/expiry of one: the record is the
+                # whole token, so it replaces (Kafka's DelegationTokenDelta).
+                self._tokens[record.token_id] = record
+            case RemoveDelegationTokenRecord():
+                if self.delegation_token(record.token_id) is None:
+                    # As for SCRAM credentials and ACLs: the controller removes
+                    # only tokens it has, so a miss means the log and this node
+                    # disagree (Kafka's DelegationTokenDelta would ignore it).
+                    raise MetadataReplayError(
+                        record, f"no delegation token {record.token_id!r} to remove")
+                self._tokens[record.token_id] = None
             case ProducerIdsRecord():
                 current = self._current_next_producer_id()
                 if record.next_producer_id < current:
@@ -396,6 +417,7 @@ class MetadataDelta:
             client_quotas=_overlay(image.client_quotas, self._client_quotas),
             scram_credentials=self._apply_scram(image.scram_credentials),
             acls=self._apply_acls(image.acls),
+            delegation_tokens=self._apply_tokens(image.delegation_tokens),
         )
 
     def _apply_scram(
@@ -427,6 +449,21 @@ class MetadataDelta:
                 merged.pop(acl_id, None)
             else:
                 merged[acl_id] = acl
+        return frozen_mapping(merged)
+
+    def _apply_tokens(
+        self, base: Mapping[str, DelegationTokenRecord]
+    ) -> Mapping[str, DelegationTokenRecord]:
+        """``base`` with this delta's token changes; the same object when no
+        token record was replayed (readers can tell by identity)."""
+        if not self._tokens:
+            return base
+        merged = dict(base)
+        for token_id, token in self._tokens.items():
+            if token is None:
+                merged.pop(token_id, None)
+            else:
+                merged[token_id] = token
         return frozen_mapping(merged)
 
 

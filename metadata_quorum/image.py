@@ -28,6 +28,7 @@ from metadata_quorum.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    DelegationTokenRecord,
     Endpoint,
     FeatureLevelRecord,
     LeaderRecoveryState,
@@ -265,7 +266,12 @@ class MetadataImage:
     - ``scram_credentials``: SCRAM credentials (KIP-554) by (user name,
       mechanism name); one flat mapping, so a SASL server's lookup on every
       login is one dict access (`scram_credential`);
-    - ``acls``: ACLs (KIP-801) by id, in the order they were added.
+    - ``acls``: ACLs (KIP-801) by id, in the order they were added;
+    - ``delegation_tokens``: live delegation tokens (KIP-48) by token id,
+      each as its latest DelegationTokenRecord (the record already holds
+      every field a token has, and no HMAC: see
+      `metadata_quorum.delegation_tokens`). Expired tokens stay until the
+      controller's sweep removes them, so readers check the timestamps.
     """
 
     provenance: MetadataProvenance = MetadataProvenance()
@@ -281,6 +287,9 @@ class MetadataImage:
         default_factory=frozen_mapping)
     # ACLs (KIP-801) by id; the same mapping object until one changes.
     acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=frozen_mapping)
+    # Delegation tokens by id; the same mapping object until one changes.
+    delegation_tokens: Mapping[str, DelegationTokenRecord] = field(
+        default_factory=frozen_mapping)
 
     # --- lookups ------------------------------------------------------------
 
@@ -320,7 +329,8 @@ class MetadataImage:
         """The image as records: replaying them into an empty image gives an equal
         image (with the provenance given to ``apply``). Order: features,
         brokers, topics with their partitions, configs, client quotas, SCRAM
-        credentials, ACLs (in the image's order), producer ids."""
+        credentials, ACLs (in the image's order), delegation tokens (in the
+        image's order), producer ids."""
         records: list[MetadataRecord] = [
             FeatureLevelRecord(name, level) for name, level in sorted(self.features.items())
         ]
@@ -348,6 +358,7 @@ class MetadataImage:
                                                         key=lambda item: item[0])
         )
         records.extend(AccessControlEntryRecord.from_acl(acl) for acl in self.acls.values())
+        records.extend(self.delegation_tokens.values())
         if self.next_producer_id:
             records.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         return records

@@ -15,6 +15,8 @@ One module per concern, after Kafka's control managers:
 - `feature_control`: UpdateFeatures, finalized feature levels
   (``FeatureControlManager``);
 - `acl_control`: CreateAcls and DeleteAcls (KIP-801, ``AclControlManager``);
+- `delegation_token_control`: Create/Renew/ExpireDelegationToken and the
+  expiry sweep (KIP-48, ``DelegationTokenControlManager``);
 - `producer_id_control`: producer-id blocks;
 - `quorum_controller`: the facade on top of the Raft listener.
 
@@ -57,6 +59,17 @@ from .configuration_control import (
     AlterConfigsResourceResult,
     ConfigOpType,
     alter_configs,
+)
+from .delegation_token_control import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResult,
+    DelegationTokenExpiryResult,
+    ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest,
+    create_delegation_token,
+    expire_delegation_token,
+    renew_delegation_token,
+    sweep_expired_delegation_tokens,
 )
 from .feature_control import (
     FeatureUpdate,
@@ -113,7 +126,7 @@ from .replication_control import (
     elect_leaders,
     elect_unclean_leaders,
 )
-from .result import ControllerConfig, ControllerResult
+from .result import ControllerConfig, ControllerResult, DelegationTokenSettings
 from .scram_control import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResult,
@@ -158,10 +171,14 @@ __all__ = [
     "CreatableTopic",
     "CreatableTopicResult",
     "CreateAclsRequest",
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResult",
     "CreatePartitionsRequest",
     "CreatePartitionsTopic",
     "CreatePartitionsTopicResult",
     "CreateTopicsRequest",
+    "DelegationTokenExpiryResult",
+    "DelegationTokenSettings",
     "DeletableTopicResult",
     "DeleteAclsFilterResult",
     "DeleteAclsRequest",
@@ -169,6 +186,7 @@ __all__ = [
     "ElectLeadersPartitionResult",
     "ElectLeadersRequest",
     "ElectionType",
+    "ExpireDelegationTokenRequest",
     "FeatureUpdate",
     "ListReassignmentsRequest",
     "MetadataLog",
@@ -176,6 +194,7 @@ __all__ = [
     "OngoingReassignment",
     "QuorumController",
     "ReassignmentResult",
+    "RenewDelegationTokenRequest",
     "ScramCredentialDeletion",
     "ScramCredentialUpsertion",
     "Submission",
@@ -193,15 +212,19 @@ __all__ = [
     "balance_partition_leaders",
     "broker_heartbeat",
     "create_acls",
+    "create_delegation_token",
     "create_partitions",
     "create_topics",
     "delete_acls",
     "delete_topics",
     "elect_leaders",
     "elect_unclean_leaders",
+    "expire_delegation_token",
     "fence_stale_brokers",
     "list_partition_reassignments",
     "register_broker",
+    "renew_delegation_token",
+    "sweep_expired_delegation_tokens",
     "unregister_broker",
     "update_features",
 ]

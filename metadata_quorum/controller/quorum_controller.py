@@ -34,9 +34,12 @@ Contract (what the Raft integration can rely on, and must provide):
   every ``leader.imbalance.check.interval`` runs preferred-leader
   rebalancing and unclean elections where allowed; with KIP-966 ELR on it
   writes a cluster-level ``min.insync.replicas`` if there is none
-  (`feature_control.elr_safety_records`). It returns the next
-  deadline. Sessions are soft state; a newly active controller starts
-  every registered broker with a fresh session.
+  (`feature_control.elr_safety_records`). While delegation tokens are
+  enabled it removes expired ones every
+  ``delegation.token.expiry.check.interval.ms``, the first time one
+  interval after becoming active. It returns the next deadline. Sessions
+  are soft state; a newly active controller starts every registered broker
+  with a fresh session.
 - **Failover.** Losing leadership drops uncommitted in-memory state: the
   latest image is reset to the committed image (hot standby: no reload).
 """
@@ -91,6 +94,17 @@ from .configuration_control import (
     AlterConfigsRequest,
     AlterConfigsResourceResult,
     alter_configs,
+)
+from .delegation_token_control import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResult,
+    DelegationTokenExpiryResult,
+    ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest,
+    create_delegation_token,
+    expire_delegation_token,
+    renew_delegation_token,
+    sweep_expired_delegation_tokens,
 )
 from .feature_control import (
     UpdateFeaturesRequest,
@@ -224,6 +238,9 @@ ControllerRequest = (
     | CreateAclsRequest
     | DeleteAclsRequest
     | UpdateFeaturesRequest
+    | CreateDelegationTokenRequest
+    | RenewDelegationTokenRequest
+    | ExpireDelegationTokenRequest
 )
 
 
@@ -250,6 +267,7 @@ class QuorumController:
         self._next_write_offset = -1
         self._sessions: BrokerSessions | None = None
         self._next_balance_ms: int | None = None
+        self._next_token_sweep_ms: int | None = None
 
     # --- state ---------------------------------------------------------------
 
@@ -344,6 +362,7 @@ class QuorumController:
         self._next_write_offset = next_write_offset
         self._sessions = None  # fresh sessions at the first now_ms (see _sessions_at)
         self._next_balance_ms = None
+        self._next_token_sweep_ms = None
 
     def _transition_to_standby(self, leader_id: int | None, epoch: int) -> None:
         self._reset_uncommitted()
@@ -423,6 +442,14 @@ class QuorumController:
     def submit(
         self, request: UpdateFeaturesRequest, now_ms: int
     ) -> Submission[UpdateFeaturesResult]: ...
+    @overload
+    def submit(
+        self, request: CreateDelegationTokenRequest, now_ms: int
+    ) -> Submission[CreateDelegationTokenResult]: ...
+    @overload
+    def submit(
+        self, request: RenewDelegationTokenRequest | ExpireDelegationTokenRequest, now_ms: int
+    ) -> Submission[DelegationTokenExpiryResult]: ...
 
     def submit(self, request: ControllerRequest, now_ms: int) -> Submission[Any]:
         """Run one command and propose its records. Raises `NotControllerError`
@@ -486,6 +513,13 @@ class QuorumController:
                 result = delete_acls(image, request)
             case UpdateFeaturesRequest():
                 result = update_features(image, request, config)
+            case CreateDelegationTokenRequest():
+                result = create_delegation_token(
+                    image, request, config, next_offset=self._next_write_offset, now_ms=now_ms)
+            case RenewDelegationTokenRequest():
+                result = renew_delegation_token(image, request, config, now_ms=now_ms)
+            case ExpireDelegationTokenRequest():
+                result = expire_delegation_token(image, request, config, now_ms=now_ms)
         return result
 
     def tick(self, now_ms: int) -> int:
@@ -511,12 +545,30 @@ class QuorumController:
             self._write(balance_partition_leaders(self._latest, self.config), now_ms)
             self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_ms
         deadline = self._next_balance_ms
+        sweep_ms = self._maybe_sweep_delegation_tokens(now_ms)
+        if sweep_ms is not None:
+            deadline = min(deadline, sweep_ms)
         timeout = self.config.broker_session_timeout_ms
         for broker in self._latest.brokers.values():
             if not broker.fenced:
                 last = sessions.last_contact_ms.get(broker.broker_id, now_ms)
                 deadline = min(deadline, last + timeout)
         return max(deadline, now_ms + 1)
+
+    def _maybe_sweep_delegation_tokens(self, now_ms: int) -> int | None:
+        """Every ``delegation.token.expiry.check.interval.ms`` while tokens are
+        enabled, remove the expired ones (Kafka's controller schedules the
+        same sweep). Returns the next sweep's deadline, or None when off."""
+        settings = self.config.delegation_tokens
+        if not settings.enabled:
+            return None
+        if self._next_token_sweep_ms is None:
+            self._next_token_sweep_ms = now_ms + settings.expiry_check_interval_ms
+        elif now_ms >= self._next_token_sweep_ms:
+            self._write(ControllerResult(
+                sweep_expired_delegation_tokens(self._latest, now_ms=now_ms), None), now_ms)
+            self._next_token_sweep_ms = now_ms + settings.expiry_check_interval_ms
+        return self._next_token_sweep_ms
 
     def _sessions_at(self, now_ms: int) -> BrokerSessions:
         if self._sessions is None:

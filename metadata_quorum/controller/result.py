@@ -31,6 +31,46 @@ class ControllerResult(Generic[R]):
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationTokenSettings:
+    """The controller's delegation token settings (KIP-48), Kafka's names and defaults.
+
+    - ``secret_key``: ``delegation.token.secret.key`` (Kafka's older name:
+      ``delegation.token.master.key``); None or empty turns the feature off
+      (every token request is DELEGATION_TOKEN_AUTH_DISABLED, and nothing is
+      swept). Every node must have the same one: it keys the token HMACs.
+    - ``max_lifetime_ms``: ``delegation.token.max.lifetime.ms`` (7 days), the
+      longest a token can live, renewals included.
+    - ``expiry_time_ms``: ``delegation.token.expiry.time.ms`` (1 day), how
+      long a token lives without a renewal, and the longest renewal.
+    - ``expiry_check_interval_ms``:
+      ``delegation.token.expiry.check.interval.ms`` (1 hour), how often the
+      active controller removes expired tokens.
+
+    Lives here, beside `ControllerConfig`, which holds one; the commands are
+    in `delegation_token_control`, which re-exports it.
+    """
+
+    secret_key: str | None = None
+    max_lifetime_ms: int = 604_800_000
+    expiry_time_ms: int = 86_400_000
+    expiry_check_interval_ms: int = 3_600_000
+
+    def __post_init__(self) -> None:
+        # Kafka's ConfigDef: atLeast(1) for all three.
+        if self.max_lifetime_ms < 1:
+            raise ValueError("delegation.token.max.lifetime.ms must be >= 1")
+        if self.expiry_time_ms < 1:
+            raise ValueError("delegation.token.expiry.time.ms must be >= 1")
+        if self.expiry_check_interval_ms < 1:
+            raise ValueError("delegation.token.expiry.check.interval.ms must be >= 1")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a secret key is set: Kafka's tokens need one."""
+        return bool(self.secret_key)
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerConfig:
     """Controller settings, with Kafka's names and defaults.
 
@@ -54,6 +94,8 @@ class ControllerConfig:
     - ``bootstrap_records``: what ``storage format --add-scram`` gave this
       controller (`metadata_quorum.bootstrap`), written once per cluster by
       the first active controller.
+    - ``delegation_tokens``: the ``delegation.token.*`` settings
+      (`DelegationTokenSettings`; off by default, as in Kafka).
     """
 
     cluster_id: str = "raftlog-cluster"
@@ -68,6 +110,7 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     producer_id_block_size: int = 1000
     bootstrap_records: tuple[MetadataRecord, ...] = ()
+    delegation_tokens: DelegationTokenSettings = DelegationTokenSettings()
 
     def __post_init__(self) -> None:
         if not self.cluster_id:

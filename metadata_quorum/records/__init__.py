@@ -16,6 +16,7 @@ Encoding of one record value (all integers big-endian, two's complement)::
                 nullable string: N = -1 means null
     int32[]     int32 count N >= 0, then N int32; nullable: N = -1 means null
     bytes       int32 length N >= 0, then N raw bytes
+    string[]    int32 count N >= 0, then N (non-null) strings
     endpoint[]  int32 count, then per endpoint:
                 string name, string host, int32 port, int16 security protocol
 
@@ -54,6 +55,13 @@ frames are flexible versions, with compact lengths and tagged fields):
     7   FenceBroker                        int32 broker_id, int64 broker_epoch
     8   UnfenceBroker                      int32 broker_id, int64 broker_epoch
     9   RemoveTopic                        uuid topic_id
+    10  DelegationToken                    string owner, string requester,
+                                           string[] renewers (principals
+                                           as "Type:name"),
+                                           int64 issue_timestamp,
+                                           int64 max_timestamp,
+                                           int64 expiration_timestamp,
+                                           string token_id
     11  UserScramCredential                string name, int8 mechanism
                                            (1 SCRAM-SHA-256, 2 SCRAM-SHA-512),
                                            bytes salt, bytes stored_key,
@@ -72,6 +80,7 @@ frames are flexible versions, with compact lengths and tagged fields):
     19  RemoveAccessControlEntry           uuid acl_id
     20  NoOp                               (empty)
     22  RemoveUserScramCredential          string name, int8 mechanism
+    26  RemoveDelegationToken              string token_id
 
 Decoding rejects an unknown type (`UnknownRecordTypeError`), an unknown
 version (`UnsupportedRecordVersionError`), truncation, trailing bytes and any
@@ -111,6 +120,7 @@ from .types import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    DelegationTokenRecord,
     Endpoint,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -124,6 +134,7 @@ from .types import (
     QuotaEntity,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     ScramMechanism,
@@ -147,6 +158,7 @@ __all__ = [
     "ClientQuotaRecord",
     "ConfigRecord",
     "ConfigResourceType",
+    "DelegationTokenRecord",
     "Endpoint",
     "FeatureLevelRecord",
     "FenceBrokerRecord",
@@ -162,6 +174,7 @@ __all__ = [
     "QuotaEntity",
     "RegisterBrokerRecord",
     "RemoveAccessControlEntryRecord",
+    "RemoveDelegationTokenRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "ScramMechanism",

@@ -217,6 +217,22 @@ def dec_int32s(r: Reader) -> tuple[int, ...]:
     return v
 
 
+def enc_strings(v: tuple[str, ...], out: bytearray) -> None:
+    """int32 count N >= 0, then N non-null strings (Kafka's ``[]string``)."""
+    out += _I32.pack(len(v))
+    for item in v:
+        enc_string(item, out)
+
+
+def dec_strings(r: Reader) -> tuple[str, ...]:
+    n = r.int32()
+    # Every string takes >= 2 bytes (its length), so a count above what is
+    # left is a lie; refusing it here bounds the work a corrupt count causes.
+    if n < 0 or 2 * n > r.remaining:
+        raise MetadataRecordError(f"bad string array count {n}")
+    return tuple(dec_string(r) for _ in range(n))
+
+
 def check_int(name: str, value: int, lo: int, hi: int) -> None:
     """Raise ValueError/TypeError unless ``value`` is an int (not bool) in [lo, hi]."""
     if not isinstance(value, int) or isinstance(value, bool):

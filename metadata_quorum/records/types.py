@@ -22,6 +22,7 @@ from metadata_quorum.acls import (
     PatternType,
     ResourceType,
     StandardAcl,
+    parse_principal,
 )
 from metadata_quorum.topic_names import topic_name_error
 
@@ -29,6 +30,7 @@ from .codec import (
     INT16_MAX,
     INT32_MAX,
     INT64_MAX,
+    INT64_MIN,
     Decoder,
     Encoder,
     Reader,
@@ -49,6 +51,7 @@ from .codec import (
     dec_nullable_int32s,
     dec_nullable_string,
     dec_string,
+    dec_strings,
     dec_tristate,
     dec_uuid,
     enc_bool,
@@ -62,6 +65,7 @@ from .codec import (
     enc_nullable_int32s,
     enc_nullable_string,
     enc_string,
+    enc_strings,
     enc_tristate,
     enc_uuid,
 )
@@ -87,6 +91,7 @@ class MetadataRecordType(IntEnum):
     FENCE_BROKER_RECORD = 7
     UNFENCE_BROKER_RECORD = 8
     REMOVE_TOPIC_RECORD = 9
+    DELEGATION_TOKEN_RECORD = 10
     USER_SCRAM_CREDENTIAL_RECORD = 11
     FEATURE_LEVEL_RECORD = 12
     CLIENT_QUOTA_RECORD = 14
@@ -96,6 +101,7 @@ class MetadataRecordType(IntEnum):
     REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
     REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
+    REMOVE_DELEGATION_TOKEN_RECORD = 26
 
 
 class SecurityProtocol(IntEnum):
@@ -266,6 +272,10 @@ def _str(name: str) -> tuple[str, Encoder, Decoder]:
 
 def _nstr(name: str) -> tuple[str, Encoder, Decoder]:
     return (name, enc_nullable_string, dec_nullable_string)
+
+
+def _strs(name: str) -> tuple[str, Encoder, Decoder]:
+    return (name, enc_strings, dec_strings)
 
 
 def _ids(name: str) -> tuple[str, Encoder, Decoder]:
@@ -745,6 +755,73 @@ class RemoveUserScramCredentialRecord(_RecordBase):
         object.__setattr__(self, "mechanism", ScramMechanism(self.mechanism))
 
 
+def _check_principal(name: str, value: str) -> None:
+    """A ``Type:name`` principal with both parts non-empty (``User:alice``)."""
+    check_string(name, value)
+    parse_principal(value)
+
+
+def _check_token_id(record: object) -> None:
+    token_id = getattr(record, "token_id")  # noqa: B009
+    check_string("token_id", token_id)
+    if not token_id:
+        raise ValueError("a delegation token id must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenRecord(_RecordBase):
+    """Creates a delegation token (KIP-48), or replaces one with a new
+    expiration (a renewal, or an expiry that is not immediate). Kafka's
+    record 10, its fields in Kafka's order.
+
+    Principals are ``Type:name`` strings. The token's HMAC (its password) is
+    not stored: every node recomputes it from ``delegation.token.secret.key``
+    and the token id (`metadata_quorum.delegation_tokens.token_hmac`), so the
+    log and snapshots hold nothing a reader could log in with. Timestamps
+    are ms since the epoch; the record does not order them, since they come
+    from the clock of whichever controller was active (Kafka checks none).
+    """
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.DELEGATION_TOKEN_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (
+        _str("owner"), _str("requester"), _strs("renewers"), _int64("issue_timestamp"),
+        _int64("max_timestamp"), _int64("expiration_timestamp"), _str("token_id"),
+    )
+
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+    token_id: str
+
+    def __post_init__(self) -> None:
+        _check_principal("owner", self.owner)
+        _check_principal("requester", self.requester)
+        if not isinstance(self.renewers, tuple):
+            raise TypeError("renewers must be a tuple of principals")
+        for renewer in self.renewers:
+            _check_principal("renewer", renewer)
+        for name in ("issue_timestamp", "max_timestamp", "expiration_timestamp"):
+            check_int(name, getattr(self, name), INT64_MIN, INT64_MAX)
+        _check_token_id(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDelegationTokenRecord(_RecordBase):
+    """Removes a delegation token (Kafka's record 26): expired at once by its
+    owner or a renewer, or swept after its expiry; it must exist."""
+
+    TYPE: ClassVar[MetadataRecordType] = MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD
+    FIELDS: ClassVar[tuple[tuple[str, Encoder, Decoder], ...]] = (_str("token_id"),)
+
+    token_id: str
+
+    def __post_init__(self) -> None:
+        _check_token_id(self)
+
+
 @dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord(_RecordBase):
     """Adds one ACL (KIP-801, Kafka's record 18): its id, then its binding's
@@ -876,6 +953,8 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | DelegationTokenRecord
+    | RemoveDelegationTokenRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
     | NoOpRecord
@@ -888,6 +967,7 @@ RECORD_CLASSES: dict[int, type[MetadataRecord]] = {
         BrokerRegistrationChangeRecord, TopicRecord, RemoveTopicRecord, PartitionRecord,
         PartitionChangeRecord, ConfigRecord, ClientQuotaRecord, UserScramCredentialRecord,
         RemoveUserScramCredentialRecord, AccessControlEntryRecord, RemoveAccessControlEntryRecord,
-        ProducerIdsRecord, FeatureLevelRecord, NoOpRecord,
+        DelegationTokenRecord, RemoveDelegationTokenRecord, ProducerIdsRecord, FeatureLevelRecord,
+        NoOpRecord,
     )
 }
