@@ -176,6 +176,8 @@ class ServerConnection:
         self._max_request_bytes = max_request_bytes
         self._violation: ProtocolViolation | None = None
         self.user: str = ANONYMOUS
+        #: Whether ``user`` logged in with a delegation token (KIP-48).
+        self.token_authenticated = False
         self._authenticator = authenticator
         if authenticator is not None:
             # Until authenticated, frames take the SASL path (an instance
@@ -260,6 +262,7 @@ class ServerConnection:
                     else authenticator.authenticate(frame, api_version))
         if step.user is not None:
             self.user = step.user
+            self.token_authenticated = authenticator.token_authenticated
             if authenticator.session_expiry_ms is None:
                 del self._handle_frame  # back to the class's (authenticated) path
             else:  # the session ends (KIP-368): each request checks it first

@@ -8,9 +8,18 @@ Here it is what it is on the wire, int64 milliseconds. The classes are kio
 entities like the generated ones (same class attributes, same field
 metadata), so kio's readers and writers handle them.
 
+The delegation-token responses (KIP-48) have the same problem: Kafka
+answers an error with -1 timestamps (CreateDelegationToken's issue, expiry
+and max, Renew's expiry), and ExpireDelegationToken with a negative period
+echoes it as the expiry. `_int64_timestamps` derives each such response
+class from kio's with its ``datetime_i64`` fields as int64 milliseconds.
+
 `raftlog.net.registry.schemas` returns these in place of kio's.
 """
 
+import dataclasses
+import importlib
+import typing
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -53,5 +62,38 @@ class DescribeTransactionsResponse:
     transaction_states: tuple[TransactionState, ...]
 
 
+def _int64_timestamps(module: str) -> type:
+    """kio's response class in ``module`` with every ``datetime_i64`` field
+    an int64 (milliseconds, negative allowed); the rest as kio has it."""
+    original: type = importlib.import_module(module).__dict__[
+        next(name for name in importlib.import_module(module).__dict__
+             if name.endswith("Response") and isinstance(
+                 importlib.import_module(module).__dict__[name], type))]
+    hints = typing.get_type_hints(original)
+    fields = []
+    for f in dataclasses.fields(original):
+        if f.metadata.get("kafka_type") == "datetime_i64":
+            fields.append((f.name, i64, field(metadata={"kafka_type": "int64"})))
+        else:
+            fields.append((f.name, hints[f.name], field(metadata=f.metadata)))
+    namespace = {name: getattr(original, name) for name in (
+        "__type__", "__version__", "__flexible__", "__api_key__", "__header_schema__")}
+    made: type = dataclasses.make_dataclass(
+        original.__name__, fields, namespace=namespace, frozen=True, slots=True, kw_only=True)
+    made.__module__ = __name__
+    return made
+
+
+_TOKEN_RESPONSES: dict[tuple[int, int], str] = {
+    (38, 1): "create_delegation_token.v1", (38, 2): "create_delegation_token.v2",
+    (38, 3): "create_delegation_token.v3",
+    (39, 1): "renew_delegation_token.v1", (39, 2): "renew_delegation_token.v2",
+    (40, 1): "expire_delegation_token.v1", (40, 2): "expire_delegation_token.v2",
+}
+
 #: (api key, version) -> the response class used instead of kio's.
-RESPONSE_OVERRIDES: dict[tuple[int, int], type] = {(65, 0): DescribeTransactionsResponse}
+RESPONSE_OVERRIDES: dict[tuple[int, int], type] = {
+    (65, 0): DescribeTransactionsResponse,
+    **{key: _int64_timestamps(f"kio.schema.{module}.response")
+       for key, module in _TOKEN_RESPONSES.items()},
+}

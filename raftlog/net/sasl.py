@@ -144,6 +144,7 @@ class SaslServerAuthenticator:
         # The last login: its principal, mechanism, and whether the client
         # can log in again (it used SaslAuthenticate v1+, KIP-368).
         self.user: str | None = None
+        self.token_authenticated = False
         self._logged_in_with = ""
         self.can_reauthenticate = False
         self._reauthenticating = False
@@ -284,6 +285,9 @@ class SaslServerAuthenticator:
         self._reauthenticating = False
         self._state = _State.COMPLETE
         self.user = user
+        # KIP-48: a delegation token's login (Kafka's
+        # KafkaPrincipal.tokenAuthenticated), which may not ask for tokens.
+        self.token_authenticated = bool(getattr(server, "token_authenticated", False))
         self._logged_in_with = self._mechanism
         self._start_session(server)
         return reply, user

@@ -90,6 +90,10 @@ class RequestContext:
     # The principal's name (``User:<user>``): who authenticated with SASL,
     # ANONYMOUS on a listener without it.
     user: str = ANONYMOUS
+    # Whether ``user`` logged in with a delegation token (KIP-48; Kafka's
+    # KafkaPrincipal.tokenAuthenticated): such a principal may not create,
+    # renew, expire or describe tokens.
+    token_authenticated: bool = False
 
 
 class NoResponse:
@@ -363,6 +367,7 @@ class KafkaProtocolServer:
             listener_name=self.listener_name,
             mute=protocol.mute,
             user=connection.user,
+            token_authenticated=connection.token_authenticated,
         )
         try:
             body = await self._handlers[header.api_key](context, request.body)

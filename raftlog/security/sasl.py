@@ -54,6 +54,7 @@ __all__ = (
     "SaslClient",
     "SaslCredentials",
     "SaslServer",
+    "TokenCredential",
     "plain_server",
     "sasl_client",
     "scram_server",
@@ -159,22 +160,41 @@ def plain_server(users: Mapping[str, str]) -> SaslServer:
     return _PlainServer(users)
 
 
+@dataclass(frozen=True, slots=True)
+class TokenCredential:
+    """What a SCRAM server needs to log a delegation token in (KIP-48): the
+    SCRAM credential derived from the token's HMAC, the owner's name (the
+    session's user) and the token's expiry (epoch ms), which bounds the
+    session as an OAUTHBEARER token's does (KIP-368)."""
+
+    credential: ScramCredential
+    owner: str
+    lifetime_ms: int
+
+
 def scram_server(
     mechanism: str,
     lookup: Callable[[str], ScramCredential | None],
     *,
     server_nonce: str | None = None,
+    token_lookup: Callable[[str], TokenCredential | None] | None = None,
 ) -> SaslServer:
     """A SCRAM server for ``mechanism`` that finds a user's credential with
     ``lookup`` (None: no such user). If ``lookup`` raises, the exchange fails
     with the exception as ``__cause__``, as Kafka's "Credentials could not be
     obtained" does. ``server_nonce`` is for tests; by default it is random.
+
+    ``token_lookup`` finds a delegation token by id for a client that sends
+    the ``tokenauth=true`` extension (None: tokens are refused). Such a
+    login's user is the token's owner, and the server's
+    ``token_authenticated`` is then True.
+
     Raises ValueError for a non-SCRAM mechanism or an invalid nonce."""
     hash_name(mechanism)
     nonce = secrets.token_urlsafe(24) if server_nonce is None else server_nonce
     if not msg.is_valid_nonce(nonce):
         raise ValueError("a nonce must be non-empty printable ASCII without ','")
-    return _ScramServer(mechanism, lookup, nonce)
+    return _ScramServer(mechanism, lookup, nonce, token_lookup)
 
 
 def sasl_client(credentials: SaslCredentials, *, client_nonce: str | None = None) -> SaslClient:
@@ -300,17 +320,24 @@ class _ScramRound:
 
 
 class _ScramServer(_ServerBase):
-    __slots__ = ("_hash", "_lookup", "_round", "_server_nonce")
+    __slots__ = ("_hash", "_lookup", "_round", "_server_nonce", "_token_lookup", "token",
+                 "token_authenticated")
 
     def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None],
-                 server_nonce: str) -> None:
+                 server_nonce: str,
+                 token_lookup: Callable[[str], TokenCredential | None] | None = None) -> None:
         self.mechanism = mechanism
         self._hash = hash_name(mechanism)
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._server_nonce = server_nonce
         self._state = _State.START
         self._round: _ScramRound | None = None
         self._authorization_id = ""
+        #: A delegation token login: its `TokenCredential` (whose
+        #: ``lifetime_ms`` the session shell reads) and the flag.
+        self.token: TokenCredential | None = None
+        self.token_authenticated = False
 
     def evaluate(self, token: bytes) -> bytes:
         match self._state:
@@ -332,18 +359,34 @@ class _ScramServer(_ServerBase):
             first = msg.parse_client_first(token.decode("utf-8"))
         except (UnicodeDecodeError, msg.ScramFormatError) as e:
             raise self._refuse(f"Invalid SCRAM client first message format: {e}") from None
-        # KIP-48 delegation tokens ride on SCRAM with tokenauth=true; we keep
-        # no tokens. Other extensions Kafka ignores (it logs "Unsupported
-        # extensions will be ignored"), and so do we.
+        # KIP-48 delegation tokens ride on SCRAM with tokenauth=true: the user
+        # name is the token id, the password the token's HMAC. Other
+        # extensions Kafka ignores (it logs "Unsupported extensions will be
+        # ignored"), and so do we.
+        found: TokenCredential | None = None
         if first.token_authenticated:
-            raise self._refuse("Token Authentication failed: delegation tokens are not supported")
-        try:
-            credential = self._lookup(first.username)
-        except Exception as e:
-            raise self._refuse("Authentication failed: Credentials could not be obtained") from e
-        if credential is None:
-            raise self._refuse("Authentication failed: Invalid user credentials")
-        if first.authzid and first.authzid != first.username:
+            if self._token_lookup is None:
+                raise self._refuse(
+                    "Token Authentication failed: delegation tokens are not enabled")
+            try:
+                found = self._token_lookup(first.username)
+            except Exception as e:
+                raise self._refuse(
+                    "Authentication failed: Credentials could not be obtained") from e
+            if found is None:
+                raise self._refuse("Authentication failed: Invalid user credentials")
+            credential: ScramCredential | None = found.credential
+        else:
+            try:
+                credential = self._lookup(first.username)
+            except Exception as e:
+                raise self._refuse(
+                    "Authentication failed: Credentials could not be obtained") from e
+            if credential is None:
+                raise self._refuse("Authentication failed: Invalid user credentials")
+        assert credential is not None
+        if first.authzid and first.authzid != first.username and (
+                found is None or first.authzid != found.owner):
             raise SaslAuthenticationError(AUTHZID_MISMATCH)
         if credential.iterations < MIN_ITERATIONS:
             raise self._refuse(
@@ -353,8 +396,10 @@ class _ScramServer(_ServerBase):
         server_first = msg.ServerFirst(
             nonce=nonce, salt=credential.salt, iterations=credential.iterations).text()
         self._round = _ScramRound(
-            username=first.username, credential=credential, gs2_header=first.gs2_header,
+            username=first.username if found is None else found.owner,
+            credential=credential, gs2_header=first.gs2_header,
             nonce=nonce, client_first_bare=first.bare, server_first=server_first)
+        self.token = found
         self._state = _State.WAIT_FINAL
         return server_first.encode("ascii")
 
@@ -381,6 +426,7 @@ class _ScramServer(_ServerBase):
             raise self._refuse("Invalid client credentials")
         server_signature = hmac.digest(credential.server_key, auth_message, self._hash)
         self._authorization_id = state.username
+        self.token_authenticated = self.token is not None
         self._round = None
         self._state = _State.COMPLETE
         return f"v={msg.b64encode(server_signature)}".encode("ascii")
@@ -430,7 +476,11 @@ class _ScramClient:
         self._hash = hash_name(credentials.mechanism)
         self._credentials = credentials
         self._nonce = nonce
-        self._client_first_bare = f"n={msg.encode_saslname(credentials.username)},r={nonce}"
+        # KIP-48: a delegation token logs in with the SCRAM extension
+        # ``tokenauth=true`` (the JAAS option of Kafka's ScramLoginModule).
+        extensions = "".join(f",{name}={value}" for name, value in credentials.extensions)
+        self._client_first_bare = (
+            f"n={msg.encode_saslname(credentials.username)},r={nonce}{extensions}")
         self._expected_signature = b""
         self._state = _State.START
 
