@@ -20,8 +20,10 @@
   credentials (`data_plane.scram_cli`);
 - ``delete-records --topic T --partition P --offset O`` (-1: the high
   watermark), like kafka-delete-records.sh, sent to the partition's leader;
-- ``get-offsets`` (`data_plane.offsets_cli`), like kafka-get-offsets.sh, and
-  ``log-dirs --describe`` (`data_plane.log_dirs_cli`), like kafka-log-dirs.sh;
+- ``get-offsets`` (`data_plane.offsets_cli`), like kafka-get-offsets.sh,
+  ``log-dirs --describe`` (`data_plane.log_dirs_cli`), like kafka-log-dirs.sh,
+  and ``delegation-tokens`` (`data_plane.delegation_tokens_cli`), like
+  kafka-delegation-tokens.sh;
 - ``leader-election --election-type preferred|unclean --topic T --partition P
   | --all-topic-partitions``, like kafka-leader-election.sh (ElectLeaders);
 - ``reassign-partitions --generate|--execute|--verify|--cancel|--list``, like
@@ -1348,6 +1350,10 @@ def register(sub: Any, only: str | None = None) -> None:
         from .log_dirs_cli import register_log_dirs
 
         register_log_dirs(sub)
+    if wanted("delegation-tokens"):
+        from .delegation_tokens_cli import register_delegation_tokens
+
+        register_delegation_tokens(sub)
 
     metadata = sub.add_parser("metadata", help="metadata log tools")
     dump = metadata.add_subparsers(dest="action", required=True).add_parser(

@@ -38,7 +38,7 @@ from data_plane.security_config import oauthbearer_credentials
 from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
 from raftlog.security.jaas import MODULES, JaasEntry, client_credentials, parse_jaas_config
 from raftlog.security.oauthbearer import OAuthBearerConfigError, UnsecuredLogin
-from raftlog.security.sasl import OAUTHBEARER, SUPPORTED_MECHANISMS, SaslCredentials
+from raftlog.security.sasl import OAUTHBEARER, PLAIN, SUPPORTED_MECHANISMS, SaslCredentials
 from raftlog.security.tls import (
     TLS_SETTINGS,
     PemMaterial,
@@ -100,6 +100,11 @@ class ClientSecurity:
                         "enable.sasl.oauthbearer.unsecure.jwt": "true",
                         "sasl.oauthbearer.config": _librdkafka_unsecured(self.oauthbearer)})
         elif self.sasl is not None:
+            if self.sasl.extensions:
+                # librdkafka has no SCRAM extensions, so no delegation tokens.
+                raise ClientConfigError(
+                    "librdkafka cannot log in with a delegation token (tokenauth=\"true\"): "
+                    "produce and consume with a SCRAM user instead")
             out.update({"sasl.mechanism": self.sasl.mechanism,
                         "sasl.username": self.sasl.username, "sasl.password": self.sasl.password})
         if self.pem is not None:
@@ -165,8 +170,13 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
                               tls.check_hostname, login)
     user, password = props.get("sasl.username"), props.get("sasl.password")
     jaas = props.get("sasl.jaas.config")
+    extensions: tuple[tuple[str, str], ...] = ()
     if jaas is not None:
         entry = _jaas_entry(jaas, mechanism, where)
+        if mechanism != PLAIN and entry.options.get("tokenauth", "").lower() == "true":
+            # KIP-48: a delegation token (username = token id, password =
+            # its HMAC) logs in with ScramLoginModule's tokenauth="true".
+            extensions = (("tokenauth", "true"),)
         try:
             found = client_credentials(entry)
         except ValueError as exc:  # a username without a password, or the reverse
@@ -178,8 +188,8 @@ def client_security(props: dict[str, str], where: str = "--command-config") -> C
         raise ClientConfigError(
             f"{where}: {protocol} needs sasl.jaas.config (or sasl.username and "
             f"sasl.password) for {mechanism}")
-    return ClientSecurity(SaslCredentials(mechanism, user, password), tls.tls, tls.pem,
-                          tls.check_hostname)
+    return ClientSecurity(SaslCredentials(mechanism, user, password, extensions=extensions),
+                          tls.tls, tls.pem, tls.check_hostname)
 
 
 def _jaas_entry(jaas: str, mechanism: str, where: str) -> JaasEntry:

@@ -24,7 +24,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from data_plane.groups.model import GroupConfigError, group_config
@@ -38,6 +38,7 @@ from data_plane.security_config import (
     parse_security,
 )
 from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
+from metadata_quorum.controller.delegation_token_control import DelegationTokenSettings
 from raftlog.consensus.config import VoterAddress, parse_voters
 from raftlog.net.connection_quotas import parse_ip_overrides
 from raftlog.security.sasl import SUPPORTED_MECHANISMS
@@ -109,6 +110,13 @@ class NodeConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    # KIP-48 delegation tokens: ``delegation.token.secret.key`` (None, the
+    # default: tokens disabled) must be the same on every broker and
+    # controller, which each derive a token's HMAC from it.
+    delegation_token_secret_key: str | None = field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = 604_800_000
+    delegation_token_expiry_time_ms: int = 86_400_000
+    delegation_token_expiry_check_interval_ms: int = 3_600_000
     broker_rack: str | None = None  # broker.rack
     # http.listener (raftlog's own; no Kafka equivalent): ``http://host:port``
     # of the node's REST API, /metrics and dashboard (`data_plane.http`).
@@ -207,6 +215,16 @@ def env_name(setting: str) -> str:
     return ENV_PREFIX + setting.upper().replace(".", "_").replace("-", "_")
 
 
+def delegation_token_settings(config: NodeConfig) -> DelegationTokenSettings:
+    """The ``delegation.token.*`` settings of ``config`` (KIP-48)."""
+    return DelegationTokenSettings(
+        secret_key=config.delegation_token_secret_key,
+        max_lifetime_ms=config.delegation_token_max_lifetime_ms,
+        expiry_time_ms=config.delegation_token_expiry_time_ms,
+        expiry_check_interval_ms=config.delegation_token_expiry_check_interval_ms,
+    )
+
+
 def load_config(path: str, environ: Mapping[str, str] | None = None) -> NodeConfig:
     """Read ``path``, apply ``RAFTLOG_*`` overrides from ``environ`` (default
     ``os.environ``), validate. Raises `ConfigError` (also for an unreadable file,
@@ -268,6 +286,10 @@ _SIMPLE: Final[Mapping[str, tuple[str, _Parser]]] = {
         _int(1),
     ),
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int(0)),
+    "delegation.token.max.lifetime.ms": ("delegation_token_max_lifetime_ms", _int(1)),
+    "delegation.token.expiry.time.ms": ("delegation_token_expiry_time_ms", _int(1)),
+    "delegation.token.expiry.check.interval.ms": (
+        "delegation_token_expiry_check_interval_ms", _int(1)),
 }
 
 # Broker settings passed through to the data plane (replica manager, fetchers,
@@ -428,6 +450,7 @@ _STRUCTURED: Final = frozenset(
         "log.dir",
         "metadata.log.dir",
         "broker.rack",
+        "delegation.token.secret.key",
         "http.listener",
     }
 )
@@ -524,6 +547,8 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
         log_dirs=log_dirs,
         metadata_log_dir=metadata_log_dir,
         broker_rack=props.get("broker.rack", "").strip() or None,
+        # A password-type setting: empty is unset (Kafka's null).
+        delegation_token_secret_key=props.get("delegation.token.secret.key") or None,
         http_listener=_http_listener(props.get("http.listener", "").strip()),
         broker_settings=tuple(
             (setting, str(_int(minimum)(setting, props[setting])))

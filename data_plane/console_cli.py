@@ -41,7 +41,7 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from .admin_cli import CliError, add_command_config, command_security
-from .client_config import ClientSecurity
+from .client_config import ClientConfigError, ClientSecurity
 
 __all__ = ("AuthenticationWatch", "librdkafka_settings", "register_console")
 
@@ -80,7 +80,11 @@ def librdkafka_settings(bootstrap: str, security: ClientSecurity,
     ``bootstrap.servers``, the ``--command-config`` security and, with TLS
     or SASL, ``watch`` as the error callback (on PLAINTEXT, librdkafka logs
     its errors itself, as it always has)."""
-    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, **security.librdkafka()}
+    try:
+        client = security.librdkafka()
+    except ClientConfigError as exc:  # a delegation token: librdkafka cannot send it
+        raise CliError(str(exc)) from None
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, **client}
     if security.protocol != "PLAINTEXT":
         settings["error_cb"] = watch
     return settings

@@ -22,10 +22,12 @@ What each request needs, on the cluster resource unless said otherwise:
 - DescribeConfigs: DESCRIBE_CONFIGS per resource; Metadata: DESCRIBE per
   topic (others are left out, or refused when named).
 
-A broker forwards as itself (there is no Envelope), so the checks a
-forwarded request's client needs were made on the broker; the controller
-sees the broker's principal, a super user. The ACLs are the controller's
-committed image's.
+A broker forwards as itself, so the checks a forwarded request's client
+needs were made on the broker; the controller sees the broker's principal,
+a super user. The delegation-token requests come in an Envelope (KIP-590)
+that also carries the client's principal, which those commands need
+(`data_plane.api.delegation_tokens`); the Envelope itself needs
+CLUSTER_ACTION. The ACLs are the controller's committed image's.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ DESCRIBE_QUORUM, LIST_REASSIGNMENTS = 55, 46
 CLUSTER_ACTION_KEYS: Final = frozenset({
     FETCH, 52, 53, 54, 59,  # Fetch, Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot
     56, 62, 63, 67,  # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
+    58,  # Envelope: a broker forwarding a client's delegation-token request
 })
 #: Describe requests with a top-level error code: the operation they need.
 DESCRIBE_KEYS: Final = {

@@ -158,6 +158,7 @@ from metadata_quorum.records.types import (
 from raftlog.net import Handler, RequestContext
 from raftlog.net.errors import ErrorCode
 
+from .api.delegation_tokens import ENVELOPE_KEY, controller_token_handlers, envelope_handler
 from .controller_service import ControllerService
 
 __all__ = ("CONTROLLER_API_VERSIONS", "controller_handlers")
@@ -212,6 +213,9 @@ CONTROLLER_API_VERSIONS: Final = {
     DESCRIBE_ACLS_KEY: (1, 3),
     CREATE_ACLS_KEY: (3, 3),
     DELETE_ACLS_KEY: (3, 3),
+    # KIP-590: brokers' forwarded delegation-token requests (KIP-48), with
+    # the client's principal (`data_plane.api.delegation_tokens`).
+    ENVELOPE_KEY: (0, 0),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
@@ -761,6 +765,8 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
         DESCRIBE_ACLS_KEY: describe_acls,
         CREATE_ACLS_KEY: create_acls,
         DELETE_ACLS_KEY: delete_acls,
+        ENVELOPE_KEY: envelope_handler(controller_token_handlers(
+            lambda request: _write(service, request))),
     }
     return dict(table)
 

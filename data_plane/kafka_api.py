@@ -27,7 +27,10 @@ DescribeClientQuotas and DescribeUserScramCredentials are answered from the
 broker's metadata image; DeleteRecords is served by the partition leaders.
 ACLs (KIP-801, `data_plane.api.acls`): CreateAcls and DeleteAcls are
 forwarded to the active controller, DescribeAcls is answered from the
-broker's metadata image.
+broker's metadata image. Delegation tokens (KIP-48,
+`data_plane.api.delegation_tokens`): Create, Renew and Expire are forwarded
+in an Envelope with the client's principal, Describe is answered from the
+image.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ from data_plane.api.admin import (
 from data_plane.api.client_quotas import handle_describe_client_quotas
 from data_plane.api.common import BrokerApiContext
 from data_plane.api.coordinator import handle_find_coordinator
+from data_plane.api.delegation_tokens import (
+    handle_create_delegation_token,
+    handle_describe_delegation_token,
+    handle_expire_delegation_token,
+    handle_renew_delegation_token,
+)
 from data_plane.api.features import handle_update_features
 from data_plane.api.fetch import handle_fetch
 from data_plane.api.groups import (
@@ -120,6 +129,8 @@ TXN_OFFSET_COMMIT = 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 DESCRIBE_TOPIC_PARTITIONS = 75
+CREATE_DELEGATION_TOKEN, RENEW_DELEGATION_TOKEN = 38, 39
+EXPIRE_DELEGATION_TOKEN, DESCRIBE_DELEGATION_TOKEN = 40, 41
 
 #: api key -> (min, max) version served and advertised.
 BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -173,6 +184,11 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     LIST_TRANSACTIONS: (0, 1),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # KIP-48 delegation tokens (v0 went in Kafka 4.0).
+    CREATE_DELEGATION_TOKEN: (1, 3),
+    RENEW_DELEGATION_TOKEN: (1, 2),
+    EXPIRE_DELEGATION_TOKEN: (1, 2),
+    DESCRIBE_DELEGATION_TOKEN: (1, 3),
 }
 
 _HandlerImpl = Callable[[BrokerApiContext, RequestContext, Any], Awaitable[Any]]
@@ -198,6 +214,10 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     DESCRIBE_QUORUM: handle_describe_quorum,
     UNREGISTER_BROKER: handle_unregister_broker,
     UPDATE_FEATURES: handle_update_features,
+    CREATE_DELEGATION_TOKEN: handle_create_delegation_token,
+    RENEW_DELEGATION_TOKEN: handle_renew_delegation_token,
+    EXPIRE_DELEGATION_TOKEN: handle_expire_delegation_token,
+    DESCRIBE_DELEGATION_TOKEN: handle_describe_delegation_token,
     DESCRIBE_ACLS: handle_describe_acls,
     CREATE_ACLS: handle_create_acls,
     DELETE_ACLS: handle_delete_acls,

@@ -79,6 +79,7 @@ from raftlog.security.sasl import OAUTHBEARER, PLAIN, SaslServer, plain_server, 
 from raftlog.security.scram import ScramCredential
 
 from .api.authorization import AclAuthorization
+from .api.delegation_tokens import TokenAuthenticator
 from .broker.clean_shutdown import take_previous_broker_epoch, write_clean_shutdown
 from .broker.client_quotas import QuotaWindow
 from .broker.connection_rate_quotas import IpConnectionRates
@@ -93,7 +94,7 @@ from .broker.metadata_publisher import (
     SnapshotPlanner,
 )
 from .broker.services import BrokerServices, DataSide
-from .config import NO_EFFECT_SETTINGS, NodeConfig
+from .config import NO_EFFECT_SETTINGS, NodeConfig, delegation_token_settings
 from .controller_acls import authorize_controller_handlers
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
 from .controller_service import ControllerService
@@ -146,6 +147,7 @@ def controller_config(config: NodeConfig, cluster_id: str) -> ControllerConfig:
         default_replication_factor=config.default_replication_factor,
         delete_topic_enable=config.delete_topic_enable,
         bootstrap_records=_bootstrap_records(config),
+        delegation_tokens=delegation_token_settings(config),
     )
 
 
@@ -485,6 +487,11 @@ def sasl_authenticator(
     settings = config.security.listener_sasl(listener)
     if settings is None:
         return None
+    token_settings = delegation_token_settings(config)
+    # KIP-48: a broker listener's SCRAM logs delegation tokens in too.
+    tokens = (TokenAuthenticator(token_settings, image, lambda: int(time.time() * 1000))
+              if token_settings.enabled and listener not in config.controller_listener_names
+              else None)
     factories: dict[str, Callable[[], SaslServer]] = {}
     for mechanism in settings.mechanisms:
         if mechanism == PLAIN:
@@ -501,7 +508,9 @@ def sasl_authenticator(
             factories[mechanism] = functools.partial(oauthbearer_server, validate)
         else:
             factories[mechanism] = functools.partial(
-                scram_server, mechanism, functools.partial(_scram_lookup, image, mechanism))
+                scram_server, mechanism, functools.partial(_scram_lookup, image, mechanism),
+                token_lookup=None if tokens is None else functools.partial(
+                    tokens.lookup, mechanism))
     return functools.partial(SaslServerAuthenticator, factories,
                              config.security.failed_authentication_delay_ms,
                              config.security.max_receive_bytes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -17,6 +17,7 @@ from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.replication.types import TopicPartition
 from data_plane.tls_reload import KeystoreReloader
 from metadata_quorum.acls import AclOperation, ResourceType
+from metadata_quorum.controller.delegation_token_control import DelegationTokenSettings
 from metadata_quorum.image import BrokerRegistration, MetadataImage
 from raftlog.net import RequestContext
 from raftlog.net.client import PLAINTEXT_SECURITY, ConnectionSecurity
@@ -60,6 +61,11 @@ class BrokerApiContext:
     #: This broker's TLS listeners' dynamic keystores (`data_plane.tls_reload`);
     #: None without a TLS listener.
     keystores: KeystoreReloader | None = field(default=None)
+    #: KIP-48 delegation tokens (``delegation.token.*``); disabled by default.
+    delegation_tokens: DelegationTokenSettings = field(default_factory=DelegationTokenSettings)
+    #: Listener name -> security protocol (``listener.security.protocol.map``);
+    #: a listener not named is PLAINTEXT.
+    listener_protocols: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # None (the field default) means "create one"; the annotations say
@@ -83,6 +89,10 @@ class BrokerApiContext:
     @property
     def image(self) -> MetadataImage:
         return self.metadata.image
+
+    def listener_protocol(self, listener_name: str) -> str:
+        """The security protocol of the listener a request came in on."""
+        return self.listener_protocols.get(listener_name, "PLAINTEXT")
 
     def authorize(self, context: RequestContext, operation: AclOperation,
                   resource_type: ResourceType, name: str) -> bool:

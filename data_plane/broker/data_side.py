@@ -7,6 +7,7 @@ from __future__ import annotations
 from data_plane.broker.fetcher import ReplicaFetcherManager, fetcher_client_factory
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.broker.services import BrokerServices
+from data_plane.config import delegation_token_settings
 from data_plane.kafka_api import BROKER_API_VERSIONS, BrokerApiContext, broker_handlers
 from data_plane.security_config import STANDARD_AUTHORIZER
 from data_plane.tls_reload import KeystoreReloader
@@ -45,7 +46,10 @@ async def attach_data_side(services: BrokerServices) -> None:
     if keystores is not None:
         services.metadata.subscribe(lambda image, previous: keystores.apply(image))
     api = BrokerApiContext(services.metadata, replicas, services.cluster_id, listener_name,
-                           security=security, keystores=keystores)
+                           security=security, keystores=keystores,
+                           delegation_tokens=delegation_token_settings(config),
+                           listener_protocols={listener.name: settings.protocol(listener.name)
+                                               for listener in config.listeners})
     services.handlers.update(broker_handlers(api))
     services.supported.update(BROKER_API_VERSIONS)
     services.replicas = replicas

@@ -61,6 +61,21 @@ def test_a_java_jaas_config_for_scram(tmp_path: Path, mechanism: str) -> None:
         SaslCredentials(mechanism, "bob", "bob-secret"))
 
 
+def test_a_delegation_token_config_sends_tokenauth_and_librdkafka_refuses_it(
+    tmp_path: Path,
+) -> None:
+    path = _file(tmp_path, (
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.jaas.config={SCRAM_MODULE} required username=\"tid\" password=\"aG1hYw==\" "
+        "tokenauth=\"true\";\n"))
+    security = load_command_config(path)
+    assert security.sasl == SaslCredentials("SCRAM-SHA-512", "tid", "aG1hYw==",
+                                            extensions=(("tokenauth", "true"),))
+    with pytest.raises(ClientConfigError, match="delegation token"):
+        security.librdkafka()
+
+
 def test_librdkafka_names_stand_for_the_jaas_config() -> None:
     security = client_security({"security.protocol": "SASL_PLAINTEXT",
                                 "sasl.mechanism": "SCRAM-SHA-256",

@@ -5,10 +5,14 @@ their own PLAIN credentials (acks=all with min.insync.replicas=2 needs
 them), a wrong password is refused with Kafka's error, and a client
 without SASL gets nothing. The `raftlog` CLI logs in with
 ``--command-config``, and a SCRAM user it creates (KIP-554) logs in with
-SCRAM-SHA-256 and -512 until a mechanism is deleted."""
+SCRAM-SHA-256 and -512 until a mechanism is deleted. A delegation token
+(KIP-48) made with the CLI logs its owner in over SCRAM until it is expired
+or swept, and may not ask for tokens itself."""
 
 from __future__ import annotations
 
+import base64
+import datetime
 import subprocess
 import time
 import urllib.request
@@ -49,6 +53,9 @@ PROPERTIES = {
     # the nodes' own fetchers and calls, which log in with PLAIN) must log
     # in again before then; every test here runs under it.
     "listener.name.plaintext.plain.connections.max.reauth.ms": "3000",
+    # KIP-48: delegation tokens, swept a second after they expire.
+    "delegation.token.secret.key": "sasl-cluster-token-secret",
+    "delegation.token.expiry.check.interval.ms": "1000",
 }
 
 
@@ -414,3 +421,110 @@ def test_user_quotas_measure_the_authenticated_user(cluster: LocalCluster, tmp_p
     eventually(measured, timeout_s=10)
     _ok(cli("configs", "alter", "--user", "alice", "--delete-config", "producer_byte_rate",
             "--bootstrap-server", b, "--command-config", config))
+
+
+# --- delegation tokens (KIP-48) --------------------------------------------------------------
+
+
+def _token_config(tmp_path: Path, name: str, token_id: str, hmac: str) -> str:
+    """kafka-delegation-tokens.sh's documented client config for a token."""
+    path = tmp_path / f"{name}.properties"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
+        f"sasl.jaas.config={SCRAM_MODULE} required \\\n"
+        f'    username="{token_id}" password="{hmac}" tokenauth="true";\n', encoding="utf-8")
+    return str(path)
+
+
+def _tokens(b: str, config: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("delegation-tokens", "--bootstrap-server", b, "--command-config", config,
+               "--timeout-ms", "15000", *args)
+
+
+def _fail(what: str) -> None:
+    raise AssertionError(what)
+
+
+def _created(output: str) -> list[str]:
+    """The table row of ``--create``: TOKENID HMAC OWNER REQUESTER RENEWERS ..."""
+    lines = output.splitlines()
+    assert lines[0].startswith("Created delegation token with tokenId : "), output
+    assert lines[1].split() == ["TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS",
+                                "ISSUEDATE", "EXPIRYDATE", "MAXDATE"]
+    return lines[2].split()
+
+
+def test_a_delegation_token_logs_its_owner_in_until_it_is_expired(
+    cluster: LocalCluster, tmp_path: Path,
+) -> None:
+    b, alice = cluster.bootstrap_servers, _alice(tmp_path)
+    row = _created(_ok(_tokens(b, alice, "--create", "--max-life-time-period", "-1",
+                               "--renewer-principal", "User:bob")))
+    token_id, hmac, owner, requester, renewers = row[:5]
+    assert (owner, requester, renewers) == ("User:alice", "User:alice", "[User:bob]")
+    token = _token_config(tmp_path, "token", token_id, hmac)
+
+    def logs_in() -> None:  # every broker's image has the token a moment later
+        for node in cluster.layout.nodes:
+            listed = cli("topics", "list", "--bootstrap-server",
+                         f"127.0.0.1:{node.kafka_port}", "--command-config", token,
+                         "--timeout-ms", "3000")
+            assert listed.returncode == 0, listed.stderr
+    eventually(logs_in, timeout_s=20)
+    # The token produces and reads as alice.
+    _create(cluster, "token-topic")
+    _ok(cli("produce", "--topic", "token-topic", "--bootstrap-server", b,
+            "--command-config", alice, stdin="one\ntwo\n"))
+
+    # A principal that logged in with a token may not ask for tokens.
+    refused = _tokens(b, token, "--describe")
+    assert refused.returncode == 2
+    assert "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED" in refused.stderr, refused.stderr
+
+    described = _ok(_tokens(b, alice, "--describe")).splitlines()
+    assert described[0] == "Total number of tokens : 1"
+    assert described[2].split()[:5] == [token_id, hmac, "User:alice", "User:alice", "[User:bob]"]
+    assert _ok(_tokens(b, alice, "--describe", "--owner-principal", "User:carol")
+               ).splitlines() == ["Total number of tokens : 0"]
+
+    renewed = _ok(_tokens(b, alice, "--renew", "--hmac", hmac, "--renew-time-period", "600000"))
+    assert renewed.startswith("Completed renew operation. New expiry date : "), renewed
+    wrong = _tokens(b, alice, "--renew", "--hmac", base64.b64encode(b"x" * 64).decode(),
+                    "--renew-time-period", "-1")
+    assert wrong.returncode == 2 and "DELEGATION_TOKEN_NOT_FOUND" in wrong.stderr, wrong.stderr
+
+    expired = _ok(_tokens(b, alice, "--expire", "--hmac", hmac, "--expiry-time-period", "-1"))
+    assert expired.strip() == "Completed expire operation. The token was removed."
+    eventually(lambda: _ok(_tokens(b, alice, "--describe")).splitlines() == [
+        "Total number of tokens : 0"] or _fail("still described"), timeout_s=20)
+
+    def refused_login() -> None:
+        listed = cli("topics", "list", "--bootstrap-server", b, "--command-config", token,
+                     "--timeout-ms", "3000")
+        assert listed.returncode == 2, listed.stdout
+        assert "Authentication failed" in listed.stderr, listed.stderr
+    eventually(refused_login, timeout_s=20)
+
+
+def test_an_expired_token_is_refused_and_swept(cluster: LocalCluster, tmp_path: Path) -> None:
+    b, alice = cluster.bootstrap_servers, _alice(tmp_path)
+    row = _created(_ok(_tokens(b, alice, "--create", "--max-life-time-period", "600000")))
+    token_id, hmac = row[:2]
+    # Its life is capped at 600 s: MAXDATE is ten minutes after ISSUEDATE.
+    issued, maximum = (datetime.datetime.strptime(row[i], "%Y-%m-%dT%H:%M") for i in (5, 7))
+    assert maximum - issued == datetime.timedelta(minutes=10)
+    token = _token_config(tmp_path, "short", token_id, hmac)
+    eventually(lambda: _ok(cli("topics", "list", "--bootstrap-server", b,
+                               "--command-config", token, "--timeout-ms", "3000")),
+               timeout_s=20)
+    expired = _ok(_tokens(b, alice, "--expire", "--hmac", hmac, "--expiry-time-period", "0"))
+    assert expired.startswith("Completed expire operation. New expiry date : "), expired
+
+    def swept() -> None:  # the controller's sweep runs every second here
+        assert _ok(_tokens(b, alice, "--describe")).splitlines() == [
+            "Total number of tokens : 0"]
+    eventually(swept, timeout_s=20)
+    refused = cli("topics", "list", "--bootstrap-server", b, "--command-config", token,
+                  "--timeout-ms", "3000")
+    assert refused.returncode == 2 and "Authentication failed" in refused.stderr, refused.stderr
