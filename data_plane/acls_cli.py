@@ -9,15 +9,16 @@
 
 kafka-acls.sh's options, checks and output (Kafka 4's ``AclCommand``):
 
-- resources: ``--topic``, ``--group``, ``--transactional-id`` (each
-  repeatable) and ``--cluster``, with ``--resource-pattern-type``
+- resources: ``--topic``, ``--group``, ``--transactional-id``,
+  ``--delegation-token`` and ``--user-principal`` (each repeatable; the
+  last two for delegation tokens, KIP-48/KIP-373) and ``--cluster``, with ``--resource-pattern-type``
   ``literal`` (the default), ``prefixed``, or for --list/--remove the
   filters ``any`` and ``match``;
 - entries: ``--allow-principal``/``--deny-principal`` (repeatable, ``Type:name``)
   from ``--allow-host``/``--deny-host`` (``*`` unless given), for each
   ``--operation`` (kafka-acls.sh's names: Read, Write, Create, Delete,
   Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs,
-  IdempotentWrite, All; default All);
+  IdempotentWrite, CreateTokens, DescribeTokens, All; default All);
 - ``--producer``: Write, Describe, Create on the topics, Write, Describe on
   the transactional ids, and with ``--idempotent`` IdempotentWrite on the
   cluster; ``--consumer``: Read, Describe on the topics and Read on the
@@ -38,8 +39,7 @@ Errors are one line on stderr, exit 2 (kafka-acls.sh prints its usage and
 exits 1). Differences: ``--cluster`` names the cluster's literal pattern
 whatever ``--resource-pattern-type`` says (kafka-acls.sh silently drops it
 unless the type is literal); an unknown ``--operation`` name is refused by
-name; ``--delegation-token`` and ``--user-principal`` resources are not
-offered.
+name.
 """
 
 from __future__ import annotations
@@ -100,6 +100,8 @@ SUPPORTED_OPERATIONS: Final = {
     ResourceType.CLUSTER: frozenset({Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
                                      Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE}),
     ResourceType.TRANSACTIONAL_ID: frozenset({Op.DESCRIBE, Op.WRITE}),
+    ResourceType.DELEGATION_TOKEN: frozenset({Op.DESCRIBE}),
+    ResourceType.USER: frozenset({Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS}),
 }
 _PATTERN_TYPES: Final = {"literal": PatternType.LITERAL, "prefixed": PatternType.PREFIXED,
                          "any": PatternType.ANY, "match": PatternType.MATCH}
@@ -157,7 +159,7 @@ def _hosts(hosts: Sequence[str] | None, principals: Sequence[str] | None) -> lis
 
 def resource_filters(args: argparse.Namespace, *, required: bool) -> list[Pattern]:
     """The resources the options name, in kafka-acls.sh's order (topics,
-    cluster, groups, transactional ids). Raises `CliError` if ``required``
+    cluster, groups, transactional ids, delegation tokens, users). Raises `CliError` if ``required``
     and there are none."""
     pattern_type = _PATTERN_TYPES[args.resource_pattern_type]
     filters = [Pattern(ResourceType.TOPIC, t.strip(), pattern_type) for t in args.topic or ()]
@@ -166,9 +168,15 @@ def resource_filters(args: argparse.Namespace, *, required: bool) -> list[Patter
     filters += [Pattern(ResourceType.GROUP, g.strip(), pattern_type) for g in args.group or ()]
     filters += [Pattern(ResourceType.TRANSACTIONAL_ID, t, pattern_type)
                 for t in args.transactional_id or ()]
+    filters += [Pattern(ResourceType.DELEGATION_TOKEN, t.strip(), pattern_type)
+                for t in args.delegation_token or ()]
+    filters += [Pattern(ResourceType.USER, u.strip(), pattern_type)
+                for u in args.user_principal or ()]
     if not filters and required:
         raise CliError("You must provide at least one resource: --topic <topic> or --cluster "
-                       "or --group <group> or --transactional-id <transactional-id>")
+                       "or --group <group> or --transactional-id <transactional-id> or "
+                       "--delegation-token <Delegation Token ID> or "
+                       "--user-principal <User Principal>")
     return list(dict.fromkeys(filters))
 
 
@@ -459,6 +467,12 @@ def register_acls(sub: Any) -> None:
                         help="a consumer group ('*': every group); repeatable")
     parser.add_argument("--transactional-id", action="append", metavar="ID",
                         help="a transactional id ('*': every one); repeatable")
+    parser.add_argument("--delegation-token", action="append", metavar="TOKEN_ID",
+                        help="a delegation token (Describe lets a principal see it); "
+                             "repeatable")
+    parser.add_argument("--user-principal", action="append", metavar="User:NAME",
+                        help="a user, for CreateTokens (create tokens it owns) and "
+                             "DescribeTokens (see its tokens); repeatable")
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument("--resource-pattern-type", type=str.lower, default="literal",
                         choices=tuple(_PATTERN_TYPES),

@@ -5,7 +5,9 @@ everyone else may do only what an ACL allows, on brokers and controllers
 alike. `raftlog acls` (kafka-acls.sh) manages the ACLs;
 real clients (librdkafka) are refused and then served as ACLs come and go.
 Replication runs as the super user ``broker``: acks=all with
-min.insync.replicas=2 is acknowledged only after two followers fetched."""
+min.insync.replicas=2 is acknowledged only after two followers fetched.
+Delegation tokens (KIP-373): a token for another owner needs CREATE_TOKENS
+on that user, and another owner's tokens are seen with DESCRIBE_TOKENS."""
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ PROPERTIES = {
     "listener.name.controller.plain.sasl.jaas.config": JAAS,
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:broker;User:admin",
+    "delegation.token.secret.key": "acl-cluster-token-secret",
 }
 
 
@@ -286,3 +289,53 @@ def test_the_controllers_authenticate_and_authorize_too(
                  "--replication-factor", "3", "--bootstrap-controller", c, *alice)
     assert denied.returncode == 2 and "TOPIC_AUTHORIZATION_FAILED" in denied.stderr, \
         denied.stderr
+
+
+def _tokens(cluster: LocalCluster, config: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("delegation-tokens", "--bootstrap-server", cluster.bootstrap_servers,
+               "--command-config", config, "--timeout-ms", "15000", *args)
+
+
+def _token_ids(described: str) -> list[str]:
+    return [line.split()[0] for line in described.splitlines()[2:]]
+
+
+def test_tokens_for_other_owners_and_their_descriptions_need_acls(
+    cluster: LocalCluster, tmp_path: Path,
+) -> None:
+    alice, bob = command_config(tmp_path, "alice"), command_config(tmp_path, "bob")
+    admin = command_config(tmp_path, "admin")
+    # Her own token needs no ACL (the controller gets her principal in an Envelope).
+    own = ok(_tokens(cluster, alice, "--create", "--max-life-time-period", "-1"))
+    own_id = own.splitlines()[2].split()[0]
+    assert own.splitlines()[2].split()[2:4] == ["User:alice", "User:alice"]
+    refused = _tokens(cluster, alice, "--create", "--max-life-time-period", "-1",
+                      "--owner-principal", "User:bob")
+    assert refused.returncode == 2
+    assert "DELEGATION_TOKEN_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+
+    ok(cli("acls", "--add", "--allow-principal", "User:alice", "--operation", "CreateTokens",
+           "--user-principal", "User:bob", "--bootstrap-server", cluster.bootstrap_servers,
+           "--command-config", admin))
+
+    def for_bob() -> str:
+        made = _tokens(cluster, alice, "--create", "--max-life-time-period", "-1",
+                       "--owner-principal", "User:bob")
+        assert made.returncode == 0, made.stderr
+        return made.stdout
+    row = eventually(for_bob, timeout_s=20).splitlines()[2].split()
+    bob_id = row[0]
+    assert row[2:4] == ["User:bob", "User:alice"]  # owner bob, requested by alice
+
+    # bob sees the token he owns, not alice's own; alice sees both (owner, requester).
+    assert _token_ids(ok(_tokens(cluster, bob, "--describe"))) == [bob_id]
+    assert sorted(_token_ids(ok(_tokens(cluster, alice, "--describe")))) == sorted(
+        [own_id, bob_id])
+    ok(cli("acls", "--add", "--allow-principal", "User:bob", "--operation", "DescribeTokens",
+           "--user-principal", "User:alice", "--bootstrap-server", cluster.bootstrap_servers,
+           "--command-config", admin))
+
+    def bob_sees_alices() -> None:
+        assert sorted(_token_ids(ok(_tokens(cluster, bob, "--describe")))) == sorted(
+            [own_id, bob_id])
+    eventually(bob_sees_alices, timeout_s=20)

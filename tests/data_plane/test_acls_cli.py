@@ -51,6 +51,21 @@ def test_principals_hosts_and_operations_multiply_out() -> None:
         Pattern(T.GROUP, "g", PRE): every}
 
 
+def test_delegation_token_and_user_resources_take_the_token_operations() -> None:
+    # KIP-48/KIP-373: CreateTokens/DescribeTokens on a user, Describe on a token.
+    assert plan("--add", "--allow-principal", "User:ops", "--operation", "CreateTokens",
+                "--operation", "DescribeTokens", "--user-principal", "User:svc") == {
+        Pattern(T.USER, "User:svc", LIT): {("User:ops", "*", "CREATE_TOKENS", "ALLOW"),
+                                           ("User:ops", "*", "DESCRIBE_TOKENS", "ALLOW")}}
+    assert plan("--add", "--allow-principal", "User:ops", "--operation", "Describe",
+                "--delegation-token", "tok-1") == {
+        Pattern(T.DELEGATION_TOKEN, "tok-1", LIT): {("User:ops", "*", "DESCRIBE", "ALLOW")}}
+    with pytest.raises(CliError, match=r"ResourceType USER only supports operations "
+                                       r"\[ALL, CREATE_TOKENS, DESCRIBE_TOKENS\]"):
+        resource_entries(parse("--add", "--allow-principal", "User:a", "--operation", "Read",
+                               "--user-principal", "User:svc"))
+
+
 def test_the_default_operation_is_all_and_the_default_host_is_any() -> None:
     assert plan("--add", "--allow-principal", "User:a", "--cluster") == {
         CLUSTER: {("User:a", "*", "ALL", "ALLOW")}}
