@@ -50,6 +50,7 @@ from kio.schema.delete_topics.v6 import request as dt6
 from kio.schema.elect_leaders.v2 import request as el2
 from kio.static.primitive import i8
 
+from data_plane.api.build import as_values as _as_values
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
 from data_plane.api.scram_credentials import alter_failed, alter_response_values
@@ -129,15 +130,6 @@ _SOURCE_IDS: Final = {"topic": _DYNAMIC_TOPIC, DYNAMIC_BROKER: _DYNAMIC_BROKER,
                       DYNAMIC_DEFAULT: _DYNAMIC_DEFAULT_BROKER, STATIC: _STATIC_BROKER}
 
 
-def _as_values(entity: object) -> object:
-    """A kio entity as nested dicts (for `build` at another version)."""
-    if dataclasses.is_dataclass(entity) and not isinstance(entity, type):
-        return {f.name: _as_values(getattr(entity, f.name)) for f in dataclasses.fields(entity)}
-    if isinstance(entity, tuple):
-        return [_as_values(v) for v in entity]
-    return entity
-
-
 async def handle_create_topics(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     refused: list[dict[str, object]] = []
     if api.authorization is not None:
@@ -155,7 +147,7 @@ async def handle_create_topics(api: BrokerApiContext, ctx: RequestContext, reque
     values: dict[str, Any]
     try:
         response = await api.metadata.forward(CREATE_TOPICS_KEY, forwarded)
-        values = dict(_as_values(response))  # type: ignore[call-overload]
+        values = dict(_as_values(response))
     except Exception as e:  # the forwarding channel failed: outcome unknown
         log.warning("CreateTopics forward failed: %r", e)
         values = {"throttle_time": NO_THROTTLE, "topics": [
@@ -239,7 +231,7 @@ async def _forward_values(
     except Exception as e:
         log.warning("forwarding api key %d failed: %r", api_key, e)
         return dict(failed)
-    values: dict[str, Any] = dict(_as_values(response))  # type: ignore[call-overload]
+    values: dict[str, Any] = dict(_as_values(response))
     return values
 
 
@@ -294,7 +286,7 @@ async def handle_elect_leaders(api: BrokerApiContext, ctx: RequestContext, reque
     values: dict[str, object]
     try:
         response = await api.metadata.forward(ELECT_LEADERS_KEY, forwarded)
-        values = dict(_as_values(response))  # type: ignore[call-overload]
+        values = dict(_as_values(response))
     except Exception as e:
         log.warning("ElectLeaders forward failed: %r", e)
         values = {"throttle_time": NO_THROTTLE, "error_code": ErrorCode.request_timed_out,
@@ -550,7 +542,7 @@ async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, reque
     values: dict[str, Any]
     try:
         response = await api.metadata.forward(DELETE_TOPICS_KEY, forwarded)
-        values = dict(_as_values(response))  # type: ignore[call-overload]
+        values = dict(_as_values(response))
     except Exception as e:
         log.warning("DeleteTopics forward failed: %r", e)
         names = [t.name for t in request.topics] if by_id else list(request.topic_names)

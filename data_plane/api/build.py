@@ -26,7 +26,7 @@ from kio.serial._implicit_defaults import get_implicit_default
 
 from raftlog.net.errors import ErrorCode
 
-__all__ = ("build", "field_names", "response_class")
+__all__ = ("as_values", "build", "field_names", "response_class")
 
 T = TypeVar("T")
 
@@ -50,6 +50,16 @@ def response_class(request: object) -> type[Any]:
     from raftlog.net.registry import schemas
 
     return schemas(int(request.__api_key__), int(request.__version__)).response  # type: ignore[attr-defined]
+
+
+def as_values(entity: object) -> Any:
+    """A kio entity as nested dicts and lists (for `build` at another
+    version: a forwarded request's answer rebuilt at the client's)."""
+    if dataclasses.is_dataclass(entity) and not isinstance(entity, type):
+        return {f.name: as_values(getattr(entity, f.name)) for f in dataclasses.fields(entity)}
+    if isinstance(entity, tuple):
+        return [as_values(v) for v in entity]
+    return entity
 
 
 def build(cls: type[T], values: Mapping[str, object]) -> T:

@@ -33,7 +33,6 @@ answer.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime
 import io
 import ipaddress
@@ -50,7 +49,7 @@ from kio.schema.expire_delegation_token.v2 import request as expire_v2
 from kio.schema.renew_delegation_token.v2 import request as renew_v2
 from kio.serial import entity_reader, entity_writer
 
-from data_plane.api.build import build, response_class
+from data_plane.api.build import as_values, build, response_class
 from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.controller.delegation_token_control import (
     CreateDelegationTokenRequest,
@@ -343,7 +342,7 @@ async def handle_create_delegation_token(
     answered = await _forward_enveloped(api, ctx, request)
     if answered is None:
         return answer(ErrorCode.request_timed_out)
-    return build(response_class(request), _values(answered))
+    return build(response_class(request), as_values(answered))
 
 
 async def handle_renew_delegation_token(
@@ -370,15 +369,7 @@ async def _forward_expiry(api: BrokerApiContext, ctx: RequestContext, request: A
     answered = await _forward_enveloped(api, ctx, request)
     if answered is None:
         return answer(ErrorCode.request_timed_out)
-    return build(response_class(request), _values(answered))
-
-
-def _values(entity: object) -> Any:
-    if dataclasses.is_dataclass(entity) and not isinstance(entity, type):
-        return {f.name: _values(getattr(entity, f.name)) for f in dataclasses.fields(entity)}
-    if isinstance(entity, tuple):
-        return [_values(v) for v in entity]
-    return entity
+    return build(response_class(request), as_values(answered))
 
 
 async def handle_describe_delegation_token(

@@ -31,7 +31,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from raftlog.security import scram_messages as msg
 from raftlog.security.scram import (
@@ -59,6 +59,8 @@ __all__ = (
     "sasl_client",
     "scram_server",
 )
+
+_T = TypeVar("_T")
 
 PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
@@ -368,23 +370,12 @@ class _ScramServer(_ServerBase):
             if self._token_lookup is None:
                 raise self._refuse(
                     "Token Authentication failed: delegation tokens are not enabled")
-            try:
-                found = self._token_lookup(first.username)
-            except Exception as e:
-                raise self._refuse(
-                    "Authentication failed: Credentials could not be obtained") from e
-            if found is None:
-                raise self._refuse("Authentication failed: Invalid user credentials")
-            credential: ScramCredential | None = found.credential
+            found = self._obtain(self._token_lookup, first.username)
+            credential = None if found is None else found.credential
         else:
-            try:
-                credential = self._lookup(first.username)
-            except Exception as e:
-                raise self._refuse(
-                    "Authentication failed: Credentials could not be obtained") from e
-            if credential is None:
-                raise self._refuse("Authentication failed: Invalid user credentials")
-        assert credential is not None
+            credential = self._obtain(self._lookup, first.username)
+        if credential is None:
+            raise self._refuse("Authentication failed: Invalid user credentials")
         if first.authzid and first.authzid != first.username and (
                 found is None or first.authzid != found.owner):
             raise SaslAuthenticationError(AUTHZID_MISMATCH)
@@ -402,6 +393,14 @@ class _ScramServer(_ServerBase):
         self.token = found
         self._state = _State.WAIT_FINAL
         return server_first.encode("ascii")
+
+    def _obtain(self, lookup: Callable[[str], _T | None], name: str) -> _T | None:
+        """``lookup(name)``; if it raises, the exchange fails with the
+        exception as the cause (Kafka's "Credentials could not be obtained")."""
+        try:
+            return lookup(name)
+        except Exception as e:
+            raise self._refuse("Authentication failed: Credentials could not be obtained") from e
 
     def _handle_client_final(self, token: bytes) -> bytes:
         state = self._round
