@@ -142,6 +142,8 @@ def decode_principal(data: bytes) -> tuple[str, bool]:
         decoded, _ = entity_reader(DefaultPrincipalData)(data, 2)
     except Exception as exc:
         raise ValueError(f"malformed principal data: {exc!r}") from None
+    if not decoded.type_ or not decoded.name:
+        raise ValueError(f"a principal needs a type and a name: {decoded.type_}:{decoded.name}")
     return f"{decoded.type_}:{decoded.name}", bool(decoded.token_authenticated)
 
 
@@ -211,12 +213,16 @@ def envelope_handler(handlers: Mapping[int, ControllerHandler]) -> ControllerHan
                 or header.api_version != CONTROLLER_TOKEN_VERSIONS[header.api_key]:
             return refused(ErrorCode.invalid_request)
         kind, name = _split(principal)
+        if kind != USER_TYPE:
+            # A request context holds a user (``User:<name>``), as every
+            # principal this project's listeners authenticate is.
+            log.warning("envelope from %s: principal %s is not a User", ctx.peer, principal)
+            return refused(ErrorCode.principal_deserialization_failure)
         inner = RequestContext(
             api_key=header.api_key, api_version=header.api_version,
             correlation_id=header.correlation_id, client_id=header.client_id,
             peer=ctx.peer, listener_name=ctx.listener_name,
-            user=name if kind == USER_TYPE else principal,
-            token_authenticated=token_authenticated)
+            user=name, token_authenticated=token_authenticated)
         answer = await handler(inner, decoded.body)
         return envelope_resp.EnvelopeResponse(
             response_data=encode_response(answer, header.correlation_id)[4:],

@@ -45,6 +45,7 @@ from kio.schema.alter_user_scram_credentials.v0 import request as ausc
 from kio.schema.broker_heartbeat.v0 import request as hb
 from kio.schema.broker_registration.v3 import request as reg
 from kio.schema.create_acls.v3 import request as ca
+from kio.schema.create_delegation_token.v3 import request as cdt
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.delete_acls.v3 import request as da
@@ -55,18 +56,24 @@ from kio.schema.describe_cluster.v2 import request as dc
 from kio.schema.describe_configs.v4 import request as dcfg
 from kio.schema.describe_user_scram_credentials.v0 import request as dusc
 from kio.schema.elect_leaders.v2 import request as el
+from kio.schema.envelope.v0 import request as env
+from kio.schema.expire_delegation_token.v2 import request as edt
 from kio.schema.incremental_alter_configs.v1 import request as iac
 from kio.schema.list_partition_reassignments.v0 import request as lpr
 from kio.schema.metadata.v12 import request as md
+from kio.schema.renew_delegation_token.v2 import request as rdt
 from kio.schema.unregister_broker.v0 import request as ub
 from kio.schema.update_features.v2 import request as uf
 
 from data_plane.api.build import response_class
+from data_plane.api.delegation_tokens import encode_principal
 from data_plane.testing.inprocess_controller import InProcessController
+from metadata_quorum.controller.delegation_token_control import DelegationTokenSettings
+from metadata_quorum.controller.result import ControllerConfig
 from metadata_quorum.image import MetadataImage
 from metadata_quorum.records.types import NO_LEADER
 from raftlog.net import KafkaApiError
-from raftlog.net.codec import encode_response
+from raftlog.net.codec import encode_request, encode_response
 from raftlog.net.errors import ErrorCode
 
 CLUSTER_ID = "raftlog-cluster"
@@ -84,7 +91,9 @@ class _Harness:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.controller = InProcessController()
+        # Delegation tokens on, so that enveloped token commands run.
+        self.controller = InProcessController(ControllerConfig(
+            delegation_tokens=DelegationTokenSettings(secret_key="hostile-secret")))
         self.loop.run_until_complete(self.controller.start())
         self.epochs: dict[int, int] = {}
         self._vocabulary: dict[str, st.SearchStrategy[Any]] | None = None
@@ -378,7 +387,24 @@ def _near_valid(api_key: int, h: _Harness) -> st.SearchStrategy[Any] | None:
         19: _create_topics,
         30: _acl_creations,
         44: _incremental_alter_configs,
+        58: lambda: _envelopes(h),
     }.get(api_key, lambda: None)()
+
+
+def _envelopes(h: _Harness) -> st.SearchStrategy[Any]:
+    """A broker's Envelope around a hostile token request (Create v3, Renew
+    v2, Expire v2: what brokers forward), as a user, as a token-authenticated
+    user, or with principal bytes that are not Kafka's principal data."""
+    inner = st.one_of(*(requests_of(cls, h.vocabulary()) for cls in (
+        cdt.CreateDelegationTokenRequest, rdt.RenewDelegationTokenRequest,
+        edt.ExpireDelegationTokenRequest)))
+    principal = st.one_of(
+        st.builds(encode_principal, st.sampled_from(["User:alice", "User:", "Group:g", "x"]),
+                  st.booleans()),
+        st.binary(max_size=12))
+    return st.builds(lambda request, who: env.EnvelopeRequest(
+        request_data=encode_request(over_the_wire(request), 1, "hostile")[4:],
+        request_principal=who, client_host_address=b"\x7f\x00\x00\x01"), inner, principal)
 
 
 # --------------------------------------------------------------- invariants
@@ -410,6 +436,9 @@ def _check_image(before: MetadataImage, after: MetadataImage) -> None:
             if was is not None:
                 assert part.leader_epoch >= was.leader_epoch, (where, was, part)
                 assert part.partition_epoch >= was.partition_epoch, (where, was, part)
+    for token_id, token in after.delegation_tokens.items():
+        assert token.token_id == token_id
+        assert token.issue_timestamp <= token.expiration_timestamp <= token.max_timestamp, token
     for broker_id, broker in after.brokers.items():
         assert broker.broker_id == broker_id
         names = [e.name for e in broker.listeners]
@@ -458,6 +487,7 @@ REQUESTS: dict[int, type] = {
     32: dcfg.DescribeConfigsRequest,
     3: md.MetadataRequest,
     60: dc.DescribeClusterRequest,
+    58: env.EnvelopeRequest,
 }
 
 # RAFTLOG_HOSTILE_EXAMPLES raises the count for a longer hunt (1,500 each ran

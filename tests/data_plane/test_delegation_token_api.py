@@ -85,6 +85,8 @@ def test_the_principal_travels_as_kafkas_default_principal_data(token: bool) -> 
         decode_principal(b"\x00\x01" + data[2:])
     with pytest.raises(ValueError):
         decode_principal(b"\x00\x00\xff")
+    with pytest.raises(ValueError, match="type and a name"):  # found by the hostile test
+        decode_principal(encode_principal("User:", token))
 
 
 def _run_envelope(handlers: dict[int, Any], body: Any) -> Any:
@@ -125,9 +127,10 @@ def test_an_envelope_refuses_what_it_cannot_unwrap() -> None:
     inner = create_req.CreateDelegationTokenRequest(
         owner_principal_type=None, owner_principal_name=None, renewers=(),
         max_lifetime=period(-1))
-    junk = envelope(inner, principal_bytes=b"\x00\x07junk")
-    assert _run_envelope(handlers, junk).error_code == \
-        ErrorCode.principal_deserialization_failure
+    for principal_bytes in (b"\x00\x07junk", encode_principal("Group:g", False)):
+        junk = envelope(inner, principal_bytes=principal_bytes)
+        assert _run_envelope(handlers, junk).error_code == \
+            ErrorCode.principal_deserialization_failure
     garbage = dataclasses.replace(envelope(inner), request_data=b"\x00\x26")
     assert _run_envelope(handlers, garbage).error_code == ErrorCode.invalid_request
 
