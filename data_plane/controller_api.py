@@ -11,7 +11,11 @@ exactly these; ApiVersions tells any other client):
   AlterUserScramCredentials v0, CreateAcls v3, DeleteAcls v3,
   UpdateFeatures v0-v2 (`data_plane.api.features`);
 - reads of the committed image: DescribeCluster v0-v2 (v2: fenced brokers
-  too, with ``is_fenced``, KIP-1073), Metadata v12 (enough
+  too, with ``is_fenced``, KIP-1073; the controller endpoint type of
+  KIP-919, which admin clients bootstrapped with controllers send, lists
+  the quorum's voters, while the broker type lists the brokers, which
+  `raftlog cluster describe --bootstrap-controller` reads and Kafka's
+  controllers refuse), Metadata v12 (enough
   for an admin client to list and describe topics),
   ListPartitionReassignments v0, DescribeClientQuotas v1 and
   DescribeUserScramCredentials v0 (Kafka's controllers do not serve the
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
@@ -155,6 +159,7 @@ from metadata_quorum.records.types import (
     LeaderRecoveryState,
     SecurityProtocol,
 )
+from raftlog.consensus.config import VoterAddress
 from raftlog.net import Handler, RequestContext
 from raftlog.net.errors import ErrorCode
 
@@ -220,6 +225,8 @@ CONTROLLER_API_VERSIONS: Final = {
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
 
 _NO_THROTTLE: Final = i32Timedelta.parse(datetime.timedelta(0))
+# DescribeCluster's EndpointType (KIP-919): 1 brokers, 2 controllers.
+_CONTROLLER_ENDPOINT: Final = 2
 # DescribeConfigs: ConfigResource.Type TOPIC, ConfigSource DYNAMIC_TOPIC_CONFIG.
 _TOPIC_RESOURCE: Final = 2
 _DYNAMIC_TOPIC_CONFIG: Final = 1
@@ -235,8 +242,12 @@ async def _write(service: ControllerService, request: Any) -> tuple[Any, ErrorCo
         return None, ErrorCode.request_timed_out
 
 
-def controller_handlers(service: ControllerService) -> dict[int, Handler]:
-    """Server handlers for `CONTROLLER_API_VERSIONS`, over ``service``."""
+def controller_handlers(
+    service: ControllerService, controllers: Sequence[VoterAddress] = (),
+) -> dict[int, Handler]:
+    """Server handlers for `CONTROLLER_API_VERSIONS`, over ``service``;
+    ``controllers``: the quorum's voters (``controller.quorum.voters``), what
+    DescribeCluster answers for the controller endpoint type."""
 
     async def create_topics(_: RequestContext, body: ct_req.CreateTopicsRequest) -> Any:
         request = CreateTopicsRequest(
@@ -525,6 +536,19 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
     async def describe_cluster(context: RequestContext, body: Any) -> Any:
         image = service.controller.committed_image
         controller_id = BrokerId(_or_minus_one(service.active_controller_id))
+        if context.api_version >= 1 and int(body.endpoint_type) == _CONTROLLER_ENDPOINT:
+            # KIP-919: an admin client bootstrapped with controllers
+            # (--bootstrap-controller) asks them for the controllers. The
+            # quorum is static, so they are controller.quorum.voters.
+            module: Any = dc_resp_v2 if context.api_version >= 2 else dc_resp_v1
+            extra: dict[str, Any] = {"is_fenced": False} if context.api_version >= 2 else {}
+            return module.DescribeClusterResponse(
+                throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+                endpoint_type=i8(_CONTROLLER_ENDPOINT), cluster_id=service.cluster_id,
+                controller_id=controller_id,
+                brokers=tuple(module.DescribeClusterBroker(
+                    broker_id=BrokerId(v.node_id), host=v.host, port=i32(v.port), rack=None,
+                    **extra) for v in sorted(controllers, key=lambda v: v.node_id)))
         if context.api_version >= 2:
             include_fenced = bool(body.include_fenced_brokers)
             return dc_resp_v2.DescribeClusterResponse(
@@ -542,7 +566,7 @@ def controller_handlers(service: ControllerService) -> dict[int, Handler]:
                     )
                 ),
             )
-        module: Any = dc_resp_v1 if context.api_version == 1 else dc_resp
+        module = dc_resp_v1 if context.api_version == 1 else dc_resp
         return module.DescribeClusterResponse(
             throttle_time=_NO_THROTTLE,
             error_code=ErrorCode.none,

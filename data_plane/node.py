@@ -264,7 +264,7 @@ async def run_node(
     if service is not None:
         service.attach(driver)
         handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
-        handlers.update(controller_handlers(service))
+        handlers.update(controller_handlers(service, config.voters))
         if config.security.acls_enabled:
             handlers = authorize_controller_handlers(
                 handlers,

@@ -24,7 +24,7 @@ from data_plane.controller_service import ControllerService
 from metadata_quorum.controller.quorum_controller import ControllerRole
 from metadata_quorum.controller.result import ControllerConfig
 from raftlog.clock import SystemClock
-from raftlog.consensus.config import QuorumConfig
+from raftlog.consensus.config import QuorumConfig, VoterAddress
 from raftlog.consensus.core import KRaftCore
 from raftlog.consensus.errors import Errors
 from raftlog.consensus.messages import Request, Response
@@ -79,7 +79,8 @@ class InProcessController:
                                  transport=_NoPeers(), clock=clock,
                                  listener=self.service.listener)
         self.service.attach(self.driver)
-        self.handlers: dict[int, Handler] = controller_handlers(self.service)
+        self.handlers: dict[int, Handler] = controller_handlers(
+            self.service, (VoterAddress(NODE_ID, "127.0.0.1", 9093),))
 
     async def start(self, timeout_s: float = 10.0) -> None:
         """Start the driver; return once this node is the active controller and

@@ -1,5 +1,6 @@
 """DescribeCluster on a broker: v0-2, with KIP-1073's fenced brokers and
-KIP-919's endpoint type; and DescribeGroups v6 (KIP-1043)."""
+KIP-919's endpoint type, and on a controller asked for the controllers;
+and DescribeGroups v6 (KIP-1043)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,31 @@ def test_describe_groups_v6_names_an_unknown_group_not_found(
         assert group.error_message == "Group nobody-home not found."
     else:
         assert group.error_code == ErrorCode.none
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_controller_asked_for_the_controllers_lists_the_quorum_voters(version: int) -> None:
+    """KIP-919: what an admin client bootstrapped with controllers sends
+    first (kafka-metadata-quorum.sh --bootstrap-controller and the like)."""
+    import asyncio
+
+    from data_plane.testing.inprocess_controller import InProcessController
+
+    module: Any = dc2 if version == 2 else dc1
+    extra = {"include_fenced_brokers": False} if version == 2 else {}
+
+    async def ask() -> Any:
+        controller = InProcessController()
+        await controller.start()
+        try:
+            return await controller.call(DESCRIBE_CLUSTER, module.DescribeClusterRequest(
+                include_cluster_authorized_operations=False, endpoint_type=2,  # type: ignore[arg-type]
+                **extra))
+        finally:
+            await controller.stop()
+
+    answer = asyncio.run(ask())
+    assert answer.error_code == ErrorCode.none and int(answer.endpoint_type) == 2
+    assert [(int(b.broker_id), b.host, int(b.port)) for b in answer.brokers] == [
+        (1, "127.0.0.1", 9093)]
+    assert int(answer.controller_id) == 1  # the active controller
