@@ -152,7 +152,17 @@ async def _forward_enveloped(api: BrokerApiContext, ctx: RequestContext, request
     principal: the controller's answer (a kio response at the controller's
     version), or None when the channel failed (the outcome is unknown)."""
     api_key = int(request.__api_key__)
-    inner = convert_request(request, CONTROLLER_TOKEN_VERSIONS[api_key])
+    if api_key == CREATE_DELEGATION_TOKEN_KEY:
+        # v1-v2 have no owner fields: None, as v3 sends for "the requester".
+        inner: Any = create_v3.CreateDelegationTokenRequest(
+            owner_principal_type=getattr(request, "owner_principal_type", None),
+            owner_principal_name=getattr(request, "owner_principal_name", None),
+            renewers=tuple(create_v3.CreatableRenewers(
+                principal_type=r.principal_type, principal_name=r.principal_name)
+                for r in request.renewers),
+            max_lifetime=request.max_lifetime)
+    else:
+        inner = convert_request(request, CONTROLLER_TOKEN_VERSIONS[api_key])
     envelope = envelope_req.EnvelopeRequest(
         request_data=encode_request(inner, 0, ctx.client_id)[4:],
         request_principal=encode_principal(_principal(ctx), ctx.token_authenticated),

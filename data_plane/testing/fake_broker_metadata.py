@@ -9,7 +9,8 @@ validated like ``ReplicationControlManager`` (leader epoch, partition epoch,
 leader identity, eligible replicas); AllocateProducerIds hands out
 consecutive blocks of `producer_id_block_size` ids; AlterUserScramCredentials, CreateAcls and
 DeleteAcls run the real controller commands (`metadata_quorum.controller.scram_control`,
-`acl_control`) and replay their records;
+`acl_control`) and replay their records, and so do the delegation-token
+requests brokers forward in an Envelope (`forward_envelope`);
 fencing a broker (a "crash") removes it
 from every ISR it is not the last member of and moves leadership to another
 ISR member with a new leader epoch (clean election only). Every change makes
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -39,11 +41,24 @@ from data_plane.api.acls import (
     delete_response_values,
 )
 from data_plane.api.build import build, response_class
+from data_plane.api.delegation_tokens import (
+    ENVELOPE_KEY,
+    controller_token_handlers,
+    envelope_handler,
+)
 from data_plane.api.features import update_request, update_response_values
 from data_plane.api.scram_credentials import alter_request, alter_response_values
 from data_plane.broker.metadata_api import ImageListener
 from data_plane.replication.types import AlterPartitionRequest, AlterPartitionResponse
 from metadata_quorum.controller.acl_control import create_acls, delete_acls
+from metadata_quorum.controller.delegation_token_control import (
+    CreateDelegationTokenRequest,
+    DelegationTokenSettings,
+    RenewDelegationTokenRequest,
+    create_delegation_token,
+    expire_delegation_token,
+    renew_delegation_token,
+)
 from metadata_quorum.controller.feature_control import update_features
 from metadata_quorum.controller.replication_control import MAX_PARTITIONS_PER_BATCH
 from metadata_quorum.controller.result import ControllerConfig
@@ -65,6 +80,7 @@ from metadata_quorum.records.types import (
     ScramMechanism,
     UserScramCredentialRecord,
 )
+from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
 from raftlog.security.scram import ScramCredential
 
@@ -78,6 +94,8 @@ class FakeMetadataCluster:
 
     def __init__(self) -> None:
         self.image = MetadataImage()
+        #: The controller's ``delegation.token.*`` (tokens off unless a test sets a key).
+        self.delegation_tokens = DelegationTokenSettings()
         self._views: dict[int, FakeBrokerMetadata] = {}
         self._next_epoch = 100
         self.alter_partition_calls = 0
@@ -341,6 +359,28 @@ class FakeMetadataCluster:
                                                                           updated.response))
         raise ValueError(f"cannot forward api key {api_key}")
 
+    async def forward_envelope(self, request: Any) -> Any:
+        """An Envelope (KIP-590) around a delegation-token request, answered
+        as the controller listener answers it: `envelope_handler` over the
+        real controller commands, run on this image."""
+        config = ControllerConfig(delegation_tokens=self.delegation_tokens)
+
+        async def write(command: Any) -> tuple[Any, ErrorCode]:
+            now_ms = int(time.time() * 1000)
+            if isinstance(command, CreateDelegationTokenRequest):
+                result: Any = create_delegation_token(
+                    self.image, command, config,
+                    next_offset=self.image.provenance.last_offset + 1, now_ms=now_ms)
+            elif isinstance(command, RenewDelegationTokenRequest):
+                result = renew_delegation_token(self.image, command, config, now_ms=now_ms)
+            else:
+                result = expire_delegation_token(self.image, command, config, now_ms=now_ms)
+            self._replay(result.records)
+            return result.response, ErrorCode.none
+
+        context = RequestContext(58, 0, 1, "broker", None, "CONTROLLER")
+        return await envelope_handler(controller_token_handlers(write))(context, request)
+
 
 class FakeBrokerMetadata:
     """One broker's `BrokerMetadata` over a `FakeMetadataCluster`."""
@@ -393,4 +433,6 @@ class FakeBrokerMetadata:
 
     async def forward(self, api_key: int, request: object) -> object:
         await asyncio.sleep(0)
+        if api_key == ENVELOPE_KEY:
+            return await self._cluster.forward_envelope(request)
         return self._cluster.forward(api_key, request)

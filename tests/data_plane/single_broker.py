@@ -14,8 +14,11 @@ from data_plane.api.common import BrokerApiContext
 from data_plane.broker.replica_manager import ReplicaManager
 from data_plane.kafka_api import broker_handlers
 from data_plane.testing.fake_broker_metadata import FakeMetadataCluster
+from metadata_quorum.controller.delegation_token_control import DelegationTokenSettings
 from raftlog.net import NO_RESPONSE, EncodedBody, RequestContext
 from raftlog.net.codec import encode_response
+
+TOKEN_SECRET = "single-broker-token-secret"
 
 __all__ = ("SingleBroker",)
 
@@ -43,7 +46,13 @@ class SingleBroker:
         async def start() -> None:
             self.replicas.start()
         self.loop.run_until_complete(start())
-        self.api = BrokerApiContext(meta, self.replicas, "c")
+        # Delegation tokens on, and the listener SASL_PLAINTEXT for their
+        # first check: token requests (as ANONYMOUS) reach the controller's
+        # commands through the Envelope.
+        self.cluster.delegation_tokens = DelegationTokenSettings(secret_key=TOKEN_SECRET)
+        self.api = BrokerApiContext(meta, self.replicas, "c",
+                                    delegation_tokens=self.cluster.delegation_tokens,
+                                    listener_protocols={"PLAINTEXT": "SASL_PLAINTEXT"})
         self.handlers = broker_handlers(self.api)
 
     def restore_baseline(self) -> None:
