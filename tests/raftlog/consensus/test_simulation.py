@@ -141,10 +141,12 @@ def test_self_test_kip996_pre_vote_ignoring_a_higher_epoch_is_caught_within_ci_s
 
 @pytest.mark.soak
 def test_simulation_soak() -> None:
-    """RAFTLOG_SIM_SEEDS seeds (default 10,000), after the CI ones."""
+    """RAFTLOG_SIM_SEEDS seeds (default 10,000), from RAFTLOG_SIM_FIRST_SEED
+    (default: after the CI ones)."""
     count = int(os.environ.get("RAFTLOG_SIM_SEEDS", "10000"))
+    first = int(os.environ.get("RAFTLOG_SIM_FIRST_SEED", CI_SEEDS))
     failures = []
-    for seed in range(CI_SEEDS, CI_SEEDS + count):
+    for seed in range(first, first + count):
         try:
             run_seed(seed)
         except SimulationFailure as failure:
