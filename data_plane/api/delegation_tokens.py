@@ -59,7 +59,7 @@ from metadata_quorum.controller.delegation_token_control import (
     ExpireDelegationTokenRequest,
     RenewDelegationTokenRequest,
 )
-from metadata_quorum.delegation_tokens import token_hmac
+from metadata_quorum.delegation_tokens import USER_TYPE, token_hmac
 from metadata_quorum.records import DelegationTokenRecord
 from raftlog.net import RequestContext
 from raftlog.net.codec import decode_request, decode_response, encode_request, encode_response
@@ -73,17 +73,26 @@ if TYPE_CHECKING:
     from data_plane.api.common import BrokerApiContext
 
 __all__ = (
+    "CONTROLLER_TOKEN_VERSIONS",
     "CREATE_DELEGATION_TOKEN_KEY",
     "DESCRIBE_DELEGATION_TOKEN_KEY",
+    "ENVELOPED_APIS",
     "ENVELOPE_KEY",
     "EXPIRE_DELEGATION_TOKEN_KEY",
     "RENEW_DELEGATION_TOKEN_KEY",
     "TokenAuthenticator",
+    "controller_token_handlers",
+    "create_values",
+    "decode_principal",
+    "encode_principal",
     "envelope_handler",
+    "expiry_values",
     "handle_create_delegation_token",
     "handle_describe_delegation_token",
     "handle_expire_delegation_token",
     "handle_renew_delegation_token",
+    "token_password",
+    "token_requests_refused",
 )
 
 log = logging.getLogger(__name__)
@@ -98,13 +107,16 @@ ENVELOPE_KEY: Final = 58
 CONTROLLER_TOKEN_VERSIONS: Final = {CREATE_DELEGATION_TOKEN_KEY: 3,
                                     RENEW_DELEGATION_TOKEN_KEY: 2,
                                     EXPIRE_DELEGATION_TOKEN_KEY: 2}
-USER_TYPE: Final = "User"
 _NO_THROTTLE: Final = datetime.timedelta(0)
-_FORWARD_FAILED: Final = "forwarding to the controller failed; the outcome is unknown"
 
 
 def _principal(context: RequestContext) -> str:
     return f"{USER_TYPE}:{context.user}"
+
+
+def _ms(period: datetime.timedelta) -> int:
+    """A request's period in whole milliseconds (exact, unlike total_seconds)."""
+    return period // datetime.timedelta(milliseconds=1)
 
 
 def _split(principal: str) -> tuple[str, str]:
@@ -258,7 +270,7 @@ def controller_token_handlers(
         request = CreateDelegationTokenRequest(
             requester=_principal(ctx), owner=owner,
             renewers=tuple(f"{r.principal_type}:{r.principal_name}" for r in body.renewers),
-            max_lifetime_ms=int(body.max_lifetime.total_seconds() * 1000))
+            max_lifetime_ms=_ms(body.max_lifetime))
         result, error = await write(request)
         if error is not ErrorCode.none:
             result = CreateDelegationTokenResult(error)
@@ -267,7 +279,7 @@ def controller_token_handlers(
     async def renew(ctx: RequestContext, body: renew_v2.RenewDelegationTokenRequest) -> Any:
         result, error = await write(RenewDelegationTokenRequest(
             requester=_principal(ctx), hmac=bytes(body.hmac),
-            renew_period_ms=int(body.renew_period.total_seconds() * 1000)))
+            renew_period_ms=_ms(body.renew_period)))
         if error is not ErrorCode.none:
             result = DelegationTokenExpiryResult(error)
         return build(response_class(body), expiry_values(result))
@@ -275,7 +287,7 @@ def controller_token_handlers(
     async def expire(ctx: RequestContext, body: expire_v2.ExpireDelegationTokenRequest) -> Any:
         result, error = await write(ExpireDelegationTokenRequest(
             requester=_principal(ctx), hmac=bytes(body.hmac),
-            expiry_time_period_ms=int(body.expiry_time_period.total_seconds() * 1000)))
+            expiry_time_period_ms=_ms(body.expiry_time_period)))
         if error is not ErrorCode.none:
             result = DelegationTokenExpiryResult(error)
         return build(response_class(body), expiry_values(result))
@@ -435,8 +447,8 @@ def _described(token: DelegationTokenRecord, hmac: bytes) -> dict[str, object]:
         "token_requester_principal_name": requester_name,
         "issue_timestamp": token.issue_timestamp, "expiry_timestamp": token.expiration_timestamp,
         "max_timestamp": token.max_timestamp, "token_id": token.token_id, "hmac": hmac,
-        "renewers": [dict(zip(("principal_type", "principal_name"), _split(r), strict=True))
-                     for r in token.renewers],
+        "renewers": [{"principal_type": kind, "principal_name": name}
+                     for kind, name in map(_split, token.renewers)],
     }
 
 
@@ -449,19 +461,20 @@ class TokenAuthenticator:
 
     The token's password is the standard base64 of its HMAC; the SCRAM
     credential is derived from it with the mechanism's minimum iterations
-    (4096) and a salt drawn once per node, as Kafka derives it, and kept
-    while the token's HMAC is unchanged. A token past its expiry is
-    refused (Kafka lets one in until the controller's sweep removes it; a
-    login a check away is cheaper than that window)."""
+    (4096) and a salt drawn once per node, as Kafka derives it. The secret
+    key is fixed for the node's life, so a token id's credential is too:
+    it is derived once per mechanism and dropped when the token is gone.
+    A token past its expiry is refused (Kafka lets one in until the
+    controller's sweep removes it; a login a check away is cheaper than
+    that window)."""
 
     def __init__(self, settings: DelegationTokenSettings,
                  image: Callable[[], Any], wall_ms: Callable[[], int]) -> None:
-
         self._settings = settings
         self._image = image
         self._wall_ms = wall_ms
         self._salt = os.urandom(32)
-        self._credentials: dict[tuple[str, str], tuple[bytes, ScramCredential]] = {}
+        self._credentials: dict[tuple[str, str], ScramCredential] = {}
 
     def lookup(self, mechanism: str, token_id: str) -> TokenCredential | None:
         key = self._settings.secret_key
@@ -471,19 +484,17 @@ class TokenAuthenticator:
         if token is None:
             self._credentials.pop((mechanism, token_id), None)
             return None
-        if min(token.expiration_timestamp, token.max_timestamp) < self._wall_ms():
-            return None
-        hmac = token_hmac(key, token_id)
-        cached = self._credentials.get((mechanism, token_id))
-        if cached is None or cached[0] != hmac:
-            password = base64.b64encode(hmac).decode("ascii")
-            cached = (hmac, credential_from_password(mechanism, password, MIN_ITERATIONS,
-                                                     self._salt))
-            self._credentials[(mechanism, token_id)] = cached
         owner_kind, owner_name = _split(token.owner)
-        if owner_kind != USER_TYPE:
+        if owner_kind != USER_TYPE or min(token.expiration_timestamp,
+                                          token.max_timestamp) < self._wall_ms():
             return None
-        return TokenCredential(cached[1], owner_name, token.expiration_timestamp)
+        credential = self._credentials.get((mechanism, token_id))
+        if credential is None:
+            credential = credential_from_password(
+                mechanism, token_password(token_hmac(key, token_id)), MIN_ITERATIONS,
+                self._salt)
+            self._credentials[(mechanism, token_id)] = credential
+        return TokenCredential(credential, owner_name, token.expiration_timestamp)
 
 
 def token_password(hmac: bytes) -> str:
