@@ -138,6 +138,24 @@ def split_by_topic(acls: RequestAcls, operation: AclOperation, partitions: Itera
                   for p in partitions if p.topic not in allowed))
 
 
+def split_by_existence(api: BrokerApiContext, partitions: Iterable[_P]
+                       ) -> tuple[tuple[_P, ...], tuple[PartitionResult, ...]]:
+    """(the partitions the metadata image holds, an UNKNOWN_TOPIC_OR_PARTITION
+    result for each of the others). Kafka checks this in the broker before
+    OffsetCommit, TxnOffsetCommit and OffsetDelete reach the coordinator, so
+    no offset is stored for a partition that does not exist."""
+    image = api.image
+    known: list[_P] = []
+    unknown: list[PartitionResult] = []
+    for p in partitions:
+        topic = image.topic_by_name(p.topic)
+        if topic is not None and p.partition in topic.partitions:
+            known.append(p)
+        else:
+            unknown.append(PartitionResult(p.topic, p.partition, ErrorCode.unknown_topic_or_partition))
+    return tuple(known), tuple(unknown)
+
+
 class AuthorizedTopicsView:
     """A `TopicsView` whose `names` (what a regex subscription is resolved
     against) are only the topics the principal may DESCRIBE; lookups by name
@@ -240,9 +258,12 @@ async def handle_offset_commit(api: BrokerApiContext, ctx: RequestContext, reque
                 PartitionResult(p.topic, p.partition, _GROUP_DENIED) for p in core.partitions)),
                 ctx.api_version)
         allowed, refused = split_by_topic(acls, _READ, core.partitions)
-        if not allowed:
-            return wire.offset_commit_to_kio(OffsetCommitResponse(refused), ctx.api_version)
         core = dataclasses.replace(core, partitions=allowed)
+    known, unknown = split_by_existence(api, core.partitions)
+    refused += unknown
+    if not known:
+        return wire.offset_commit_to_kio(OffsetCommitResponse(refused), ctx.api_version)
+    core = dataclasses.replace(core, partitions=known)
     try:
         response = await _runtime(api).write(
             core.group_id, lambda shard, h, now: shard.handle_offset_commit(h, core, now))
@@ -309,6 +330,9 @@ async def handle_offset_delete(api: BrokerApiContext, ctx: RequestContext, reque
         # own errors (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) still apply.
         allowed, refused = split_by_topic(acls, _READ, core.partitions)
         core = dataclasses.replace(core, partitions=allowed)
+    known, unknown = split_by_existence(api, core.partitions)
+    refused += unknown
+    core = dataclasses.replace(core, partitions=known)
     try:
         response = await _runtime(api).write(
             core.group_id, lambda shard, h, now: shard.handle_offset_delete(h, core, now))

@@ -48,7 +48,7 @@ from typing import Any
 from data_plane.api.authorization import RequestAcls
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
-from data_plane.api.groups import split_by_topic
+from data_plane.api.groups import split_by_existence, split_by_topic
 from data_plane.broker.group_runtime import NotCoordinatorError
 from data_plane.groups import wire
 from data_plane.groups.model import OffsetCommitResponse, PartitionResult
@@ -224,10 +224,12 @@ async def handle_txn_offset_commit(api: BrokerApiContext, ctx: RequestContext,
                 PartitionResult(p.topic, p.partition, denied) for p in core.partitions)),
                 ctx.api_version)
         allowed, refused = split_by_topic(acls, _READ, core.partitions)
-        if not allowed:
-            return wire.txn_offset_commit_to_kio(OffsetCommitResponse(refused),
-                                                 ctx.api_version)
         core = dataclasses.replace(core, partitions=allowed)
+    known, unknown = split_by_existence(api, core.partitions)
+    refused += unknown
+    if not known:
+        return wire.txn_offset_commit_to_kio(OffsetCommitResponse(refused), ctx.api_version)
+    core = dataclasses.replace(core, partitions=known)
     runtime = api.coordinators.groups_or_start()
     try:
         response = await runtime.write(

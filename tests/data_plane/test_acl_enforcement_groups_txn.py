@@ -360,6 +360,51 @@ def test_offset_delete_needs_delete_on_the_group_and_read_on_each_topic(broker: 
     assert _fetched(left.groups[0]) == {("t2", 0): (2, E.none)}
 
 
+
+def test_offsets_of_partitions_that_do_not_exist_are_refused_and_not_stored(
+        broker: Broker) -> None:
+    """Kafka's broker checks its metadata before OffsetCommit, TxnOffsetCommit
+    and OffsetDelete reach the coordinator: an unknown topic or partition
+    gets UNKNOWN_TOPIC_OR_PARTITION, and no offset is stored for it."""
+    broker.set_acls()
+    assert _commit(broker, "exists-g", {("t1", 0): 4, ("t1", 9): 5, ("nowhere", 0): 6},
+                   user="admin") == {("t1", 0): E.none,
+                                     ("t1", 9): E.unknown_topic_or_partition,
+                                     ("nowhere", 0): E.unknown_topic_or_partition}
+    # Only unknown partitions: nothing reaches the coordinator.
+    assert _commit(broker, "exists-only-g", {("nowhere", 1): 1}, user="admin") == {
+        ("nowhere", 1): E.unknown_topic_or_partition}
+    listed = broker.call(LIST_GROUPS, 5, {}, user="admin")
+    assert "exists-only-g" not in {g.group_id for g in listed.groups}
+    stored = broker.call(OFFSET_FETCH, 8, {"groups": [{"group_id": "exists-g", "topics": None}]},
+                         user="admin")
+    assert _fetched(stored.groups[0]) == {("t1", 0): (4, E.none)}
+
+    deleted = broker.call(OFFSET_DELETE, 0, {"group_id": "exists-g", "topics": [
+        {"name": "t1", "partitions": [{"partition_index": 0}, {"partition_index": 9}]},
+        {"name": "nowhere", "partitions": [{"partition_index": 0}]}]}, user="admin")
+    assert deleted.error_code == E.none
+    assert {(t.name, p.partition_index): p.error_code for t in deleted.topics
+            for p in t.partitions} == {("t1", 0): E.none,
+                                       ("t1", 9): E.unknown_topic_or_partition,
+                                       ("nowhere", 0): E.unknown_topic_or_partition}
+
+    pid = _pid(broker, "exists-txn")
+    broker.set_acls(acl(Res.TRANSACTIONAL_ID, "exists-txn", Op.WRITE),
+                    acl(Res.GROUP, "exists-txn-g", Op.READ), acl(Res.TOPIC, "*", Op.READ))
+    assert _add_offsets(broker, "exists-txn", pid, "exists-txn-g") == E.none
+    answer = broker.call(TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": "exists-txn", "group_id": "exists-txn-g", "producer_id": pid,
+        "producer_epoch": 0, "generation_id": -1, "member_id": "", "topics": [
+            {"name": t, "partitions": [{"partition_index": i, "committed_offset": 3,
+                                        "committed_leader_epoch": -1}]}
+            for t, i in (("t2", 1), ("t2", 5), ("nowhere", 0))]})
+    assert {(t.name, p.partition_index): p.error_code for t in answer.topics
+            for p in t.partitions} == {("t2", 1): E.none,
+                                       ("t2", 5): E.unknown_topic_or_partition,
+                                       ("nowhere", 0): E.unknown_topic_or_partition}
+
+
 # ==== administration ====================================================================
 
 
