@@ -773,6 +773,93 @@ async def _described_topics(admin: _Admin, names: Sequence[str] | None,
             topic_name=cursor.topic_name, partition_index=cursor.partition_index))
 
 
+_ENTITY_TYPES: Final = ("topics", "brokers", "clients", "users", "ips")
+_DEFAULT_ENTITY: Final = "\x00default"
+# --entity-type -> (the flag's dest for a name, its dest for the default).
+_ENTITY_FLAGS: Final = {"topics": ("topic", None), "brokers": ("broker", "broker_defaults"),
+                        "clients": ("client", "client_defaults"),
+                        "users": ("user", "user_defaults"), "ips": ("ip", "ip_defaults")}
+
+
+def _entities_to_flags(func: Callable[[argparse.Namespace], int]
+                       ) -> Callable[[argparse.Namespace], int]:
+    """``func`` taking kafka-configs.sh's ``--entity-type T --entity-name N``
+    (or ``--entity-default``) as the short flags (``--topic N``,
+    ``--broker-defaults`` ...). The n-th type takes the n-th name or
+    default; a describe may leave the last type without one (every entity
+    of that type, as Kafka's)."""
+    def run(args: argparse.Namespace) -> int:
+        types = args.entity_type or []
+        names = args.entity_names or []
+        if not types:
+            if names:
+                raise CliError("--entity-name and --entity-default need --entity-type")
+            return func(args)
+        if len(set(types)) != len(types):
+            raise CliError("each --entity-type may be given once")
+        if len(types) > 1 and sorted(types) != ["clients", "users"]:
+            raise CliError("only --entity-type users and clients go together")
+        if len(names) > len(types) or len(names) < len(types) - (args.action == "describe"):
+            raise CliError("give an --entity-name or --entity-default for each --entity-type"
+                           + (" (a describe may leave out the last)"
+                              if args.action == "describe" else ""))
+        given = (args.topic, args.broker, args.broker_defaults, args.client,
+                 args.client_defaults, args.user, args.user_defaults, args.ip, args.ip_defaults)
+        if any(v not in (None, False) for v in given):
+            raise CliError("give --entity-type or --topic/--broker/--client/--user/--ip, not both")
+        from data_plane.quotas_cli import ANY_NAME
+
+        for index, entity_type in enumerate(types):
+            name_dest, default_dest = _ENTITY_FLAGS[entity_type]
+            name = names[index] if index < len(names) else ANY_NAME
+            if name == _DEFAULT_ENTITY:
+                if default_dest is None:
+                    raise CliError(f"--entity-default does not apply to --entity-type {entity_type}")
+                setattr(args, default_dest, True)
+            elif name == ANY_NAME and entity_type in ("topics", "brokers"):
+                args.every_entity = entity_type  # describe: every topic or broker
+            else:
+                setattr(args, name_dest, name)
+        return func(args)
+
+    return run
+
+
+_TOPICS_ACTIONS: Final = ("create", "list", "describe", "alter", "delete")
+_CONFIGS_ACTIONS: Final = ("describe", "alter")
+
+
+def add_action(parser: argparse.ArgumentParser, choices: Sequence[str], tool: str) -> None:
+    """The command's action, as ``raftlog topics create`` or as Kafka's
+    tools spell it, ``--create`` (``tool``: the Kafka script, for the help).
+
+    The parser gets an optional positional ``action`` and one flag per
+    choice; `with_action` wraps the command function to pick the one given."""
+    parser.add_argument("action", nargs="?", choices=choices,
+                        help=f"or, as {tool} takes it, a flag: --{choices[0]} ...")
+    flags = parser.add_mutually_exclusive_group()
+    for choice in choices:
+        flags.add_argument(f"--{choice}", dest="action_flag", action="store_const", const=choice,
+                           help=f"the {choice} action")
+
+
+def with_action(func: Callable[[argparse.Namespace], int], choices: Sequence[str]
+                ) -> Callable[[argparse.Namespace], int]:
+    """``func`` with ``args.action`` set from the positional or the flag
+    `add_action` added; `CliError` for neither or two different ones."""
+    def run(args: argparse.Namespace) -> int:
+        flag = getattr(args, "action_flag", None)
+        if args.action is not None and flag is not None and flag != args.action:
+            raise CliError(f"two actions given: {args.action} and --{flag}")
+        args.action = args.action or flag
+        if args.action is None:
+            raise CliError("an action is needed: one of " + ", ".join(choices)
+                           + " (or --" + ", --".join(choices) + ")")
+        return func(args)
+
+    return run
+
+
 def _positive(text: str) -> int:
     """An argparse type: an integer of at least 1."""
     try:
@@ -1013,6 +1100,20 @@ def cmd_configs(args: argparse.Namespace) -> int:
             raise CliError("quotas (--client, --user, --ip) cannot be combined with --topic or "
                            "--broker")
         return cmd_quota_configs(args)
+    every = getattr(args, "every_entity", None)
+    if every is not None:
+        async def each(admin: _Admin) -> int:
+            if every == "topics":
+                names = sorted(str(t.name) for t in (await _metadata(admin, None)).topics)
+                resources = [(_TOPIC_RESOURCE, n, f"topic {n}") for n in names]
+            else:
+                brokers = sorted(int(b.node_id) for b in (await _metadata(admin, [])).brokers)
+                resources = [(_BROKER_RESOURCE, str(b), f"broker {b}") for b in brokers]
+            for rtype, name, label in resources:
+                await _describe_configs_of(admin, args, rtype, name, label)
+            return 0
+
+        return _run_admin(args, each)
     if sum((bool(args.topic), args.broker is not None, bool(args.broker_defaults))) != 1:
         raise CliError("configs needs one of --topic T, --broker ID, --broker-defaults, "
                        "--client [ID], --client-defaults, --user [NAME], --user-defaults, --ip [ADDRESS] "
@@ -1022,25 +1123,8 @@ def cmd_configs(args: argparse.Namespace) -> int:
     rtype, name, label = _config_resource(args)
 
     async def body(admin: _Admin) -> int:
-        if args.action == "describe" and rtype == _TOPIC_RESOURCE:
-            overrides = await _topic_overrides(admin, name)
-            print(f"Dynamic configs for {label} are:")
-            for key, value in overrides:
-                print(f"  {key}={value}")
-            return 0
         if args.action == "describe":
-            entries = await _describe_broker_configs(admin, name)
-            dynamic = 2 if name else 3
-            heading = "All configs" if args.all else (
-                "Dynamic configs" if name else "Default configs")
-            print(f"{heading} for {label} are:")
-            for key, current, source, read_only in sorted(entries, key=lambda e: e[0]):
-                shown = "null sensitive=true" if current is None else current  # kafka-configs.sh
-                if args.all:
-                    flags = " (read-only)" if read_only else ""
-                    print(f"  {key}={shown} {_SOURCE_NAMES.get(source, source)}{flags}")
-                elif source == dynamic:
-                    print(f"  {key}={shown}")
+            await _describe_configs_of(admin, args, rtype, name, label)
             return 0
         ops: list[ConfigOp] = [(k, _SET, v) for item in args.add_config or ()
                                for k, v in parse_add_config(item)]
@@ -1055,6 +1139,30 @@ def cmd_configs(args: argparse.Namespace) -> int:
         return 0
 
     return _run_admin(args, body)
+
+
+async def _describe_configs_of(admin: _Admin, args: argparse.Namespace, rtype: int, name: str,
+                               label: str) -> None:
+    """Print one resource's configs as kafka-configs.sh --describe does: a
+    topic's overrides; a broker's dynamic configs (``--all``: every one,
+    with its source); the cluster-wide defaults for ``name`` ""."""
+    if rtype == _TOPIC_RESOURCE:
+        overrides = await _topic_overrides(admin, name)
+        print(f"Dynamic configs for {label} are:")
+        for key, value in overrides:
+            print(f"  {key}={value}")
+        return
+    entries = await _describe_broker_configs(admin, name)
+    dynamic = 2 if name else 3
+    heading = "All configs" if args.all else ("Dynamic configs" if name else "Default configs")
+    print(f"{heading} for {label} are:")
+    for key, current, source, read_only in sorted(entries, key=lambda e: e[0]):
+        shown = "null sensitive=true" if current is None else current  # kafka-configs.sh
+        if args.all:
+            flags = " (read-only)" if read_only else ""
+            print(f"  {key}={shown} {_SOURCE_NAMES.get(source, source)}{flags}")
+        elif source == dynamic:
+            print(f"  {key}={shown}")
 
 
 # --- delete-records (kafka-delete-records.sh) ------------------------------------------
@@ -1211,7 +1319,7 @@ def register(sub: Any, only: str | None = None) -> None:
     describe.set_defaults(func=cmd_quorum_describe)
 
     topics = sub.add_parser("topics", help="manage topics (kafka-topics.sh)")
-    topics.add_argument("action", choices=("create", "list", "describe", "alter", "delete"))
+    add_action(topics, _TOPICS_ACTIONS, "kafka-topics.sh")
     topics.add_argument("--topic", help="list, describe: a regular expression the whole "
                         "name must match (a,b: either); create, alter, delete: one name")
     topics.add_argument("--partitions", type=int, default=-1,
@@ -1240,12 +1348,12 @@ def register(sub: Any, only: str | None = None) -> None:
                         "answer (Kafka's admin default 2000; the broker caps it at "
                         "max.request.partition.size.limit)")
     _admin_options(topics, broker=True)
-    topics.set_defaults(func=cmd_topics)
+    topics.set_defaults(func=with_action(cmd_topics, _TOPICS_ACTIONS))
 
     configs = sub.add_parser(
         "configs",
         help="topic, broker, client-quota and SCRAM credential configs (kafka-configs.sh)")
-    configs.add_argument("action", choices=("describe", "alter"))
+    add_action(configs, _CONFIGS_ACTIONS, "kafka-configs.sh")
     entity = configs.add_mutually_exclusive_group()
     entity.add_argument("--topic")
     entity.add_argument("--broker", metavar="ID",
@@ -1273,12 +1381,22 @@ def register(sub: Any, only: str | None = None) -> None:
                          "ips); describe without ADDRESS: every address")
     configs.add_argument("--ip-defaults", action="store_true",
                          help="the default address quota (--entity-type ips --entity-default)")
+    # kafka-configs.sh's long form; `_entities_to_flags` turns it into the above.
+    configs.add_argument("--entity-type", action="append", choices=_ENTITY_TYPES,
+                         help="with --entity-name or --entity-default: the long form of "
+                         "--topic, --broker, --client, --user and --ip (users and clients "
+                         "together: that pair)")
+    configs.add_argument("--entity-name", dest="entity_names", action="append",
+                         metavar="NAME", help="the name for the --entity-type in the same place")
+    configs.add_argument("--entity-default", dest="entity_names", action="append_const",
+                         const=_DEFAULT_ENTITY,
+                         help="the default entity for the --entity-type in the same place")
     configs.add_argument("--all", action="store_true",
                          help="describe: every setting of the broker, with its source")
     configs.add_argument("--add-config", action="append", metavar="K=V[,K2=[A,B]]")
     configs.add_argument("--delete-config", action="append", metavar="K[,K2]")
     _admin_options(configs, broker=True)
-    configs.set_defaults(func=cmd_configs)
+    configs.set_defaults(func=with_action(_entities_to_flags(cmd_configs), _CONFIGS_ACTIONS))
 
     delete_records = sub.add_parser(
         "delete-records", help="move a partition's log start offset (kafka-delete-records.sh)")

@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import re
+import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import (
     Consumer,
@@ -38,6 +40,9 @@ from confluent_kafka import (
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.consumer_group_describe.v0 import request as cgd0
+from kio.schema.offset_delete.v0 import request as od0
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32
 
 from raftlog.net.client import KafkaProtocolClient
 from raftlog.net.errors import ErrorCode
@@ -286,48 +291,132 @@ def _log_end_offsets(settings: dict[str, Any], partitions: set[TopicPartition], 
 
 
 def cmd_groups_reset_offsets(args: argparse.Namespace) -> int:
+    return _reset_offsets(args, [args.group], several=False)
+
+
+def _reset_offsets(args: argparse.Namespace, groups: list[str], *, several: bool) -> int:
+    """Plan (and with ``--execute`` commit) each group's new offsets, then
+    print them as kafka-consumer-groups.sh does: a table, or with
+    ``--export`` CSV lines (``topic,partition,offset``, with the group
+    first when ``several``). A group with members is refused."""
+    if args.execute and args.dry_run:
+        raise CliError("give --execute or --dry-run, not both")
+    _check_scenario(args)
     timeout_s = args.timeout_ms / 1000
     watch = AuthenticationWatch()
     settings = librdkafka_settings(args.bootstrap_server, command_security(args), watch)
     admin = AdminClient(settings)
-    described = admin.describe_consumer_groups([args.group], request_timeout=timeout_s)
-    group = _first_answer(described[args.group], timeout_s, f"describe {args.group}", admin,
-                          watch)
-    state = _KAFKA_STATES.get(str(getattr(group.state, "name", "")), "Unknown")
-    if group.members:
-        raise CliError(f"Assignments can only be reset if the group '{args.group}' is "
+    from_file = _read_reset_file(args.from_file, groups) if args.from_file else None
+    plans: dict[str, dict[TopicPartition, int]] = {}
+    for group in groups:
+        plans[group] = _plan_reset(args, settings, admin, watch, group, timeout_s,
+                                   None if from_file is None else from_file.get(group, {}))
+    if args.execute:
+        for group, targets in plans.items():
+            _commit_offsets(admin, group, targets, timeout_s)
+    elif not args.dry_run and not args.export:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "Add --execute to reset the offsets, or --dry-run to say that a dry run is meant.",
+              file=sys.stderr)
+    rows = [(group, tp.topic, tp.partition, offset) for group, targets in plans.items()
+            for tp, offset in targets.items()]
+    if args.export:
+        for group, topic, partition, offset in rows:
+            print(",".join(([group] if several else []) + [topic, str(partition), str(offset)]))
+        return 0
+    table = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")] + [
+        (group, topic, str(partition), str(offset)) for group, topic, partition, offset in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    print()
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+_SCENARIOS: Final = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime",
+                     "to_current", "by_duration", "from_file")
+
+
+def _check_scenario(args: argparse.Namespace) -> None:
+    given = [name for name in _SCENARIOS if getattr(args, name, None) not in (None, False)]
+    if len(given) != 1:
+        flags = ", ".join("--" + name.replace("_", "-") for name in _SCENARIOS)
+        raise CliError(f"--reset-offsets needs exactly one of {flags}")
+    if args.from_file is None and not args.topic and not args.all_topics:
+        raise CliError("--reset-offsets needs --topic T[:P,...] or --all-topics")
+    if args.by_duration is not None:
+        _parse_duration_ms(args.by_duration)
+    if args.to_datetime is not None:
+        _parse_datetime(args.to_datetime)
+
+
+def _plan_reset(args: argparse.Namespace, settings: dict[str, Any], admin: AdminClient,
+                watch: AuthenticationWatch, group: str, timeout_s: float,
+                from_file: dict[TopicPartition, int] | None) -> dict[TopicPartition, int]:
+    described = admin.describe_consumer_groups([group], request_timeout=timeout_s)
+    found = _first_answer(described[group], timeout_s, f"describe {group}", admin, watch)
+    state = _KAFKA_STATES.get(str(getattr(found.state, "name", "")), "Unknown")
+    if found.members:
+        raise CliError(f"Assignments can only be reset if the group '{group}' is "
                        f"inactive, but the current state is {state}.")
-    committed = _committed(admin, args.group, timeout_s)
-    partitions = _reset_scope(args, admin, committed, timeout_s)
+    committed = _committed(admin, group, timeout_s)
+    if from_file is not None:
+        partitions = set(from_file)
+    else:
+        partitions = _reset_scope(args, admin, committed, timeout_s)
     consumer = Consumer({**settings, "group.id": f"raftlog-groups-{uuid.uuid4()}",
                          "enable.auto.commit": False})
     try:
-        targets = {tp: _new_offset(args, consumer, tp, committed.get(tp), timeout_s)
-                   for tp in sorted(partitions, key=lambda t: (t.topic, t.partition))}
+        return {tp: _new_offset(args, consumer, tp, committed.get(tp), timeout_s,
+                                None if from_file is None else from_file[tp])
+                for tp in sorted(partitions, key=lambda t: (t.topic, t.partition))}
     finally:
         consumer.close()
-    if args.execute:
-        altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-            args.group, [ConfluentTopicPartition(tp.topic, tp.partition, offset)
-                         for tp, offset in targets.items()])], request_timeout=timeout_s)
+
+
+def _commit_offsets(admin: AdminClient, group: str, targets: dict[TopicPartition, int],
+                    timeout_s: float) -> None:
+    if not targets:
+        return
+    altered = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [ConfluentTopicPartition(tp.topic, tp.partition, offset)
+                for tp, offset in targets.items()])], request_timeout=timeout_s)
+    try:
+        result = altered[group].result(timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"reset offsets of {group}: {e}") from e
+    failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions
+              if tp.error is not None]
+    if failed:
+        raise CliError(f"reset offsets of {group}: {'; '.join(failed)}")
+
+
+def _read_reset_file(path: str, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+    """kafka-consumer-groups.sh ``--from-file``: CSV lines
+    ``topic,partition,offset`` (one ``--group``) or
+    ``group,topic,partition,offset``, as ``--export`` writes them."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError as e:
+        raise CliError(f"--from-file: cannot read {path}: {e.strerror}") from None
+    out: dict[str, dict[TopicPartition, int]] = {}
+    for number, line in enumerate(lines, 1):
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) == 3 and len(groups) == 1:
+            fields = [groups[0], *fields]
         try:
-            result = altered[args.group].result(timeout=timeout_s)
-        except Exception as e:
-            raise CliError(f"reset offsets of {args.group}: {e}") from e
-        failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions
-                  if tp.error is not None]
-        if failed:
-            raise CliError(f"reset offsets of {args.group}: {'; '.join(failed)}")
-    else:
-        print("WARN: No action will be performed as the --execute option is missing. "
-              "Add --execute to reset the offsets.")
-    rows = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")] + [
-        (args.group, tp.topic, str(tp.partition), str(offset)) for tp, offset in targets.items()]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    print()
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return 0
+            group, topic, partition, offset = fields
+            tp, target = TopicPartition(topic, int(partition)), int(offset)
+        except ValueError:
+            raise CliError(f"--from-file {path}, line {number}: expected "
+                           + ("topic,partition,offset or " if len(groups) == 1 else "")
+                           + f"group,topic,partition,offset, not {line!r}") from None
+        out.setdefault(group, {})[tp] = target
+    for group in groups:
+        if not out.get(group):
+            raise CliError(f"--from-file {path}: no reset plan for group {group}")
+    return out
 
 
 def _committed(admin: AdminClient, group: str, timeout_s: float) -> dict[TopicPartition, int]:
@@ -345,8 +434,177 @@ def _reset_scope(args: argparse.Namespace, admin: AdminClient,
                  committed: dict[TopicPartition, int], timeout_s: float) -> set[TopicPartition]:
     if args.all_topics:
         return set(committed)
+    return _topic_scope(args.topic, admin, timeout_s)
+
+
+def _new_offset(args: argparse.Namespace, consumer: Any, tp: TopicPartition,
+                current: int | None, timeout_s: float, planned: int | None = None) -> int:
+    """The target for ``tp``, clamped to [log start, high watermark], as
+    Kafka's tool clamps it."""
+    ctp = ConfluentTopicPartition(tp.topic, tp.partition)
+    try:
+        low, high = consumer.get_watermark_offsets(ctp, timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"offsets of {tp.topic}-{tp.partition}: {e}") from e
+    if planned is not None:
+        target = planned
+    elif args.to_earliest:
+        target = low
+    elif args.to_latest:
+        target = high
+    elif args.to_current:
+        target = current if current is not None else high
+    elif args.to_offset is not None:
+        target = args.to_offset
+    elif args.shift_by is not None:
+        if current is None:
+            raise CliError(f"Cannot shift offset for partition {tp.topic}-{tp.partition} "
+                           "since there is no current committed offset")
+        target = current + args.shift_by
+    else:
+        at = (_parse_datetime(args.to_datetime) if args.to_datetime is not None
+              else int(time.time() * 1000) - _parse_duration_ms(args.by_duration))
+        (found,) = consumer.offsets_for_times(
+            [ConfluentTopicPartition(tp.topic, tp.partition, at)], timeout=timeout_s)
+        target = high if found.offset < 0 else found.offset
+    return min(max(int(target), int(low)), int(high))
+
+
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{1,9}))?S)?)?",
+    re.IGNORECASE)
+
+
+def _parse_duration_ms(text: str) -> int:
+    """``--by-duration``: an ISO-8601 duration as Java's ``Duration.parse``
+    takes it, ``PnDTnHnMn.nS`` (e.g. ``PT1H30M``, ``P1D``); milliseconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or not any(match.group(i) for i in (2, 3, 4, 5)) or text.strip().upper().endswith("T"):
+        raise CliError(f"--by-duration {text!r}: expected an ISO-8601 duration such as PT1H30M "
+                       "or P1DT12H (PnDTnHnMn.nS)")
+    sign, days, hours, minutes, seconds, fraction = match.groups()
+    ms = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
+    whole = int(seconds or 0)
+    ms += whole * 1000 + (1 if whole >= 0 else -1) * int(((fraction or "") + "000")[:3])
+    return -ms if sign == "-" else ms
+
+
+def _parse_datetime(text: str) -> int:
+    """Kafka's ``--to-datetime`` format, ``YYYY-MM-DDTHH:mm:SS.sss``, with
+    an optional zone (``Z``, ``+01:00``); without one it is UTC, as Kafka
+    reads it. Milliseconds since the epoch."""
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"--to-datetime {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def cmd_groups_delete(args: argparse.Namespace) -> int:
+    return _delete_groups(args, [args.group])
+
+
+def _delete_groups(args: argparse.Namespace, groups: list[str]) -> int:
+    """DeleteGroups, printed as kafka-consumer-groups.sh ``--delete`` does;
+    exit 2 if any group could not be deleted."""
+    watch = AuthenticationWatch()
+    admin = AdminClient(librdkafka_settings(args.bootstrap_server, command_security(args), watch))
+    timeout_s = args.timeout_ms / 1000
+    if not groups:
+        print("No consumer groups to delete.")
+        return 0
+    deleted = admin.delete_consumer_groups(groups, request_timeout=timeout_s)
+    done: list[str] = []
+    failed: list[str] = []
+    for group in groups:
+        try:
+            _first_answer(deleted[group], timeout_s, f"delete {group}", admin, watch)
+            done.append(group)
+        except CliError as e:
+            if len(groups) == 1:
+                raise
+            failed.append(f"* Group '{group}' could not be deleted due to: "
+                          f"{str(e).removeprefix(f'delete {group}: ')}")
+    quoted = ", ".join(f"'{g}'" for g in done)
+    if not failed:
+        print(f"Deletion of requested consumer groups ({quoted}) was successful.")
+        return 0
+    print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
+    for line in failed:
+        print(line, file=sys.stderr)
+    if done:
+        print(f"These consumer groups were deleted successfully: {quoted}")
+    return 2
+
+
+def cmd_groups_delete_offsets(args: argparse.Namespace) -> int:
+    """kafka-consumer-groups.sh ``--delete-offsets``: OffsetDelete (API 47)
+    at the group's coordinator, for ``--topic T`` (every partition) or
+    ``T:0,2``. The coordinator refuses partitions a member is subscribed
+    to (GROUP_SUBSCRIBED_TO_TOPIC); each partition's outcome is printed."""
+    if not args.topic:
+        raise CliError("--delete-offsets needs --topic T[:P,...]")
+    timeout_s = args.timeout_ms / 1000
+    security = command_security(args)
+    watch = AuthenticationWatch()
+    admin = AdminClient(librdkafka_settings(args.bootstrap_server, security, watch))
+    described = admin.describe_consumer_groups([args.group], request_timeout=timeout_s)
+    group = _first_answer(described[args.group], timeout_s, f"describe {args.group}", admin,
+                          watch)
+    node = group.coordinator
+    if node is None:
+        raise CliError(f"group {args.group} has no coordinator now; try again")
+    partitions = sorted(_topic_scope(args.topic, admin, timeout_s),
+                        key=lambda t: (t.topic, t.partition))
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    request = od0.OffsetDeleteRequest(group_id=GroupId(args.group), topics=tuple(
+        od0.OffsetDeleteRequestTopic(name=TopicName(topic), partitions=tuple(
+            od0.OffsetDeleteRequestPartition(partition_index=i32(p)) for p in ids))
+        for topic, ids in by_topic.items()))
+
+    async def ask() -> Any:
+        client = KafkaProtocolClient(node.host, int(node.port), client_id="raftlog-groups",
+                                     request_timeout_ms=args.timeout_ms,
+                                     security=security.connection)
+        try:
+            return await client.send(request)
+        finally:
+            await client.close()
+
+    try:
+        response = asyncio.run(ask())
+    except Exception as e:
+        raise CliError(f"delete offsets of {args.group}: {e}") from e
+    top = ErrorCode(int(response.error_code))
+    if top is not ErrorCode.none:
+        raise CliError(f"delete offsets of {args.group}: {top.name.upper()}")
+    outcomes = {(str(t.name), int(p.partition_index)): ErrorCode(int(p.error_code))
+                for t in response.topics for p in t.partitions}
+    errors = [code for code in outcomes.values() if code is not ErrorCode.none]
+    if errors:
+        print("Error: Encountered some partition-level error, see the follow-up details.",
+              file=sys.stderr)
+    else:
+        print(f"Request succeeded for deleting offsets from group {args.group}.")
+    table = [("TOPIC", "PARTITION", "STATUS")] + [
+        (topic, str(partition), "Successful" if code is ErrorCode.none
+         else f"Error: {code.name.upper()}")
+        for (topic, partition), code in sorted(outcomes.items())]
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    print()
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 2 if errors else 0
+
+
+def _topic_scope(specs: list[str], admin: AdminClient, timeout_s: float) -> set[TopicPartition]:
+    """``--topic T`` (every partition of T) or ``--topic T:0,2``, repeated."""
     out: set[TopicPartition] = set()
-    for spec in args.topic:
+    for spec in specs:
         name, _, ids = spec.partition(":")
         if ids:
             try:
@@ -361,53 +619,137 @@ def _reset_scope(args: argparse.Namespace, admin: AdminClient,
     return out
 
 
-def _new_offset(args: argparse.Namespace, consumer: Any, tp: TopicPartition,
-                current: int | None, timeout_s: float) -> int:
-    ctp = ConfluentTopicPartition(tp.topic, tp.partition)
-    try:
-        low, high = consumer.get_watermark_offsets(ctp, timeout=timeout_s)
-    except Exception as e:
-        raise CliError(f"offsets of {tp.topic}-{tp.partition}: {e}") from e
-    if args.to_earliest:
-        target = low
-    elif args.to_latest:
-        target = high
-    elif args.to_offset is not None:
-        target = args.to_offset
-    elif args.shift_by is not None:
-        target = (current if current is not None else high) + args.shift_by
-    else:
-        at = _parse_datetime(args.to_datetime)
-        (found,) = consumer.offsets_for_times(
-            [ConfluentTopicPartition(tp.topic, tp.partition, at)], timeout=timeout_s)
-        target = high if found.offset < 0 else found.offset
-    return min(max(int(target), int(low)), int(high))
+# --- kafka-consumer-groups.sh's spelling: one action flag ---------------------------------
+
+_KAFKA_ACTIONS: Final = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 
 
-def _parse_datetime(text: str) -> int:
-    """Kafka's ``--to-datetime`` format, ``YYYY-MM-DDTHH:mm:SS.sss`` (local
-    time) with an optional zone (``Z``, ``+01:00``); milliseconds since the epoch."""
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CliError(f"--to-datetime {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss") from None
-    return int(moment.timestamp() * 1000)
-
-
-def cmd_groups_delete(args: argparse.Namespace) -> int:
-    watch = AuthenticationWatch()
-    admin = AdminClient(librdkafka_settings(args.bootstrap_server, command_security(args), watch))
-    timeout_s = args.timeout_ms / 1000
-    deleted = admin.delete_consumer_groups([args.group], request_timeout=timeout_s)
-    _first_answer(deleted[args.group], timeout_s, f"delete {args.group}", admin, watch)
-    print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
+def cmd_groups_kafka(args: argparse.Namespace) -> int:
+    """``raftlog groups --bootstrap-server H:P --describe --group G`` and the
+    rest of kafka-consumer-groups.sh's form: one action flag, ``--group``
+    (repeatable) or ``--all-groups``."""
+    action = args.kafka_action
+    if action is None:
+        raise CliError("one action is needed: --" + ", --".join(_KAFKA_ACTIONS)
+                       + " (or groups list|describe|reset-offsets|delete|delete-offsets)")
+    if not args.bootstrap_server:
+        raise CliError("--bootstrap-server is required")
+    groups: list[str] = args.group_ids or []
+    if groups and args.all_groups:
+        raise CliError("give --group or --all-groups, not both")
+    if action == "list":
+        if groups or args.all_groups or args.topic:
+            raise CliError("--list takes no --group, --all-groups or --topic")
+        return cmd_groups_list(args)
+    if action != "list" and args.type is not None:
+        raise CliError("--type goes with --list only")
+    if action == "delete-offsets":
+        if len(groups) != 1:
+            raise CliError("--delete-offsets needs one --group")
+        args.group = groups[0]
+        return cmd_groups_delete_offsets(args)
+    if not groups and not args.all_groups:
+        raise CliError(f"--{action} needs --group G or --all-groups")
+    if action == "delete" and args.topic:
+        raise CliError("--delete deletes whole groups; for a topic's offsets use "
+                       "--delete-offsets --group G --topic T")
+    if action == "describe":
+        if args.topic:
+            raise CliError("--describe takes no --topic")
+        if sum((args.state is not None, args.members, args.offsets)) > 1:
+            raise CliError("--describe takes at most one of --members, --offsets, --state")
+        if args.state:
+            raise CliError(f"--describe --state takes no value (got {args.state!r})")
+    if action != "describe" and (args.members or args.offsets or args.verbose):
+        raise CliError("--members, --offsets and --verbose go with --describe")
+    if action != "reset-offsets" and (args.execute or args.dry_run or args.export):
+        raise CliError("--execute, --dry-run and --export go with --reset-offsets")
+    if args.all_groups:
+        groups = _every_group(args)
+    if action == "delete":
+        return _delete_groups(args, groups)
+    if action == "reset-offsets":
+        return _reset_offsets(args, groups, several=len(groups) > 1 or args.all_groups)
+    args.state = args.state is not None
+    for index, group in enumerate(sorted(groups)):
+        if index:
+            print()
+        args.group = group
+        cmd_groups_describe(args)
     return 0
 
 
+def _every_group(args: argparse.Namespace) -> list[str]:
+    watch = AuthenticationWatch()
+    admin = AdminClient(librdkafka_settings(args.bootstrap_server, command_security(args), watch))
+    timeout_s = args.timeout_ms / 1000
+    result = _first_answer(admin.list_consumer_groups(request_timeout=timeout_s), timeout_s,
+                           "list groups", admin, watch)
+    return sorted(g.group_id for g in result.valid)
+
+
+def _add_reset_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The reset scope and scenario options, shared by both spellings."""
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
+    scope.add_argument("--all-topics", action="store_true")
+    to = parser.add_mutually_exclusive_group(required=required)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-current", action="store_true",
+                    help="the committed offset; the log end where there is none")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                    help="the first offset at or after it (UTC unless a zone is given)")
+    to.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                    help="the first offset at or after now minus this ISO-8601 duration")
+    to.add_argument("--from-file", metavar="FILE",
+                    help="CSV lines topic,partition,offset (or group,topic,partition,offset), "
+                         "as --export writes them")
+    parser.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="only print them (the default, said explicitly)")
+    parser.add_argument("--export", action="store_true",
+                        help="print the plan as CSV, for --from-file")
+
+
+def _add_connection_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument("--bootstrap-server", required=required, metavar="HOST:PORT[,...]")
+    parser.add_argument("--timeout-ms", type=int, default=15_000)
+    add_command_config(parser)
+
+
 def register_groups(sub: Any) -> None:
-    """Add ``groups list|describe|reset-offsets|delete`` to the `raftlog` subparsers ``sub``."""
-    groups = sub.add_parser("groups", help="consumer groups (kafka-consumer-groups.sh)")
-    actions = groups.add_subparsers(dest="action", required=True)
+    """Add ``groups`` to the `raftlog` subparsers ``sub``, in both spellings:
+    ``groups list|describe GROUP|reset-offsets GROUP|delete GROUP|
+    delete-offsets GROUP`` and kafka-consumer-groups.sh's action flags."""
+    groups = sub.add_parser(
+        "groups", help="consumer groups (kafka-consumer-groups.sh)",
+        description="Consumer groups, as kafka-consumer-groups.sh: either a subcommand "
+                    "(groups describe GROUP --bootstrap-server H:P) or Kafka's action flags "
+                    "(groups --bootstrap-server H:P --describe --group GROUP).")
+    kafka = groups.add_mutually_exclusive_group()
+    for action in _KAFKA_ACTIONS:
+        kafka.add_argument(f"--{action}", dest="kafka_action", action="store_const",
+                           const=action, help=f"the {action} action (Kafka's spelling)")
+    groups.add_argument("--group", dest="group_ids", action="append", metavar="GROUP",
+                        help="the group (repeatable)")
+    groups.add_argument("--all-groups", action="store_true")
+    groups.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE...]",
+                        help="--list: show (or filter by) each group's state; --describe: "
+                             "the coordinator, assignor, state and member count")
+    groups.add_argument("--type", nargs="?", const="", metavar="classic|consumer",
+                        help="--list: show (or filter by) each group's protocol type")
+    groups.add_argument("--members", action="store_true", help="--describe: one line per member")
+    groups.add_argument("--offsets", action="store_true",
+                        help="--describe: offsets and lag per partition (the default)")
+    groups.add_argument("--verbose", action="store_true")
+    _add_reset_options(groups, required=False)
+    _add_connection_options(groups, required=False)
+    groups.set_defaults(func=cmd_groups_kafka, kafka_action=None)
+
+    actions = groups.add_subparsers(dest="action", required=False)
     listing = actions.add_parser("list", help="every group id")
     listing.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE...]",
                          help="show each group's state; only these states if named")
@@ -426,21 +768,16 @@ def register_groups(sub: Any) -> None:
     reset = actions.add_parser(
         "reset-offsets", help="move an inactive group's committed offsets (dry run unless --execute)")
     reset.add_argument("group")
-    scope = reset.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]")
-    scope.add_argument("--all-topics", action="store_true")
-    to = reset.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
-    to.add_argument("--shift-by", type=int, metavar="N")
-    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    reset.add_argument("--execute", action="store_true")
+    _add_reset_options(reset, required=True)
     delete = actions.add_parser("delete", help="delete an inactive group and its offsets")
     delete.add_argument("group")
+    delete_offsets = actions.add_parser(
+        "delete-offsets", help="delete a group's committed offsets of some topics")
+    delete_offsets.add_argument("group")
+    delete_offsets.add_argument("--topic", action="append", required=True,
+                                metavar="TOPIC[:P,P...]")
     for parser, func in ((listing, cmd_groups_list), (describe, cmd_groups_describe),
-                         (reset, cmd_groups_reset_offsets), (delete, cmd_groups_delete)):
-        parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-        parser.add_argument("--timeout-ms", type=int, default=15_000)
-        add_command_config(parser)
+                         (reset, cmd_groups_reset_offsets), (delete, cmd_groups_delete),
+                         (delete_offsets, cmd_groups_delete_offsets)):
+        _add_connection_options(parser, required=True)
         parser.set_defaults(func=func)

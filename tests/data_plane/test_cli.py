@@ -132,6 +132,15 @@ BROKER_COMMANDS = [
     ["groups", "describe", "g"],
     ["groups", "reset-offsets", "g", "--all-topics", "--to-earliest"],
     ["groups", "delete", "g"],
+    ["groups", "delete-offsets", "g", "--topic", "t"],
+    # The same, as Kafka's tools spell them.
+    ["topics", "--list"],
+    ["configs", "--describe", "--entity-type", "topics", "--entity-name", "t"],
+    ["groups", "--list"],
+    ["groups", "--describe", "--group", "g"],
+    ["groups", "--reset-offsets", "--group", "g", "--all-topics", "--to-current"],
+    ["groups", "--delete", "--group", "g", "--group", "h"],
+    ["groups", "--delete-offsets", "--group", "g", "--topic", "t:0"],
 ]
 
 
@@ -204,3 +213,117 @@ def test_an_unknown_command_is_refused_with_every_command_listed(
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["topics"], "an action is needed: one of create, list, describe, alter, delete "
+                 "(or --create, --list, --describe, --alter, --delete)"),
+    (["topics", "list", "--describe"], "two actions given: list and --describe"),
+    (["configs", "--describe", "--entity-name", "t"],
+     "--entity-name and --entity-default need --entity-type"),
+    (["configs", "--describe", "--entity-type", "topics", "--entity-default"],
+     "--entity-default does not apply to --entity-type topics"),
+    (["configs", "--alter", "--entity-type", "brokers", "--add-config", "a=b"],
+     "give an --entity-name or --entity-default for each --entity-type"),
+    (["configs", "--describe", "--entity-type", "topics", "--entity-type", "users"],
+     "only --entity-type users and clients go together"),
+    (["configs", "--describe", "--entity-type", "topics", "--entity-name", "t", "--topic", "t"],
+     "give --entity-type or --topic/--broker/--client/--user/--ip, not both"),
+])
+def test_kafka_tool_spellings_refused_with_one_line(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing is sent: each is refused before a client connects."""
+    assert main([*argv, "--bootstrap-server", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"raftlog: {error}"]
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["groups"], "one action is needed: --list, --describe, --delete, --reset-offsets, "
+                 "--delete-offsets (or groups list|describe|reset-offsets|delete|delete-offsets)"),
+    (["groups", "--describe"], "--describe needs --group G or --all-groups"),
+    (["groups", "--describe", "--group", "g", "--all-groups"],
+     "give --group or --all-groups, not both"),
+    (["groups", "--describe", "--group", "g", "--members", "--offsets"],
+     "--describe takes at most one of --members, --offsets, --state"),
+    (["groups", "--describe", "--group", "g", "--state", "Stable"],
+     "--describe --state takes no value (got 'Stable')"),
+    (["groups", "--describe", "--group", "g", "--topic", "t"], "--describe takes no --topic"),
+    (["groups", "--list", "--group", "g"], "--list takes no --group, --all-groups or --topic"),
+    (["groups", "--delete", "--group", "g", "--topic", "t"],
+     "--delete deletes whole groups; for a topic's offsets use --delete-offsets --group G "
+     "--topic T"),
+    (["groups", "--delete-offsets", "--group", "g"], "--delete-offsets needs --topic T[:P,...]"),
+    (["groups", "--delete-offsets", "--group", "g", "--group", "h", "--topic", "t"],
+     "--delete-offsets needs one --group"),
+    (["groups", "--delete", "--group", "g", "--execute"],
+     "--execute, --dry-run and --export go with --reset-offsets"),
+    (["groups", "--reset-offsets", "--group", "g", "--all-topics"],
+     "--reset-offsets needs exactly one of --to-earliest, --to-latest, --to-offset, "
+     "--shift-by, --to-datetime, --to-current, --by-duration, --from-file"),
+    (["groups", "--reset-offsets", "--group", "g", "--to-earliest"],
+     "--reset-offsets needs --topic T[:P,...] or --all-topics"),
+    (["groups", "--reset-offsets", "--group", "g", "--all-topics", "--to-earliest",
+      "--execute", "--dry-run"], "give --execute or --dry-run, not both"),
+    (["groups", "--reset-offsets", "--group", "g", "--all-topics", "--by-duration", "PT"],
+     "--by-duration 'PT': expected an ISO-8601 duration such as PT1H30M or P1DT12H "
+     "(PnDTnHnMn.nS)"),
+    (["groups", "--reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "yesterday"],
+     "--to-datetime 'yesterday': expected YYYY-MM-DDTHH:mm:SS.sss"),
+])
+def test_groups_in_kafka_spelling_refuses_with_one_line(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Refused before a client connects (the port has no listener)."""
+    assert main([*argv, "--bootstrap-server", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"raftlog: {error}"]
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("PT1H30M", 5_400_000), ("P1D", 86_400_000), ("P1DT12H", 129_600_000), ("PT0.5S", 500),
+    ("pt15m", 900_000), ("PT-10S", -10_000), ("-PT1M", -60_000), ("PT1.25S", 1_250),
+])
+def test_by_duration_reads_iso_8601_as_java_does(text: str, ms: int) -> None:
+    from data_plane.groups_cli import _parse_duration_ms
+
+    assert _parse_duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["P", "PT", "P1DT", "1H", "P1H", "PT1D", "P1Y", ""])
+def test_by_duration_refuses_what_java_refuses(text: str) -> None:
+    from data_plane.admin_cli import CliError
+    from data_plane.groups_cli import _parse_duration_ms
+
+    with pytest.raises(CliError, match="ISO-8601 duration"):
+        _parse_duration_ms(text)
+
+
+def test_to_datetime_without_a_zone_is_utc() -> None:
+    from data_plane.groups_cli import _parse_datetime
+
+    assert _parse_datetime("1970-01-01T00:00:01.500") == 1_500
+    assert _parse_datetime("1970-01-01T01:00:00.000+01:00") == 0
+    assert _parse_datetime("1970-01-01T00:00:00.000Z") == 0
+
+
+def test_a_reset_file_takes_kafka_export_lines(tmp_path: Path) -> None:
+    from data_plane.admin_cli import CliError
+    from data_plane.groups.model import TopicPartition
+    from data_plane.groups_cli import _read_reset_file
+
+    one = tmp_path / "one.csv"
+    one.write_text("t,0,5\nt,1,7\n")
+    assert _read_reset_file(str(one), ["g"]) == {
+        "g": {TopicPartition("t", 0): 5, TopicPartition("t", 1): 7}}
+    several = tmp_path / "several.csv"
+    several.write_text("g,t,0,5\n\nh,u,2,9\n")
+    assert _read_reset_file(str(several), ["g", "h"]) == {
+        "g": {TopicPartition("t", 0): 5}, "h": {TopicPartition("u", 2): 9}}
+    with pytest.raises(CliError, match="no reset plan for group x"):
+        _read_reset_file(str(several), ["g", "x"])
+    with pytest.raises(CliError, match="line 1: expected group,topic,partition,offset"):
+        _read_reset_file(str(one), ["g", "h"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t,zero,5\n")
+    with pytest.raises(CliError, match="line 1: expected topic,partition,offset or"):
+        _read_reset_file(str(bad), ["g"])

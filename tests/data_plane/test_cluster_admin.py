@@ -201,6 +201,59 @@ def test_cli_topics_alter_and_configs(cluster: LocalCluster) -> None:
     eventually(topics_describe)
 
 
+
+def test_cli_takes_kafka_tools_spelling_of_topics_and_configs(cluster: LocalCluster) -> None:
+    """kafka-topics.sh's ``--create``/``--describe`` and kafka-configs.sh's
+    ``--entity-type``/``--entity-name``/``--entity-default`` do what the
+    short forms do; a describe without a name covers every topic or broker."""
+    b = cluster.bootstrap_servers
+    out = cli("topics", "--bootstrap-server", b, "--create", "--topic", "spelled",
+              "--partitions", "2", "--replication-factor", "3")
+    assert out.returncode == 0 and out.stdout.strip() == "Created topic spelled.", out.stderr
+    cluster.wait_topic("spelled", 2)
+    described = cli("topics", "--describe", "--topic", "spelled", "--bootstrap-server", b)
+    assert "PartitionCount: 2" in described.stdout
+    assert "spelled" in cli("topics", "--list", "--bootstrap-server", b).stdout.split()
+    out = cli("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name",
+              "spelled", "--alter", "--add-config", "retention.ms=7200000")
+    assert out.stdout.strip() == "Completed updating config for topic spelled.", out.stderr
+
+    def described_both_ways() -> None:
+        short = cli("configs", "describe", "--topic", "spelled", "--bootstrap-server", b).stdout
+        long = cli("configs", "--describe", "--entity-type", "topics", "--entity-name", "spelled",
+                   "--bootstrap-server", b).stdout
+        assert short == long == "Dynamic configs for topic spelled are:\n  retention.ms=7200000\n"
+        every = cli("configs", "--describe", "--entity-type", "topics",
+                    "--bootstrap-server", b).stdout
+        assert "Dynamic configs for topic spelled are:\n  retention.ms=7200000\n" in every
+        assert "Dynamic configs for topic __consumer_offsets are:" in every or \
+            "__consumer_offsets" not in cli("topics", "list", "--bootstrap-server", b).stdout
+    eventually(described_both_ways)
+    brokers = cli("configs", "--describe", "--entity-type", "brokers", "--bootstrap-server", b)
+    assert [line for line in brokers.stdout.splitlines() if line.startswith("Dynamic")] == [
+        f"Dynamic configs for broker {n} are:" for n in (1, 2, 3)]
+    defaults = cli("configs", "--describe", "--entity-type", "brokers", "--entity-default",
+                   "--bootstrap-server", b)
+    assert defaults.stdout.splitlines()[0] == "Default configs for brokers in the cluster are:"
+    # A user and the default client id: the pair's quota (kafka-configs.sh's
+    # --entity-type users --entity-name U --entity-type clients --entity-default).
+    out = cli("configs", "--alter", "--entity-type", "users", "--entity-name", "spelt",
+              "--entity-type", "clients", "--entity-default", "--add-config",
+              "producer_byte_rate=2048", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    try:
+        def pair_described() -> None:
+            text = cli("configs", "describe", "--user", "spelt", "--client-defaults",
+                       "--bootstrap-server", b).stdout
+            assert "producer_byte_rate=2048" in text
+        eventually(pair_described)
+    finally:
+        cli("configs", "--alter", "--entity-type", "users", "--entity-name", "spelt",
+            "--entity-type", "clients", "--entity-default", "--delete-config",
+            "producer_byte_rate", "--bootstrap-server", b)
+        cli("topics", "--delete", "--topic", "spelled", "--bootstrap-server", b)
+
+
 def test_confluent_delete_records_then_consumers_start_at_the_new_log_start(
     cluster: LocalCluster,
 ) -> None:

@@ -438,9 +438,9 @@ def test_cli_resets_and_deletes_an_inactive_group(cluster: LocalCluster) -> None
     assert _committed_offset(b, "rw") == "10"
 
     dry = cli("groups", "reset-offsets", "rw", "--topic", "rewind", "--to-earliest",
-              "--bootstrap-server", b).stdout
-    assert "--execute option is missing" in dry
-    assert dry.splitlines()[-1].split() == ["rw", "rewind", "0", "0"]
+              "--bootstrap-server", b)
+    assert "--execute option is missing" in dry.stderr  # on stderr, as Kafka's tool
+    assert dry.stdout.splitlines()[-1].split() == ["rw", "rewind", "0", "0"]
     assert _committed_offset(b, "rw") == "10"  # nothing changed
 
     for args, expected in ((["--to-offset", "4"], "4"), (["--shift-by", "-100"], "0"),
@@ -473,6 +473,98 @@ def test_cli_resets_and_deletes_an_inactive_group(cluster: LocalCluster) -> None
     deleted = cli("groups", "delete", "rw", "--bootstrap-server", b).stdout
     assert deleted.strip() == "Deletion of requested consumer groups ('rw') was successful."
     assert "rw" not in cli("groups", "list", "--bootstrap-server", b).stdout.split()
+
+
+
+def test_cli_groups_in_kafka_consumer_groups_spelling(cluster: LocalCluster) -> None:
+    """kafka-consumer-groups.sh's action flags: --describe of several groups,
+    --reset-offsets --to-current / --by-duration / --export then --from-file,
+    --delete-offsets (refused for a topic a member subscribes to, and for
+    a partition that does not exist), and --delete of several groups."""
+    b = cluster.bootstrap_servers
+    create_topic(cluster, "spelt", partitions=2)
+    producer = Producer({"bootstrap.servers": b, "acks": "all"})
+    for i in range(20):  # 12 on partition 0, 8 on partition 1
+        producer.produce("spelt", f"event {i}".encode(), partition=0 if i % 5 < 3 else 1)
+    assert producer.flush(20) == 0
+    for group in ("sa", "sb"):
+        read = cli("consume", "--bootstrap-server", b, "--topic", "spelt", "--group", group,
+                   "--from-beginning", "--max-messages", "20", "--timeout-ms", "20000")
+        assert len(read.stdout.splitlines()) == 20
+    ends = {p: _end_offset(cluster, "spelt", p) for p in (0, 1)}
+    assert ends == {0: 12, 1: 8}
+
+    described = cli("groups", "--bootstrap-server", b, "--describe", "--group", "sb",
+                    "--group", "sa").stdout
+    rows = [line.split() for line in described.splitlines() if line.startswith(("sa ", "sb "))]
+    assert [(r[0], r[2], r[3]) for r in rows] == [
+        ("sa", "0", str(ends[0])), ("sa", "1", str(ends[1])),
+        ("sb", "0", str(ends[0])), ("sb", "1", str(ends[1]))]  # sorted by group
+    states = cli("groups", "--bootstrap-server", b, "--describe", "--all-groups", "--state").stdout
+    assert {"sa", "sb"} <= {line.split()[0] for line in states.splitlines() if line.strip()}
+
+    # --export then --from-file: the plan is CSV, and the file is the plan.
+    plan = cli("groups", "--bootstrap-server", b, "--reset-offsets", "--group", "sa",
+               "--all-topics", "--shift-by", "-3", "--export", "--dry-run").stdout
+    assert plan.splitlines() == [f"spelt,{p},{ends[p] - 3}" for p in (0, 1)]
+    both = cli("groups", "--bootstrap-server", b, "--reset-offsets", "--group", "sa",
+               "--group", "sb", "--topic", "spelt:0", "--to-earliest", "--export").stdout
+    assert both.splitlines() == ["sa,spelt,0,0", "sb,spelt,0,0"]
+    path = cluster.directory / "plan.csv"
+    path.write_text(plan)
+    done = cli("groups", "--bootstrap-server", b, "--reset-offsets", "--group", "sa",
+               "--from-file", str(path), "--execute").stdout
+    assert [line.split() for line in done.splitlines()[-2:]] == [
+        ["sa", "spelt", str(p), str(ends[p] - 3)] for p in (0, 1)]
+    assert _committed_offset(b, "sa") == str(ends[0] - 3)
+    # --to-current keeps a committed offset; --by-duration P1D goes back a
+    # day, before every record here.
+    current = cli("groups", "--bootstrap-server", b, "--reset-offsets", "--group", "sa",
+                  "--all-topics", "--to-current", "--dry-run").stdout
+    assert current.splitlines()[-2].split() == ["sa", "spelt", "0", str(ends[0] - 3)]
+    day = cli("groups", "--bootstrap-server", b, "--reset-offsets", "--group", "sa",
+              "--all-topics", "--by-duration", "P1D", "--execute").stdout
+    assert [line.split()[-1] for line in day.splitlines()[-2:]] == ["0", "0"]
+    bad = cli("groups", "--bootstrap-server", b, "--reset-offsets", "--group", "sa",
+              "--all-topics", "--by-duration", "1 day", check=False)
+    assert bad.returncode == 2 and "ISO-8601 duration" in bad.stderr
+
+    # --delete-offsets: a partition that does not exist is refused by the
+    # broker (UNKNOWN_TOPIC_OR_PARTITION, as Kafka's), the rest go.
+    out = cli("groups", "--bootstrap-server", b, "--delete-offsets", "--group", "sa",
+              "--topic", "spelt", "--topic", "spelt:7", check=False)
+    assert out.returncode == 2
+    assert "partition-level error" in out.stderr
+    table = [line.split() for line in out.stdout.splitlines()[-3:]]
+    assert table == [["spelt", "0", "Successful"], ["spelt", "1", "Successful"],
+                     ["spelt", "7", "Error:", "UNKNOWN_TOPIC_OR_PARTITION"]]
+    left = cli("groups", "describe", "sa", "--bootstrap-server", b).stdout
+    assert not any(line.startswith("sa ") for line in left.splitlines())
+    member = Consumer({"bootstrap.servers": b, "group.id": "sb", "auto.offset.reset": "earliest"})
+    try:
+        member.subscribe(["spelt"])
+        for _ in range(60):
+            member.poll(0.5)
+            if member.assignment():
+                break
+        refused = cli("groups", "--bootstrap-server", b, "--delete-offsets", "--group", "sb",
+                      "--topic", "spelt:0", check=False)
+        assert refused.returncode == 2
+        assert refused.stdout.splitlines()[-1].split() == [
+            "spelt", "0", "Error:", "GROUP_SUBSCRIBED_TO_TOPIC"]
+        busy = cli("groups", "--bootstrap-server", b, "--delete", "--group", "sa", "--group",
+                   "sb", check=False)
+        assert busy.returncode == 2
+        assert busy.stderr.splitlines()[0] == "Error: Deletion of some consumer groups failed:"
+        assert busy.stderr.splitlines()[1].startswith(
+            "* Group 'sb' could not be deleted due to: ")
+        assert busy.stdout.strip() == "These consumer groups were deleted successfully: 'sa'"
+    finally:
+        member.close()
+    gone = cli("groups", "--bootstrap-server", b, "--delete", "--group", "sb").stdout
+    assert gone.strip() == "Deletion of requested consumer groups ('sb') was successful."
+    listed = cli("groups", "--bootstrap-server", b, "--list").stdout.split()
+    assert "sa" not in listed and "sb" not in listed
 
 
 def test_cluster_status_lists_every_node(cluster: LocalCluster) -> None:
