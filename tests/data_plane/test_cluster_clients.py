@@ -6,8 +6,8 @@ RF 3, ``min.insync.replicas=2``, fencing in 3 s) serves the module:
 - kafka-python 3.x, aiokafka 0.14 and confluent-kafka 2.x each produce with
   acks=all, plain and zstd, then consume from the beginning and from a
   stored offset (assign + seek): every acknowledged record is at its offset,
-  per-partition order is kept. kafka-python and aiokafka run with
-  ``enable_idempotence=False``: InitProducerId is not served yet.
+  per-partition order is kept. kafka-python and aiokafka produce as
+  idempotent producers (InitProducerId, sequence numbers).
 - kcat lists the metadata (``-L``), produces and consumes (skipped, saying
   why, when kcat is not installed).
 - failover under load: confluent-kafka produces with acks=all while the
@@ -129,7 +129,7 @@ def test_kafka_python_produces_acks_all_plain_and_zstd_and_consumes(cluster: Loc
         producer = KafkaProducer(
             bootstrap_servers=cluster.bootstrap_servers, acks="all",
             compression_type=None if codec == "none" else codec,
-            enable_idempotence=False,  # InitProducerId is not served yet
+            enable_idempotence=True,
             request_timeout_ms=10_000,
         )
         futures = [(producer.send(topic, key=k, value=v), v) for k, v in records("kp", codec)]
@@ -176,7 +176,7 @@ def test_aiokafka_produces_acks_all_plain_and_zstd_and_consumes(cluster: LocalCl
             producer = AIOKafkaProducer(
                 bootstrap_servers=cluster.bootstrap_servers, acks="all",
                 compression_type=None if codec == "none" else codec,
-                enable_idempotence=False,  # InitProducerId is not served yet
+                enable_idempotence=True,
             )
             await producer.start()
             try:
@@ -252,7 +252,7 @@ def test_confluent_kafka_produces_acks_all_plain_and_zstd_and_consumes(
 
     for codec in ("none", "zstd"):
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                             "compression.type": codec, "enable.idempotence": False,
+                             "compression.type": codec, "enable.idempotence": True,
                              "linger.ms": 5})
         for key, value in records("ck", codec):
             producer.produce(topic, value=value, key=key, on_delivery=delivered)
@@ -416,6 +416,65 @@ def test_cli_produce_then_consume_round_trip(cluster: LocalCluster) -> None:
     again = cli("consume", "--bootstrap-server", b, "--topic", "cli", "--group", "g",
                 "--timeout-ms", "5000")
     assert again.stdout == ""
+
+
+
+def test_cli_console_tools_take_kafkas_reader_and_formatter_properties(
+        cluster: LocalCluster) -> None:
+    """kafka-console-producer's headers and null marker, and
+    kafka-console-consumer's printed fields, ``--include`` and
+    ``--isolation-level`` (read_uncommitted unless given, as Kafka's tool)."""
+    b = cluster.bootstrap_servers
+    create_topic(cluster, "console-a", partitions=1)
+    create_topic(cluster, "console-b", partitions=1)
+    lines = "h1:v1,h2:v2\tk1:one\n\tNULL:two\nh3:x\tk3:NULL\n"
+    cli("produce", "--bootstrap-server", b, "--topic", "console-a", "--reader-property",
+        "parse.key=true", "--property", "key.separator=:", "--property", "parse.headers=true",
+        "--property", "null.marker=NULL", "--request-required-acks", "all",
+        "--compression-codec", "--sync", stdin=lines)
+    out = cli("consume", "--bootstrap-server", b, "--topic", "console-a", "--from-beginning",
+              "--max-messages", "3", "--timeout-ms", "15000", "--formatter-property",
+              "print.partition=true", "--property", "print.offset=true", "--property",
+              "print.headers=true", "--property", "print.key=true", "--property",
+              "key.separator=|")
+    assert out.stdout.splitlines() == [
+        "Partition:0|Offset:0|h1:v1,h2:v2|k1|one",
+        "Partition:0|Offset:1|NO_HEADERS|null|two",
+        "Partition:0|Offset:2|h3:x|k3|null"]
+    stamped = cli("consume", "--bootstrap-server", b, "--topic", "console-a",
+                  "--from-beginning", "--max-messages", "1", "--timeout-ms", "15000",
+                  "--property", "print.timestamp=true", "--property", "print.value=false")
+    kind, _, ms = stamped.stdout.strip().partition(":")
+    assert kind == "CreateTime" and abs(int(ms) - time.time() * 1000) < 300_000
+
+    cli("produce", "--bootstrap-server", b, "--topic", "console-b", stdin="b0\nb1\n")
+    # An aborted transaction's record: read_uncommitted prints it, read_committed not.
+    producer = Producer({"bootstrap.servers": b, "transactional.id": "console-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("console-b", b"aborted")
+    producer.flush(15)
+    producer.abort_transaction(30)
+    cli("produce", "--bootstrap-server", b, "--topic", "console-b", stdin="b2\n")
+    every = cli("consume", "--bootstrap-server", b, "--topic", "console-b", "--from-beginning",
+                "--max-messages", "4", "--timeout-ms", "15000")
+    assert every.stdout.splitlines() == ["b0", "b1", "aborted", "b2"]
+    committed = cli("consume", "--bootstrap-server", b, "--topic", "console-b",
+                    "--from-beginning", "--max-messages", "3", "--timeout-ms", "15000",
+                    "--isolation-level", "read_committed")
+    assert committed.stdout.splitlines() == ["b0", "b1", "b2"]
+    # Both topics, by a regular expression (a fresh group subscribes to it).
+    both = cli("consume", "--bootstrap-server", b, "--include", "console-[ab]",
+               "--from-beginning", "--max-messages", "6", "--timeout-ms", "20000",
+               "--isolation-level", "read_committed", "--property", "print.offset=true")
+    assert sorted(both.stdout.splitlines()) == sorted([
+        "Offset:0\tone", "Offset:1\ttwo", "Offset:2\tnull",
+        "Offset:0\tb0", "Offset:1\tb1", "Offset:4\tb2"])
+    refused = cli("produce", "--bootstrap-server", b, "--topic", "console-b",
+                  "--producer-property", "no.such.setting=1", stdin="x\n", check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        'raftlog: --producer-property: No such configuration property: "no.such.setting"')
 
 
 def _committed_offset(b: str, group: str) -> str:
