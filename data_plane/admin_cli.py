@@ -62,6 +62,7 @@ import contextlib
 import dataclasses
 import datetime
 import faulthandler
+import json
 import logging
 import re
 import signal
@@ -1169,38 +1170,113 @@ async def _describe_configs_of(admin: _Admin, args: argparse.Namespace, rtype: i
 
 
 def cmd_delete_records(args: argparse.Namespace) -> int:
-    if args.offset < -1:
-        raise CliError("--offset must be -1 (the high watermark) or an offset")
+    """kafka-delete-records.sh: DeleteRecords at each partition's leader, for
+    ``--offset-json-file`` (Kafka's form) or ``--topic --partition
+    --offset``; prints Kafka's lines, exit 2 if any partition failed."""
+    command_security(args)  # its refusal first, as for every command
+    wanted = _records_to_delete(args)
 
     async def body(admin: _Admin) -> int:
-        response = await _metadata(admin, [args.topic])
-        topic = response.topics[0]
-        if topic.error_code != ErrorCode.none:
-            raise CliError(f"topic {args.topic}: {_error_name(topic.error_code)}")
-        part = next((p for p in topic.partitions if int(p.partition_index) == args.partition),
-                    None)
-        if part is None:
-            raise CliError(f"topic {args.topic} has no partition {args.partition}")
-        leader = int(part.leader_id)
-        address = next(((str(b.host), int(b.port)) for b in response.brokers
-                        if int(b.node_id) == leader), None)
-        if address is None:
-            raise CliError(f"{args.topic}-{args.partition} has no leader now; try again")
-        admin.prefer(*address)
-        request = dr_req.DeleteRecordsRequest(
-            topics=(dr_req.DeleteRecordsTopic(name=TopicName(args.topic), partitions=(
-                dr_req.DeleteRecordsPartition(partition_index=i32(args.partition),
-                                              offset=i64(args.offset)),)),),
-            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=args.timeout_ms)),
-        )
-        answer: dr_resp.DeleteRecordsResponse = await admin.first(request, 2, lambda r: None)
-        result = answer.topics[0].partitions[0]
-        _check(result, f"delete records of {args.topic}-{args.partition}")
-        print(f"Partition: {args.topic}-{args.partition}\tlow_watermark: "
-              f"{int(result.low_watermark)}")
-        return 0
+        response = await _metadata(admin, sorted({topic for topic, _ in wanted}))
+        brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in response.brokers}
+        topics = {str(t.name): t for t in response.topics}
+        outcomes: dict[tuple[str, int], str] = {}
+        by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        for topic, partition in wanted:
+            found = topics.get(topic)
+            part = None if found is None or found.error_code != ErrorCode.none else next(
+                (p for p in found.partitions if int(p.partition_index) == partition), None)
+            address = None if part is None else brokers.get(int(part.leader_id))
+            if part is None:
+                outcomes[(topic, partition)] = "error: UNKNOWN_TOPIC_OR_PARTITION"
+            elif address is None:
+                outcomes[(topic, partition)] = "error: LEADER_NOT_AVAILABLE"
+            else:
+                by_leader.setdefault(address, []).append((topic, partition))
+        print("Executing records delete operation")
+        for address, partitions in by_leader.items():
+            grouped: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            request = dr_req.DeleteRecordsRequest(
+                topics=tuple(dr_req.DeleteRecordsTopic(name=TopicName(topic), partitions=tuple(
+                    dr_req.DeleteRecordsPartition(partition_index=i32(p),
+                                                  offset=i64(wanted[(topic, p)]))
+                    for p in ids)) for topic, ids in grouped.items()),
+                timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=args.timeout_ms)),
+            )
+            try:
+                answer: dr_resp.DeleteRecordsResponse = await admin.send_to(address, request, 2)
+            except Exception as exc:  # this leader is unreachable: its partitions failed
+                for tp in partitions:
+                    outcomes[tp] = f"error: {exc}"
+                continue
+            for t in answer.topics:
+                for p in t.partitions:
+                    outcomes[(str(t.name), int(p.partition_index))] = (
+                        f"low_watermark: {int(p.low_watermark)}"
+                        if p.error_code == ErrorCode.none
+                        else f"error: {_error_name(p.error_code)}")
+        print("Records delete operation completed:")
+        for (topic, partition), outcome in sorted(outcomes.items()):
+            print(f"partition: {topic}-{partition}\t{outcome}")
+        return 2 if any(o.startswith("error") for o in outcomes.values()) else 0
 
     return _run_admin(args, body)
+
+
+def _records_to_delete(args: argparse.Namespace) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> offset, from ``--offset-json-file`` (Kafka's
+    ``{"partitions": [{"topic": T, "partition": P, "offset": O}], "version":
+    1}``) or ``--topic/--partition/--offset``. Offset -1: the high watermark."""
+    single = (args.topic, args.partition, args.offset)
+    if args.offset_json_file is None:
+        if None in single:
+            raise CliError("give --offset-json-file FILE, or --topic, --partition and --offset")
+        entries = [single]
+    else:
+        if any(v is not None for v in single):
+            raise CliError("give --offset-json-file or --topic/--partition/--offset, not both")
+        where = f"--offset-json-file {args.offset_json_file}"
+        try:
+            with open(args.offset_json_file, encoding="utf-8") as f:
+                data = json.load(f)
+        except OSError as exc:
+            raise CliError(f"{where}: cannot read it: {exc.strerror}") from None
+        except ValueError:
+            raise CliError(f"{where}: the input string is not a valid JSON") from None
+        if not isinstance(data, dict):
+            raise CliError(f"{where}: expected a JSON object with \"partitions\"")
+        if data.get("version", 1) != 1:
+            raise CliError(f"{where}: not supported version field value {data.get('version')}")
+        if not isinstance(data.get("partitions"), list):
+            raise CliError(f"{where}: missing partitions field")
+        entries = []
+        for item in data["partitions"]:
+            try:
+                topic, partition, offset = item["topic"], item["partition"], item["offset"]
+            except (KeyError, TypeError):
+                raise CliError(f"{where}: each partition needs topic, partition and offset "
+                               f"(got {item!r})") from None
+            if not (isinstance(topic, str) and isinstance(partition, int)
+                    and isinstance(offset, int)) or isinstance(partition, bool):
+                raise CliError(f"{where}: topic is a string, partition and offset numbers "
+                               f"(got {item!r})")
+            entries.append((topic, partition, offset))
+    out: dict[tuple[str, int], int] = {}
+    duplicates = sorted({f"{t}-{p}" for t, p, _ in entries
+                         if sum(1 for e in entries if e[:2] == (t, p)) > 1})
+    if duplicates:
+        raise CliError("Offset json file contains duplicate topic partitions: "
+                       + ",".join(duplicates))
+    for topic, partition, offset in entries:
+        if offset < -1:
+            raise CliError(f"{topic}-{partition}: the offset must be -1 (the high watermark) "
+                           "or an offset")
+        out[(topic, partition)] = offset
+    if not out:
+        raise CliError("no partitions to delete records from")
+    return out
 
 
 # --- leader-election (kafka-leader-election.sh) ----------------------------------------
@@ -1400,9 +1476,13 @@ def register(sub: Any, only: str | None = None) -> None:
 
     delete_records = sub.add_parser(
         "delete-records", help="move a partition's log start offset (kafka-delete-records.sh)")
-    delete_records.add_argument("--topic", required=True)
-    delete_records.add_argument("--partition", type=int, required=True)
-    delete_records.add_argument("--offset", type=int, required=True,
+    delete_records.add_argument(
+        "--offset-json-file", metavar="FILE",
+        help='Kafka\'s form: {"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], '
+             '"version": 1}')
+    delete_records.add_argument("--topic", help="with --partition and --offset: one partition")
+    delete_records.add_argument("--partition", type=int)
+    delete_records.add_argument("--offset", type=int,
                                 help="delete the records below it; -1: below the high watermark")
     delete_records.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     delete_records.add_argument("--timeout-ms", type=int, default=30_000)

@@ -121,6 +121,7 @@ BROKER_COMMANDS = [
     ["configs", "alter", "--user", "bob", "--add-config", "SCRAM-SHA-256=[password=p]"],
     ["quorum", "describe", "--status"],
     ["delete-records", "--topic", "t", "--partition", "0", "--offset", "-1"],
+    ["delete-records", "--offset-json-file", "nowhere.json"],
     ["leader-election", "--election-type", "preferred", "--all-topic-partitions"],
     ["reassign-partitions", "--list"],
     ["transactions", "list"],
