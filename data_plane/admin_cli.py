@@ -1282,21 +1282,59 @@ def _records_to_delete(args: argparse.Namespace) -> dict[tuple[str, int], int]:
 # --- leader-election (kafka-leader-election.sh) ----------------------------------------
 
 
+def _election_partitions(path: str) -> dict[str, list[int]]:
+    """kafka-leader-election.sh's ``--path-to-json-file``:
+    ``{"partitions": [{"topic": "foo", "partition": 1}]}``; topic -> partitions."""
+    where = f"--path-to-json-file {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise CliError(f"{where}: cannot read it: {exc.strerror}") from None
+    except ValueError:
+        raise CliError(f"{where}: not valid JSON") from None
+    items = data.get("partitions") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise CliError(f"{where}: expected {{\"partitions\": [{{\"topic\": T, "
+                       f"\"partition\": P}}, ...]}}")
+    out: dict[str, list[int]] = {}
+    seen: set[tuple[str, int]] = set()
+    for item in items:
+        topic = item.get("topic") if isinstance(item, dict) else None
+        partition = item.get("partition") if isinstance(item, dict) else None
+        if not isinstance(topic, str) or not isinstance(partition, int) \
+                or isinstance(partition, bool):
+            raise CliError(f"{where}: each entry needs a topic and a partition (got {item!r})")
+        if (topic, partition) in seen:
+            raise CliError(f"{where}: {topic}-{partition} is listed twice")
+        seen.add((topic, partition))
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
 def cmd_leader_election(args: argparse.Namespace) -> int:
     """Print what kafka-leader-election.sh prints; exit 2 if any partition
     could not be elected (ELECTION_NOT_NEEDED is not a failure)."""
-    if args.all_topic_partitions == (args.topic is not None):
-        raise CliError("give --topic (with --partition) or --all-topic-partitions")
+    if sum((args.all_topic_partitions, args.topic is not None,
+            args.path_to_json_file is not None)) != 1:
+        raise CliError("give --topic (with --partition), --path-to-json-file or "
+                       "--all-topic-partitions")
     if args.topic is not None and args.partition is None:
         raise CliError("--topic needs --partition")
     election = args.election_type.upper()
+    chosen: dict[str, list[int]] = {}
+    if args.path_to_json_file is not None:
+        chosen = _election_partitions(args.path_to_json_file)
+    elif args.topic is not None:
+        chosen = {args.topic: [args.partition]}
 
     async def body(admin: _Admin) -> int:
         request = el_req.ElectLeadersRequest(
             election_type=i8(0 if election == "PREFERRED" else 1),
-            topic_partitions=None if args.all_topic_partitions else (
-                el_req.TopicPartitions(topic=TopicName(args.topic),
-                                       partitions=(i32(args.partition),)),),
+            topic_partitions=None if args.all_topic_partitions else tuple(
+                el_req.TopicPartitions(topic=TopicName(topic),
+                                       partitions=tuple(i32(p) for p in partitions))
+                for topic, partitions in chosen.items()),
             timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=args.timeout_ms)),
         )
         response: el_resp.ElectLeadersResponse = await admin.first(
@@ -1496,6 +1534,9 @@ def register(sub: Any, only: str | None = None) -> None:
     election.add_argument("--topic")
     election.add_argument("--partition", type=int)
     election.add_argument("--all-topic-partitions", action="store_true")
+    election.add_argument("--path-to-json-file", metavar="FILE",
+                          help='the partitions, as kafka-leader-election.sh takes them: '
+                               '{"partitions": [{"topic": "foo", "partition": 1}]}')
     _admin_options(election, broker=True)
     election.set_defaults(func=cmd_leader_election)
 

@@ -328,3 +328,19 @@ def test_a_reset_file_takes_kafka_export_lines(tmp_path: Path) -> None:
     bad.write_text("t,zero,5\n")
     with pytest.raises(CliError, match="line 1: expected topic,partition,offset or"):
         _read_reset_file(str(bad), ["g"])
+
+
+def test_leader_election_json_file_is_kafkas(tmp_path: Path) -> None:
+    from data_plane.admin_cli import CliError, _election_partitions
+
+    path = tmp_path / "e.json"
+    path.write_text('{"partitions": [{"topic": "a", "partition": 1}, {"topic": "b", '
+                    '"partition": 0}, {"topic": "a", "partition": 3}]}')
+    assert _election_partitions(str(path)) == {"a": [1, 3], "b": [0]}
+    for text, error in (('{"partitions": []}', "expected"), ("[1]", "expected"), ("{", "JSON"),
+                        ('{"partitions": [{"topic": "a"}]}', "needs a topic and a partition"),
+                        ('{"partitions": [{"topic": "a", "partition": 1}, {"topic": "a", '
+                         '"partition": 1}]}', "a-1 is listed twice")):
+        path.write_text(text)
+        with pytest.raises(CliError, match=error):
+            _election_partitions(str(path))

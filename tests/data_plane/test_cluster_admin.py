@@ -456,6 +456,14 @@ def test_preferred_leader_election_after_a_broker_returns(cluster: LocalCluster)
                "--partition", "0", "--bootstrap-server", bootstrap)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Valid replica already elected for partitions elect-0"
+    # kafka-leader-election.sh's --path-to-json-file: the same, for the partitions listed.
+    path = cluster.directory / "elect.json"
+    path.write_text(json.dumps({"partitions": [{"topic": "elect", "partition": 0},
+                                               {"topic": "elect", "partition": 1}]}))
+    listed = cli("leader-election", "--election-type", "preferred", "--path-to-json-file",
+                 str(path), "--bootstrap-server", bootstrap)
+    assert listed.stdout.strip() == \
+        "Valid replica already elected for partitions elect-0, elect-1", listed.stderr
 
     cluster.kill(1)
     survivors = AdminClient({"bootstrap.servers": ",".join(
