@@ -338,7 +338,9 @@ _SCENARIOS: Final = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_da
 
 
 def _check_scenario(args: argparse.Namespace) -> None:
-    given = [name for name in _SCENARIOS if getattr(args, name, None) not in (None, False)]
+    # (`--to-offset 0` is given: 0 == False, so test identity.)
+    given = [name for name in _SCENARIOS
+             if (value := getattr(args, name, None)) is not None and value is not False]
     if len(given) != 1:
         flags = ", ".join("--" + name.replace("_", "-") for name in _SCENARIOS)
         raise CliError(f"--reset-offsets needs exactly one of {flags}")

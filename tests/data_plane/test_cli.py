@@ -344,3 +344,13 @@ def test_leader_election_json_file_is_kafkas(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(CliError, match=error):
             _election_partitions(str(path))
+
+
+@pytest.mark.parametrize("scenario", [["--to-offset", "0"], ["--shift-by", "0"],
+                                      ["--to-current"], ["--by-duration", "PT1S"]])
+def test_a_reset_scenario_of_zero_counts_as_given(scenario: list[str]) -> None:
+    from data_plane.groups_cli import _check_scenario
+
+    args = build_parser("groups").parse_args(
+        ["groups", "--reset-offsets", "--group", "g", "--all-topics", *scenario])
+    _check_scenario(args)  # no CliError: exactly one scenario
