@@ -774,10 +774,11 @@ async def _described_topics(admin: _Admin, names: Sequence[str] | None,
             topic_name=cursor.topic_name, partition_index=cursor.partition_index))
 
 
-_ENTITY_TYPES: Final = ("topics", "brokers", "clients", "users", "ips")
+_ENTITY_TYPES: Final = ("topics", "brokers", "broker-loggers", "clients", "users", "ips")
 _DEFAULT_ENTITY: Final = "\x00default"
 # --entity-type -> (the flag's dest for a name, its dest for the default).
 _ENTITY_FLAGS: Final = {"topics": ("topic", None), "brokers": ("broker", "broker_defaults"),
+                        "broker-loggers": ("broker_logger", None),
                         "clients": ("client", "client_defaults"),
                         "users": ("user", "user_defaults"), "ips": ("ip", "ip_defaults")}
 
@@ -804,7 +805,7 @@ def _entities_to_flags(func: Callable[[argparse.Namespace], int]
             raise CliError("give an --entity-name or --entity-default for each --entity-type"
                            + (" (a describe may leave out the last)"
                               if args.action == "describe" else ""))
-        given = (args.topic, args.broker, args.broker_defaults, args.client,
+        given = (args.topic, args.broker, args.broker_defaults, args.broker_logger, args.client,
                  args.client_defaults, args.user, args.user_defaults, args.ip, args.ip_defaults)
         if any(v not in (None, False) for v in given):
             raise CliError("give --entity-type or --topic/--broker/--client/--user/--ip, not both")
@@ -817,7 +818,7 @@ def _entities_to_flags(func: Callable[[argparse.Namespace], int]
                 if default_dest is None:
                     raise CliError(f"--entity-default does not apply to --entity-type {entity_type}")
                 setattr(args, default_dest, True)
-            elif name == ANY_NAME and entity_type in ("topics", "brokers"):
+            elif name == ANY_NAME and entity_type in ("topics", "brokers", "broker-loggers"):
                 args.every_entity = entity_type  # describe: every topic or broker
             else:
                 setattr(args, name_dest, name)
@@ -986,6 +987,7 @@ async def _topic_overrides(admin: _Admin, name: str) -> list[tuple[str, str]]:
 # --- configs (kafka-configs.sh) ------------------------------------------------------
 
 _BROKER_RESOURCE = 4
+_BROKER_LOGGER_RESOURCE = 8
 # IncrementalAlterConfigs operations.
 _SET, _DELETE = 0, 1
 
@@ -1033,6 +1035,10 @@ def _config_resource(args: argparse.Namespace) -> tuple[int, str, str]:
         if not args.broker.isdigit():
             raise CliError(f"--broker takes a broker id, not {args.broker!r}")
         return _BROKER_RESOURCE, args.broker, f"broker {args.broker}"
+    if args.broker_logger is not None:
+        if not args.broker_logger.isdigit():
+            raise CliError(f"--broker-logger takes a broker id, not {args.broker_logger!r}")
+        return _BROKER_LOGGER_RESOURCE, args.broker_logger, f"broker-logger {args.broker_logger}"
     return _BROKER_RESOURCE, "", "brokers in the cluster"
 
 
@@ -1047,15 +1053,16 @@ async def _prefer_broker(admin: _Admin, name: str) -> None:
 
 
 async def _describe_broker_configs(
-    admin: _Admin, name: str
+    admin: _Admin, name: str, resource_type: int = _BROKER_RESOURCE,
 ) -> list[tuple[str, str | None, int, bool]]:
     """(key, value (None: sensitive), config source, read only) of a broker (``name`` its id,
-    asked of that broker) or of the cluster default (``name`` "")."""
+    asked of that broker) or of the cluster default (``name`` ""); with
+    ``resource_type`` BROKER_LOGGER, that broker's loggers and levels."""
     if name:
         await _prefer_broker(admin, name)
     request = dcfg_req.DescribeConfigsRequest(
         resources=(dcfg_req.DescribeConfigsResource(
-            resource_type=i8(_BROKER_RESOURCE), resource_name=name, configuration_keys=None),),
+            resource_type=i8(resource_type), resource_name=name, configuration_keys=None),),
         include_synonyms=False, include_documentation=False,
     )
     response: dcfg_resp.DescribeConfigsResponse = await admin.first(
@@ -1097,7 +1104,8 @@ def cmd_configs(args: argparse.Namespace) -> int:
     from data_plane.quotas_cli import cmd_quota_configs, wants_quotas
 
     if wants_quotas(args):
-        if bool(args.topic) or args.broker is not None or args.broker_defaults:
+        if bool(args.topic) or args.broker is not None or args.broker_defaults \
+                or args.broker_logger is not None:
             raise CliError("quotas (--client, --user, --ip) cannot be combined with --topic or "
                            "--broker")
         return cmd_quota_configs(args)
@@ -1109,14 +1117,18 @@ def cmd_configs(args: argparse.Namespace) -> int:
                 resources = [(_TOPIC_RESOURCE, n, f"topic {n}") for n in names]
             else:
                 brokers = sorted(int(b.node_id) for b in (await _metadata(admin, [])).brokers)
-                resources = [(_BROKER_RESOURCE, str(b), f"broker {b}") for b in brokers]
+                kind, label = ((_BROKER_RESOURCE, "broker") if every == "brokers"
+                               else (_BROKER_LOGGER_RESOURCE, "broker-logger"))
+                resources = [(kind, str(b), f"{label} {b}") for b in brokers]
             for rtype, name, label in resources:
                 await _describe_configs_of(admin, args, rtype, name, label)
             return 0
 
         return _run_admin(args, each)
-    if sum((bool(args.topic), args.broker is not None, bool(args.broker_defaults))) != 1:
+    if sum((bool(args.topic), args.broker is not None, bool(args.broker_defaults),
+            args.broker_logger is not None)) != 1:
         raise CliError("configs needs one of --topic T, --broker ID, --broker-defaults, "
+                       "--broker-logger ID, "
                        "--client [ID], --client-defaults, --user [NAME], --user-defaults, --ip [ADDRESS] "
                        "or --ip-defaults")
     if args.action == "alter" and not (args.add_config or args.delete_config):
@@ -1131,7 +1143,8 @@ def cmd_configs(args: argparse.Namespace) -> int:
                                for k, v in parse_add_config(item)]
         ops += [(k.strip(), _DELETE, None)
                 for item in args.delete_config or () for k in item.split(",") if k.strip()]
-        if rtype == _BROKER_RESOURCE and name and not getattr(args, "bootstrap_controller", None):
+        if rtype in (_BROKER_RESOURCE, _BROKER_LOGGER_RESOURCE) and name \
+                and not getattr(args, "bootstrap_controller", None):
             await _prefer_broker(admin, name)
         answers = await incremental_alter_configs(admin, [(rtype, name, ops)])
         _check(answers[0], f"alter the configs of {label}")
@@ -1152,6 +1165,11 @@ async def _describe_configs_of(admin: _Admin, args: argparse.Namespace, rtype: i
         print(f"Dynamic configs for {label} are:")
         for key, value in overrides:
             print(f"  {key}={value}")
+        return
+    if rtype == _BROKER_LOGGER_RESOURCE:
+        print(f"Dynamic configs for {label} are:")
+        for key, level, _, _ in await _describe_broker_configs(admin, name, rtype):
+            print(f"  {key}={level}")
         return
     entries = await _describe_broker_configs(admin, name)
     dynamic = 2 if name else 3
@@ -1475,6 +1493,11 @@ def register(sub: Any, only: str | None = None) -> None:
                         "brokers --entity-name ID)")
     entity.add_argument("--broker-defaults", action="store_true",
                         help="the cluster-wide broker defaults (kafka-configs.sh --entity-default)")
+    entity.add_argument("--broker-logger", metavar="ID",
+                        help="one running broker's log levels (KIP-412; --entity-type "
+                        "broker-loggers): --add-config LOGGER=LEVEL (TRACE, DEBUG, INFO, WARN, "
+                        "ERROR, FATAL, OFF; root is the root logger), --delete-config LOGGER "
+                        "to inherit again; until the broker restarts")
     # Client quotas (KIP-546): a user and/or a client id; not with the above.
     from data_plane.quotas_cli import ANY_NAME
 

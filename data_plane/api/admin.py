@@ -62,6 +62,7 @@ from data_plane.broker.log_configs import (
     effective_topic_config,
     topic_config_sources,
 )
+from data_plane.broker_loggers import BROKER_LOGGER_RESOURCE, alter_levels, describe_levels
 from data_plane.tls_reload import DYNAMIC_KEYSTORE, is_sensitive
 from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
@@ -119,13 +120,14 @@ TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
 # Config resource types an ACL on the cluster covers (Kafka's BROKER,
 # BROKER_LOGGER, CLIENT_METRICS).
-_CLUSTER_CONFIG_RESOURCES: Final = frozenset({BROKER_RESOURCE, 8, 16})
+_CLUSTER_CONFIG_RESOURCES: Final = frozenset({BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, 16})
 # DescribeConfigs ConfigSource ids.
 _DYNAMIC_TOPIC: Final = 1
 _DYNAMIC_BROKER: Final = 2
 _DYNAMIC_DEFAULT_BROKER: Final = 3
 _STATIC_BROKER: Final = 4
 _DEFAULT: Final = 5
+_DYNAMIC_BROKER_LOGGER: Final = 6
 _SOURCE_IDS: Final = {"topic": _DYNAMIC_TOPIC, DYNAMIC_BROKER: _DYNAMIC_BROKER,
                       DYNAMIC_DEFAULT: _DYNAMIC_DEFAULT_BROKER, STATIC: _STATIC_BROKER}
 
@@ -463,6 +465,9 @@ async def _alter_configs(api: BrokerApiContext, ctx: RequestContext, request: An
     for resource in request.resources:
         key = (int(resource.resource_type), str(resource.resource_name))
         error, message = _alter_refusal(api, ctx, resource, key, api_key)
+        if error is None and key[0] == BROKER_LOGGER_RESOURCE and counts[key] == 1:
+            # This broker's own: answered here, never forwarded (KIP-412).
+            error, message = _alter_loggers(api, request, resource, key[1], api_key)
         if error is None:
             kept.append(resource)
             continue
@@ -479,6 +484,20 @@ async def _alter_configs(api: BrokerApiContext, ctx: RequestContext, request: An
     rest = dataclasses.replace(request, resources=tuple(kept)) if kept else None
     return await _forward_allowed(api, request, api_key, "responses", rest, refused,
                                   _config_failures)
+
+
+def _alter_loggers(api: BrokerApiContext, request: Any, resource: Any, name: str,
+                   api_key: int) -> tuple[ErrorCode, str | None]:
+    """A BROKER_LOGGER alteration of this broker (`data_plane.broker_loggers`)."""
+    if name != str(api.metadata.broker_id):
+        return (ErrorCode.invalid_request,
+                f"Unexpected broker id, expected {api.metadata.broker_id}, but received {name}")
+    if api_key != INCREMENTAL_ALTER_CONFIGS_KEY:
+        return (ErrorCode.invalid_request,
+                "broker loggers change with IncrementalAlterConfigs, not AlterConfigs")
+    return alter_levels([(str(c.name), int(c.config_operation), c.value)
+                         for c in resource.configs],
+                        validate_only=bool(request.validate_only))
 
 
 def _alter_refusal(api: BrokerApiContext, ctx: RequestContext, resource: Any,
@@ -748,6 +767,12 @@ async def handle_describe_configs(api: BrokerApiContext, ctx: RequestContext, re
                 configs = [_entry(k, v, _SOURCE_IDS.get(sources.get(k, ""), _DEFAULT),
                                   read_only=False)
                            for k, v in sorted(merged.items())]
+        elif rtype == BROKER_LOGGER_RESOURCE:
+            if name != str(api.metadata.broker_id):
+                error = ErrorCode.invalid_request
+            else:
+                configs = [_entry(k, v, _DYNAMIC_BROKER_LOGGER, read_only=False)
+                           for k, v in describe_levels()]
         elif rtype == BROKER_RESOURCE and name == "":
             # The cluster default (kafka-configs --entity-default): what is set there.
             configs = [_entry(k, v, _DYNAMIC_DEFAULT_BROKER, read_only=False)

@@ -235,6 +235,24 @@ def test_cli_takes_kafka_tools_spelling_of_topics_and_configs(cluster: LocalClus
     defaults = cli("configs", "--describe", "--entity-type", "brokers", "--entity-default",
                    "--bootstrap-server", b)
     assert defaults.stdout.splitlines()[0] == "Default configs for brokers in the cluster are:"
+    # A running broker's log levels (KIP-412): that broker's alone, not stored.
+    out = cli("configs", "--alter", "--entity-type", "broker-loggers", "--entity-name", "2",
+              "--add-config", "raftlog.net.server=DEBUG", "--bootstrap-server", b)
+    assert out.stdout.strip() == "Completed updating config for broker-logger 2.", out.stderr
+    try:
+        levels = {n: cli("configs", "describe", "--broker-logger", n, "--bootstrap-server",
+                         b).stdout.splitlines() for n in ("1", "2")}
+        assert levels["2"][0] == "Dynamic configs for broker-logger 2 are:"
+        assert "  raftlog.net.server=DEBUG" in levels["2"]
+        assert "  raftlog.net.server=DEBUG" not in levels["1"]
+        assert any(line.startswith("  root=") for line in levels["1"])
+        bad = cli("configs", "alter", "--broker-logger", "2", "--add-config", "root=LOUD",
+                  "--bootstrap-server", b)
+        assert bad.returncode == 2 and "INVALID_CONFIG: Cannot set the log level of root to " \
+            "LOUD" in bad.stderr
+    finally:
+        cli("configs", "alter", "--broker-logger", "2", "--delete-config", "raftlog.net.server",
+            "--bootstrap-server", b)
     # A user and the default client id: the pair's quota (kafka-configs.sh's
     # --entity-type users --entity-name U --entity-type clients --entity-default).
     out = cli("configs", "--alter", "--entity-type", "users", "--entity-name", "spelt",
