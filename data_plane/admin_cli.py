@@ -113,8 +113,10 @@ from raftlog.net.errors import (
     SaslAuthenticationFailedError,
     TlsHandshakeFailedError,
     TransportError,
+    UnknownApiKeyError,
     UnsupportedVersionError,
 )
+from raftlog.net.registry import KIO_API_KEYS, api_name, kio_version_range
 from raftlog.runtime import event_loop, wire
 
 from .client_config import ClientConfigError, ClientSecurity, load_command_config
@@ -229,7 +231,7 @@ class _Admin:
         for client in self._clients.values():
             await client.close()
 
-    def _client(self, address: tuple[str, int]) -> KafkaProtocolClient:
+    def client(self, address: tuple[str, int]) -> KafkaProtocolClient:
         client = self._clients.get(address)
         if client is None:
             client = KafkaProtocolClient(
@@ -243,7 +245,7 @@ class _Admin:
         """``request`` to the node at ``address`` alone (a partition's leader),
         on this admin's connection to it. Raises what
         `KafkaProtocolClient.send` raises."""
-        return await self._client(address).send(request, version)
+        return await self.client(address).send(request, version)
 
     def prefer(self, host: str, port: int) -> None:
         if (host, port) in self._addresses:
@@ -266,7 +268,7 @@ class _Admin:
         last_error = "no controller answered"
         while True:
             for address in list(self._addresses):
-                client = self._client(address)
+                client = self.client(address)
                 try:
                     response = await client.send(request, version)
                 except (SaslAuthenticationFailedError, TlsHandshakeFailedError) as exc:
@@ -302,7 +304,7 @@ class _Admin:
         waiting = list(self._addresses)
         while waiting:
             for address in list(waiting):
-                client = self._client(address)
+                client = self.client(address)
                 try:
                     response = await client.send(request, version)
                 except (TransportError, UnsupportedVersionError):  # refused logins too
@@ -532,6 +534,78 @@ def cmd_cluster_describe(args: argparse.Namespace) -> int:
         return 0
 
     return _run_admin(args, body)
+
+
+def cmd_cluster_id(args: argparse.Namespace) -> int:
+    """kafka-cluster.sh cluster-id: the id DescribeCluster names."""
+    async def body(admin: _Admin) -> int:
+        response = await admin.first(
+            dc_req.DescribeClusterRequest(include_cluster_authorized_operations=False), 0,
+            lambda r: None if r.error_code == ErrorCode.none else _error_name(r.error_code))
+        print(f"Cluster ID: {response.cluster_id}")
+        return 0
+
+    return _run_admin(args, body)
+
+
+def cmd_broker_api_versions(args: argparse.Namespace) -> int:
+    """kafka-broker-api-versions.sh: each broker's ApiVersions ranges, as
+    Kafka's tool prints them; ``usable`` is the highest version this
+    client's schemas (kio's) share with the broker, and an API this client
+    knows that the broker does not serve is UNSUPPORTED."""
+    async def body(admin: _Admin) -> int:
+        response = await _metadata(admin, [])
+        failed = 0
+        for broker in sorted(response.brokers, key=lambda b: int(b.node_id)):
+            address = (str(broker.host), int(broker.port))
+            rack = "null" if broker.rack is None else str(broker.rack)
+            try:
+                client = admin.client(address)
+                await client.connect()
+                versions = dict(client.peer_versions or {})
+            except Exception as exc:
+                print(f"{address[0]}:{address[1]} (id: {int(broker.node_id)} rack: {rack}) -> "
+                      f"ERROR: {exc}")
+                failed += 1
+                continue
+            print(f"{address[0]}:{address[1]} (id: {int(broker.node_id)} rack: {rack}) -> (")
+            print(",\n".join(f"\t{line}" for line in api_version_lines(versions)))
+            print(")")
+        return 2 if failed else 0
+
+    return _run_admin(args, body)
+
+
+# APIs Kafka serves on controller listeners only (Raft, registration,
+# AlterPartition, Envelope ...): not listed as UNSUPPORTED by a broker, as
+# Kafka's tool lists only the broker listener's APIs.
+_CONTROLLER_ONLY_APIS: Final = frozenset({52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82})
+
+
+def api_version_lines(versions: Mapping[int, tuple[int, int]]) -> list[str]:
+    """One line per API, by key: ``Name(key): min to max [usable: v]``."""
+    lines = []
+    for key in sorted(set(versions) | (KIO_API_KEYS - _CONTROLLER_ONLY_APIS)):
+        try:
+            name = "".join(part.title() for part in api_name(key).split("_"))
+            mine: tuple[int, int] | None = kio_version_range(key)
+        except UnknownApiKeyError:
+            name, mine = "UNKNOWN", None
+        served = versions.get(key)
+        if served is None:
+            lines.append(f"{name}({key}): UNSUPPORTED")
+            continue
+        low, high = served
+        text = f"{low}" if low == high else f"{low} to {high}"
+        if mine is None:
+            lines.append(f"{name}({key}): {text}")
+        elif mine[1] < low:
+            lines.append(f"{name}({key}): {text} [unusable: node too new]")
+        elif high < mine[0]:
+            lines.append(f"{name}({key}): {text} [unusable: node too old]")
+        else:
+            lines.append(f"{name}({key}): {text} [usable: {min(high, mine[1])}]")
+    return lines
 
 
 def cmd_cluster_unregister(args: argparse.Namespace) -> int:
@@ -1590,11 +1664,23 @@ def register(sub: Any, only: str | None = None) -> None:
     )
     _admin_options(cluster_describe)
     cluster_describe.set_defaults(func=cmd_cluster_describe)
+    cluster_id = cluster_actions.add_parser(
+        "cluster-id", help="the cluster's id (kafka-cluster.sh cluster-id)")
+    _admin_options(cluster_id, broker=True)
+    cluster_id.set_defaults(func=cmd_cluster_id)
     unregister = cluster_actions.add_parser(
         "unregister", help="remove a decommissioned broker's registration (kafka-cluster.sh)")
     unregister.add_argument("--id", type=int, required=True, help="the broker id")
     _admin_options(unregister, broker=True)
     unregister.set_defaults(func=cmd_cluster_unregister)
+
+    versions = sub.add_parser(
+        "broker-api-versions",
+        help="each broker's API version ranges (kafka-broker-api-versions.sh)")
+    versions.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
+    add_command_config(versions)
+    versions.add_argument("--timeout-ms", type=int, default=15_000)
+    versions.set_defaults(func=cmd_broker_api_versions)
 
     if wanted("produce", "consume"):
         from .console_cli import register_console

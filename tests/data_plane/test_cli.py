@@ -126,6 +126,8 @@ BROKER_COMMANDS = [
     ["reassign-partitions", "--list"],
     ["transactions", "list"],
     ["cluster", "unregister", "--id", "9"],
+    ["cluster", "cluster-id"],
+    ["broker-api-versions"],
     ["produce", "--topic", "t"],
     ["consume", "--topic", "t"],
     ["consume", "--topic", "t", "--group", "g"],
@@ -354,3 +356,18 @@ def test_a_reset_scenario_of_zero_counts_as_given(scenario: list[str]) -> None:
     args = build_parser("groups").parse_args(
         ["groups", "--reset-offsets", "--group", "g", "--all-topics", *scenario])
     _check_scenario(args)  # no CliError: exactly one scenario
+
+
+def test_broker_api_versions_lines_are_kafkas() -> None:
+    from data_plane.admin_cli import api_version_lines
+    from raftlog.net.registry import kio_version_range
+
+    top = kio_version_range(0)[1]
+    lines = api_version_lines({0: (3, top + 2), 18: (0, 0), 3: (0, 12), 9999: (1, 2)})
+    assert lines[0] == f"Produce(0): 3 to {top + 2} [usable: {top}]"
+    assert "ApiVersions(18): 0 [usable: 0]" in lines
+    assert "Fetch(1): UNSUPPORTED" in lines
+    assert "Vote(52): UNSUPPORTED" not in lines  # a controller listener's API
+    assert lines[-1] == "UNKNOWN(9999): 1 to 2"
+    keys = [int(line.split("(", 1)[1].split(")", 1)[0]) for line in lines]
+    assert keys == sorted(keys)

@@ -793,6 +793,21 @@ def test_a_producer_byte_rate_set_through_the_cli_throttles_that_client_only(
     assert free > limited
 
 
+def test_cluster_id_and_broker_api_versions(cluster: LocalCluster) -> None:
+    """kafka-cluster.sh cluster-id and kafka-broker-api-versions.sh."""
+    b = cluster.bootstrap_servers
+    out = cli("cluster", "cluster-id", "--bootstrap-server", b)
+    assert out.stdout.strip() == f"Cluster ID: {cluster.cluster_id}", out.stderr
+    versions = cli("broker-api-versions", "--bootstrap-server", b)
+    assert versions.returncode == 0, versions.stderr
+    heads = [line for line in versions.stdout.splitlines() if " -> (" in line]
+    assert [h.split(" (id: ")[1].split(" ")[0] for h in heads] == ["1", "2", "3"]
+    lines = [line.strip().rstrip(",") for line in versions.stdout.splitlines()]
+    assert "Produce(0): 3 to 10 [usable: 10]" in lines
+    assert "ApiVersions(18): 0 to 4 [usable: 4]" in lines
+    assert "ShareFetch(78): UNSUPPORTED" in lines
+
+
 def test_quorum_describe_through_a_broker(cluster: LocalCluster) -> None:
     """kafka-metadata-quorum.sh --bootstrap-server: a broker forwards
     DescribeQuorum to the active controller; the answer is the controllers'."""
