@@ -396,7 +396,9 @@ def describe_groups_from_kio(request: Any) -> tuple[str, ...]:
 
 
 def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_version: int) -> Any:
-    """From v6 an unknown group is GROUP_ID_NOT_FOUND instead of a Dead, empty group."""
+    """From v6 an unknown group is GROUP_ID_NOT_FOUND instead of a Dead, empty
+    group; so is a consumer (KIP-848) group, which DescribeGroups does not
+    describe. Before v6 both are Dead, empty and without an error, as in Kafka."""
     mod = _response_module("describe_groups", api_version)
     groups = []
     for d in descriptions:
@@ -404,6 +406,8 @@ def describe_groups_to_kio(descriptions: tuple[GroupDescription, ...], api_versi
         if api_version >= 6 and d.state == "Dead" and not d.members:
             error, operations = error.group_id_not_found, -(2**31)  # not described
             message = message or f"Group {d.group_id} not found."  # Kafka's words (KIP-1043)
+        elif d.state == "Dead" and not d.members and error == error.group_id_not_found:
+            error, message = error.none, None
         members = tuple(
             _make(
                 mod.DescribedGroupMember,

@@ -189,3 +189,20 @@ def test_describe_groups_unknown_group_by_version(version: int) -> None:
     if version >= 6:  # KIP-1043: with Kafka's message
         assert decoded.groups[0].error_message == "Group x not found."
     assert decoded.groups[1].members[0].member_assignment == b"a"
+
+
+@pytest.mark.parametrize("version", [0, 5, 6])
+def test_describe_groups_of_a_consumer_protocol_group_by_version(version: int) -> None:
+    """A KIP-848 group is not described by DescribeGroups: from v6
+    GROUP_ID_NOT_FOUND with the coordinator's message, before v6 Dead and
+    no error (Kafka's GroupMetadataManager.describeGroups)."""
+    shown = GroupDescription("k", E.group_id_not_found, "Dead", "", "",
+                             error_message="Group k is not a classic group.")
+    decoded = through_wire(wire.describe_groups_to_kio((shown,), version))
+    group = decoded.groups[0]
+    assert group.group_state == "Dead" and group.members == ()
+    if version >= 6:
+        assert group.error_code == E.group_id_not_found
+        assert group.error_message == "Group k is not a classic group."
+    else:
+        assert group.error_code == E.none
