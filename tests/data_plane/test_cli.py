@@ -232,16 +232,6 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
      "only --entity-type users and clients go together"),
     (["configs", "--describe", "--entity-type", "topics", "--entity-name", "t", "--topic", "t"],
      "give --entity-type or --topic/--broker/--client/--user/--ip, not both"),
-])
-def test_kafka_tool_spellings_refused_with_one_line(
-    argv: list[str], error: str, capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Nothing is sent: each is refused before a client connects."""
-    assert main([*argv, "--bootstrap-server", "127.0.0.1:1"]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"raftlog: {error}"]
-
-
-@pytest.mark.parametrize(("argv", "error"), [
     (["groups"], "one action is needed: --list, --describe, --delete, --reset-offsets, "
                  "--delete-offsets (or groups list|describe|reset-offsets|delete|delete-offsets)"),
     (["groups", "--describe"], "--describe needs --group G or --all-groups"),
@@ -274,10 +264,11 @@ def test_kafka_tool_spellings_refused_with_one_line(
     (["groups", "--reset-offsets", "--group", "g", "--all-topics", "--to-datetime", "yesterday"],
      "--to-datetime 'yesterday': expected YYYY-MM-DDTHH:mm:SS.sss"),
 ])
-def test_groups_in_kafka_spelling_refuses_with_one_line(
+def test_kafka_tool_spellings_refused_with_one_line(
     argv: list[str], error: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Refused before a client connects (the port has no listener)."""
+    """topics, configs and groups in Kafka's tools' spelling: each is refused
+    before a client connects (the port has no listener)."""
     assert main([*argv, "--bootstrap-server", "127.0.0.1:1"]) == 2
     assert capsys.readouterr().err.splitlines() == [f"raftlog: {error}"]
 

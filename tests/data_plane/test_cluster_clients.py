@@ -477,6 +477,19 @@ def test_cli_console_tools_take_kafkas_reader_and_formatter_properties(
         'raftlog: --producer-property: No such configuration property: "no.such.setting"')
 
 
+def _assigned_member(b: str, group: str, topic: str) -> Consumer:
+    """A consumer subscribed to ``topic`` in ``group``, once it has partitions
+    (the group then has a member); the caller closes it."""
+    member = Consumer({"bootstrap.servers": b, "group.id": group,
+                       "auto.offset.reset": "earliest"})
+    member.subscribe([topic])
+    for _ in range(60):
+        member.poll(0.5)
+        if member.assignment():
+            break
+    return member
+
+
 def _committed_offset(b: str, group: str) -> str:
     described = cli("groups", "describe", group, "--bootstrap-server", b).stdout
     row = next(line.split() for line in described.splitlines() if line.startswith(group + " "))
@@ -515,13 +528,8 @@ def test_cli_resets_and_deletes_an_inactive_group(cluster: LocalCluster) -> None
                 "--max-messages", "2", "--timeout-ms", "20000")
     assert again.stdout.splitlines() == ["event 8", "event 9"]
 
-    member = Consumer({"bootstrap.servers": b, "group.id": "rw", "auto.offset.reset": "earliest"})
+    member = _assigned_member(b, "rw", "rewind")
     try:
-        member.subscribe(["rewind"])
-        for _ in range(60):
-            member.poll(0.5)
-            if member.assignment():
-                break
         refused = cli("groups", "reset-offsets", "rw", "--all-topics", "--to-earliest",
                       "--execute", "--bootstrap-server", b, check=False)
         assert refused.returncode != 0
@@ -599,13 +607,8 @@ def test_cli_groups_in_kafka_consumer_groups_spelling(cluster: LocalCluster) -> 
                      ["spelt", "7", "Error:", "UNKNOWN_TOPIC_OR_PARTITION"]]
     left = cli("groups", "describe", "sa", "--bootstrap-server", b).stdout
     assert not any(line.startswith("sa ") for line in left.splitlines())
-    member = Consumer({"bootstrap.servers": b, "group.id": "sb", "auto.offset.reset": "earliest"})
+    member = _assigned_member(b, "sb", "spelt")
     try:
-        member.subscribe(["spelt"])
-        for _ in range(60):
-            member.poll(0.5)
-            if member.assignment():
-                break
         refused = cli("groups", "--bootstrap-server", b, "--delete-offsets", "--group", "sb",
                       "--topic", "spelt:0", check=False)
         assert refused.returncode == 2
