@@ -1686,6 +1686,10 @@ def register(sub: Any, only: str | None = None) -> None:
         from .console_cli import register_console
 
         register_console(sub)
+    if wanted("producer-perf-test", "consumer-perf-test"):
+        from .perf_cli import register_perf
+
+        register_perf(sub)
     if wanted("groups"):
         from .groups_cli import register_groups
 

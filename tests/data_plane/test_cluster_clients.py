@@ -477,6 +477,33 @@ def test_cli_console_tools_take_kafkas_reader_and_formatter_properties(
         'raftlog: --producer-property: No such configuration property: "no.such.setting"')
 
 
+
+def test_cli_perf_tests_print_kafkas_lines(cluster: LocalCluster) -> None:
+    """kafka-producer-perf-test.sh's totals line and kafka-consumer-perf-test.sh's
+    CSV, over what the producer wrote."""
+    b = cluster.bootstrap_servers
+    create_topic(cluster, "perf", partitions=2)
+    out = cli("producer-perf-test", "--topic", "perf", "--num-records", "2000",
+              "--record-size", "512", "--throughput", "-1", "--producer-props", "acks=all",
+              "linger.ms=2", "--bootstrap-server", b)
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("2000 records sent, ") and last.endswith(" ms 99.9th."), out.stdout
+    assert " ms avg latency, " in last and " ms 50th, " in last
+    consumed = cli("consumer-perf-test", "--topic", "perf", "--messages", "2000",
+                   "--bootstrap-server", b)
+    header, row = consumed.stdout.splitlines()[-2:]
+    assert header.split(", ")[4] == "data.consumed.in.nMsg"
+    fields = row.split(", ")
+    assert int(fields[4]) == 2000 and abs(float(fields[2]) - 2000 * 512 / 1024 / 1024) < 1e-3
+    short = cli("consumer-perf-test", "--topic", "perf", "--messages", "2001", "--timeout",
+                "2000", "--bootstrap-server", b, check=False)
+    assert short.returncode == 1 and "Exiting before consuming the expected number" \
+        in short.stderr
+    refused = cli("producer-perf-test", "--topic", "perf", "--num-records", "1",
+                  "--record-size", "1", "--throughput", "-1", "--producer-props",
+                  "no.such=1", "--bootstrap-server", b, check=False)
+    assert refused.returncode == 2 and "No such configuration property" in refused.stderr
+
 def _assigned_member(b: str, group: str, topic: str) -> Consumer:
     """A consumer subscribed to ``topic`` in ``group``, once it has partitions
     (the group then has a member); the caller closes it."""
