@@ -110,7 +110,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_dump_log(args: argparse.Namespace) -> int:
-    """Print each batch (and with --print-data-log each record) of segment files."""
+    """Print each batch (and with --print-data-log each record) of segment
+    files; --offsets-decoder and --transaction-log-decoder print the
+    records of the coordinators' topics decoded (`data_plane.dump_decoders`)."""
+    decoder = None
+    if args.offsets_decoder or args.transaction_log_decoder:
+        from data_plane.dump_decoders import DECODERS
+
+        decoder = DECODERS["offsets" if args.offsets_decoder else "transaction-log"]
     for path in args.files:
         try:
             with open(path, "rb") as f:
@@ -129,11 +136,16 @@ def cmd_dump_log(args: argparse.Namespace) -> int:
                       f"producerEpoch: {h.producer_epoch} position: {pos} "
                       f"CreateTime: {h.max_timestamp} size: {h.size_in_bytes} "
                       f"compresscodec: {h.compression.name.lower()} crc: {h.crc} isvalid: true")
-                if args.print_data_log:
+                if args.print_data_log or decoder is not None:
                     for r in decode_records(data[pos:end]):
                         if h.is_control and r.key is not None:
                             _, kind = parse_control_record_key(r.key)
                             print(f"| offset: {r.offset} CreateTime: {r.timestamp} endTxnMarker/control: {kind.name}")
+                            continue
+                        if decoder is not None:
+                            print(f"| offset: {r.offset} CreateTime: {r.timestamp} "
+                                  f"keySize: {len(r.key or b'')} valueSize: {len(r.value or b'')} "
+                                  f"{decoder(r.key, r.value)}")
                             continue
                         key = r.key.decode("utf-8", "backslashreplace") if r.key is not None else "null"
                         val = r.value.decode("utf-8", "backslashreplace") if r.value is not None else "null"
@@ -180,6 +192,13 @@ def _build_parser(only: str | None) -> tuple[argparse.ArgumentParser, Collection
     dump = sub.add_parser("dump-log", help="print the batches of segment files (kafka-dump-log.sh)")
     dump.add_argument("files", nargs="+", metavar="FILE")
     dump.add_argument("--print-data-log", action="store_true", help="also print every record")
+    decoders = dump.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="__consumer_offsets records, decoded as JSON (implies "
+                               "--print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="__transaction_state records, decoded as JSON (implies "
+                               "--print-data-log)")
     dump.set_defaults(func=cmd_dump_log)
     chaos = sub.add_parser("chaos", help="chaos test runs (chaos/: run, soak)", add_help=False)
     chaos.add_argument("chaos_args", nargs=argparse.REMAINDER)
