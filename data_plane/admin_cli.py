@@ -64,6 +64,7 @@ import datetime
 import faulthandler
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -180,6 +181,50 @@ def cmd_storage_format(args: argparse.Namespace) -> int:
         print(f"Formatting {directory} with cluster.id {args.cluster_id} (node.id {config.node_id})")
     if not written:
         print("All of the log directories are already formatted.")
+    return 0
+
+
+def cmd_storage_info(args: argparse.Namespace) -> int:
+    """kafka-storage.sh info: each storage directory of the node's config,
+    its ``meta.properties``, and what would stop the node starting (exit 1)."""
+    from data_plane.storage_format import read_meta_properties, storage_dirs
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    found, problems, metas = [], [], {}
+    for directory in storage_dirs(config):
+        if not os.path.isdir(directory):
+            problems.append(f"{directory} does not exist")
+            continue
+        found.append(directory)
+        try:
+            meta = read_meta_properties(directory)
+        except StorageError as exc:
+            problems.append(str(exc))
+            continue
+        if meta is None:
+            problems.append(f"{directory} is not formatted.")
+            continue
+        metas[directory] = meta
+        if meta.node_id != config.node_id:
+            problems.append(f"{directory} belongs to node.id {meta.node_id}, but node.id is "
+                            f"{config.node_id}")
+    if len({m.cluster_id for m in metas.values()}) > 1:
+        problems.append("the directories name different cluster ids: "
+                        + ", ".join(sorted({m.cluster_id for m in metas.values()})))
+    print("Found log directories:" if found else "Found no log directories.")
+    for directory in found:
+        print(f"  {directory}")
+    for directory, meta in metas.items():
+        print(f"\nFound metadata in {directory}: {{cluster.id={meta.cluster_id}, "
+              f"directory.id={meta.directory_id}, node.id={meta.node_id}, version=1}}")
+    if problems:
+        print("\nFound problem" + ("s:" if len(problems) > 1 else ":"))
+        for problem in problems:
+            print(f"  {problem}")
+        return 1
     return 0
 
 
@@ -1512,6 +1557,10 @@ def register(sub: Any, only: str | None = None) -> None:
                           "eligible leader replicas (on, level 1, by default, as in Kafka "
                           "4.1); repeatable; give the same ones to every controller")
     fmt.set_defaults(func=cmd_storage_format)
+    info = storage_sub.add_parser(
+        "info", help="the node's storage directories and their meta.properties")
+    info.add_argument("--config", "-c", required=True, metavar="FILE")
+    info.set_defaults(func=cmd_storage_info)
     storage_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(
         func=cmd_storage_random_uuid
     )

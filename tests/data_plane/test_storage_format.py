@@ -166,3 +166,29 @@ def test_cli_server_start_refuses_an_unknown_event_loop(
     monkeypatch.setenv("RAFTLOG_EVENT_LOOP", "tokio")
     assert main(["server", "start", str(config_file)]) == 2
     assert "RAFTLOG_EVENT_LOOP must be auto, uvloop or asyncio" in capsys.readouterr().err
+
+
+def test_cli_storage_info_shows_the_dirs_and_their_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kafka-storage.sh info: exit 1 while the node could not start."""
+    config_file = _controller_config(tmp_path)
+    assert main(["storage", "info", "--config", str(config_file)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "Found no log directories.", "", "Found problem:", f"  {tmp_path}/data does not exist"]
+    (tmp_path / "data").mkdir()
+    assert main(["storage", "info", "-c", str(config_file)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == f"  {tmp_path}/data is not formatted."
+    assert main(["storage", "format", "--cluster-id", CLUSTER, "--config", str(config_file)]) == 0
+    capsys.readouterr()
+    assert main(["storage", "info", "-c", str(config_file)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["Found log directories:", f"  {tmp_path}/data"]
+    assert out[3].startswith(f"Found metadata in {tmp_path}/data: {{cluster.id={CLUSTER}, "
+                             "directory.id=")
+    assert out[3].endswith(", node.id=1, version=1}")
+    config_file.write_text(config_file.read_text().replace("node.id=1", "node.id=2")
+                           .replace("1@127", "2@127"))
+    assert main(["storage", "info", "-c", str(config_file)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"  {tmp_path}/data belongs to node.id 1, but node.id is 2")
