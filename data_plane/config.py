@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from data_plane.broker.log_configs import RACK_AWARE_REPLICA_SELECTOR
 from data_plane.groups.model import GroupConfigError, group_config
 from data_plane.security_config import (
     LISTENER_REAUTH_SETTING,
@@ -416,6 +417,15 @@ def _migration_policy(setting: str, value: str) -> object:
 #: ``group.consumer.migration.policy`` values (KIP-848 online migration).
 MIGRATION_POLICIES: Final = ("bidirectional", "upgrade", "downgrade", "disabled")
 
+def _replica_selector(setting: str, value: str) -> object:
+    """KIP-392: unset (leaders only) or Kafka's RackAwareReplicaSelector."""
+    name = value.strip()
+    if name and name != RACK_AWARE_REPLICA_SELECTOR:
+        raise ConfigError(setting, f"only {RACK_AWARE_REPLICA_SELECTOR} is supported "
+                                   f"(or unset: consumers read from leaders); got {value!r}")
+    return name
+
+
 def _topic_default(setting: str, value: str) -> object:
     """A broker setting that is the default of a topic config, checked as
     the dynamic broker config of the same name."""
@@ -436,6 +446,7 @@ BROKER_VALUE_SETTINGS: Final[Mapping[str, _Parser]] = {
     "log.cleaner.min.cleanable.ratio": _ratio,
     "transaction.partition.verification.enable": _bool,
     "max.connections.per.ip.overrides": _ip_overrides,
+    "replica.selector.class": _replica_selector,
 }
 
 _STRUCTURED: Final = frozenset(

@@ -115,6 +115,8 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         replica_id = CONSUMER_REPLICA_ID
     read_committed = (replica_id < 0
                       and int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
+    # KIP-392: from v11 a consumer may read from a follower, and names its rack.
+    any_replica = replica_id < 0 and version >= 11
     by_id = version >= 13
     requested: dict[SessionKey, PartitionFetchState] = {}
     for topic in request.topics:
@@ -221,19 +223,21 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             error = ErrorCode.offset_out_of_range
         elif cached is not None:
             memo = cached.memo if isinstance(cached.memo, _Served) else None
-            if memo is None or not memo.serves(name, replica_id, replica_epoch, read_committed):
+            if memo is None or not memo.serves(name, replica_id, replica_epoch, read_committed,
+                                               any_replica):
                 memo = cached.memo = _Served(name, image, _fetch_partition(
-                    state, replica_id, replica_epoch, read_committed))
+                    state, replica_id, replica_epoch, read_committed, any_replica))
             requests[(name, index)] = memo.request
         else:
             requests[(name, index)] = _fetch_partition(
-                state, replica_id, replica_epoch, read_committed)
+                state, replica_id, replica_epoch, read_committed, any_replica)
         served.append((key, name, error, memo))
     params = FetchParams(
         max_wait_ms=min(max(int(request.max_wait.total_seconds() * 1000), 0), MAX_FETCH_WAIT_MS),
         min_bytes=max(int(request.min_bytes), 0),
         max_bytes=max_bytes,
         from_follower=replica_id >= 0,
+        client_rack=(str(request.rack_id) or None) if any_replica else None,
     )
     if parking is not None and not parking.by_partition:
         parking = None
@@ -370,11 +374,13 @@ class _Served:
         self.image = image
         return True
 
-    def serves(self, name: str, replica_id: int, replica_epoch: int, read_committed: bool) -> bool:
+    def serves(self, name: str, replica_id: int, replica_epoch: int, read_committed: bool,
+               any_replica: bool) -> bool:
         request = self.request
         return (self.name == name and request.replica_id == replica_id
                 and request.replica_epoch == replica_epoch
-                and request.read_committed == read_committed)
+                and request.read_committed == read_committed
+                and request.from_any_replica == any_replica)
 
 
 class _Parking:
@@ -468,6 +474,7 @@ def _topic_name(image: Any, label: uuid.UUID | str) -> str | None:
 
 def _fetch_partition(
     state: PartitionFetchState, replica_id: int, replica_epoch: int, read_committed: bool,
+    any_replica: bool,
 ) -> FetchPartition:
     return FetchPartition(
         fetch_offset=state.fetch_offset,
@@ -478,6 +485,7 @@ def _fetch_partition(
         replica_epoch=replica_epoch,
         log_start_offset=state.log_start_offset,
         read_committed=read_committed,
+        from_any_replica=any_replica,
     )
 
 
@@ -511,7 +519,7 @@ def _partition(
         records=result.records,
         # Kafka sends null to READ_UNCOMMITTED consumers, a list otherwise.
         aborted_transactions=result.aborted_transactions if read_committed else None,
-        preferred_read_replica=-1,
+        preferred_read_replica=result.preferred_read_replica,
         diverging_epoch=(None if diverging is None
                          else (diverging.epoch, diverging.end_offset)),
         current_leader=current_leader,

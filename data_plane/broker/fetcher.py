@@ -389,6 +389,11 @@ class _Fetcher:
                 )
                 if throttled and result.records and quota.is_throttled(key):
                     quota.record(len(result.records), now)
-                outcome = hosted.partition.handle_fetch_response(request, result, now)
+                partition = hosted.partition
+                hw_before = partition.high_watermark
+                outcome = partition.handle_fetch_response(request, result, now)
+                if partition.high_watermark != hw_before:
+                    # Consumers long-polling this follower (KIP-392) may read more.
+                    self.replicas.on_follower_high_watermark(key)
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("%s from leader %d: %s", key, self.leader_id, outcome.value)

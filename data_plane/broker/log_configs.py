@@ -9,6 +9,7 @@ DescribeConfigs handler shows `effective_topic_config`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from data_plane.replication.types import ReplicationConfig
 from metadata_quorum.image import CLUSTER_DEFAULT_RESOURCE, ConfigResource, MetadataImage
@@ -83,6 +84,9 @@ _BROKER_SYNONYMS: Mapping[str, str] = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
+#: ``replica.selector.class`` for fetching from the closest replica (KIP-392).
+RACK_AWARE_REPLICA_SELECTOR: Final = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 #: Broker-only settings the data plane reads, with Kafka's defaults.
 BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     "replica.lag.time.max.ms": "30000",
@@ -97,6 +101,9 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     # KIP-890: a partition leader checks a transaction's first batch with
     # the coordinator (data_plane.broker.txn_verification).
     "transaction.partition.verification.enable": "true",
+    # KIP-392: unset, consumers read from leaders only; Kafka's
+    # RackAwareReplicaSelector sends them to an in-sync replica in their rack.
+    "replica.selector.class": "",
     "log.cleaner.backoff.ms": "15000",
     "log.cleaner.dedupe.buffer.size": "134217728",
     "log.flush.scheduler.interval.ms": _LONG_MAX,

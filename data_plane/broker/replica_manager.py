@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from data_plane.broker.client_quotas import ClientQuotas
 from data_plane.broker.log_cleaner import LogCleaner
 from data_plane.broker.log_configs import (
+    RACK_AWARE_REPLICA_SELECTOR,
     broker_config,
     compaction_config,
     effective_topic_config,
@@ -146,6 +147,10 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     from_follower: bool
+    #: A consumer's rack (Fetch v11+ ``RackId``): with
+    #: ``replica.selector.class`` the rack-aware selector, a leader points
+    #: it at an in-sync follower in its rack (KIP-392).
+    client_rack: str | None = None
 
 
 class ReplicaManager:
@@ -672,7 +677,8 @@ class ReplicaManager:
     ) -> bool:
         total = 0
         for result in results.values():
-            if result.error != ErrorCode.none or result.diverging_epoch is not None:
+            if (result.error != ErrorCode.none or result.diverging_epoch is not None
+                    or result.preferred_read_replica >= 0):
                 return True
             total += len(result.records)
         return total >= params.min_bytes
@@ -709,12 +715,24 @@ class ReplicaManager:
         remaining = params.max_bytes
         results: dict[TopicPartition, FetchPartitionResult] = {}
         throttled = params.from_follower and self.replication_quotas.leader.active
+        rack = params.client_rack if params.client_rack and self.rack_aware_reads else None
         for key, request in requests.items():
             hosted = self.partitions.get(key)
             if hosted is None:
                 results[key] = FetchPartitionResult(self.missing_partition_error(key))
                 continue
             p = hosted.partition
+            if rack and p.is_leader:
+                preferred = p.preferred_read_replica(request.fetch_offset, rack, self._rack_of,
+                                                     now)
+                if preferred is not None:
+                    # Nothing read: the consumer goes to ``preferred`` (Kafka's answer).
+                    results[key] = FetchPartitionResult(
+                        ErrorCode.none, high_watermark=p.high_watermark,
+                        log_start_offset=p.log.log_start_offset,
+                        log_end_offset=p.log_end_offset, leader_id=p.leader_id,
+                        leader_epoch=p.leader_epoch, preferred_read_replica=preferred)
+                    continue
             if remaining <= 0 and not request.is_from_follower and p.is_leader:
                 # The response is full (fetch.max.bytes): answer the position only.
                 results[key] = FetchPartitionResult(
@@ -767,6 +785,23 @@ class ReplicaManager:
             future = self._waiters.get(id(op))
             if future is not None and not future.done():
                 future.set_result(None)
+
+    @property
+    def rack_aware_reads(self) -> bool:
+        """``replica.selector.class`` is Kafka's RackAwareReplicaSelector (KIP-392)."""
+        return bool(self.broker_config.get("replica.selector.class")
+                    == RACK_AWARE_REPLICA_SELECTOR)
+
+    def _rack_of(self, broker_id: int) -> str | None:
+        """A registered, unfenced broker's rack (None: no rack, or not one a
+        consumer should be sent to)."""
+        broker = self.metadata.image.brokers.get(broker_id)
+        return None if broker is None or broker.fenced else broker.rack
+
+    def on_follower_high_watermark(self, key: TopicPartition) -> None:
+        """A follower's HW moved: consumers long-polling it (KIP-392) may read."""
+        if self.fetch_purgatory.watched(key):
+            self._resolve(self.fetch_purgatory.check_and_complete(key, self.now_ms()))
 
     def _wake_purgatories(self, key: TopicPartition, now_ms: int) -> None:
         self._resolve(self.produce_purgatory.check_and_complete(key, now_ms))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from data_plane.replication import isr as isr_math
@@ -675,6 +676,8 @@ class Partition:
         # Runs for every partition of every fetch: attributes are read once.
         leader = self._leader
         if leader is None:
+            if request.from_any_replica and self._follower is not None:
+                return self._read_as_follower(request)
             return self._error_result(ErrorCode.not_leader_or_follower)
         replica_id = request.replica_id
         follower = replica_id >= 0  # request.is_from_follower
@@ -753,6 +756,48 @@ class Partition:
             self._idle_fetches[replica_id] = IdleFollowerFetch(self, request, result)
         return result
 
+    def _read_as_follower(self, request: FetchPartition) -> FetchPartitionResult:
+        """A consumer's fetch served by a follower (KIP-392): the same
+        epoch and range checks as the leader's, records below this
+        replica's high watermark (or last stable offset), which trails the
+        leader's by a fetch round trip."""
+        error = self._check_current_leader_epoch(request.current_leader_epoch)
+        if error is not None:
+            return self._error_result(error)
+        log = self.log
+        fetch_offset = request.fetch_offset
+        if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
+            return self._result(ErrorCode.offset_out_of_range)
+        bound = self._consumer_read_bound(request)
+        records = (log.read(fetch_offset, request.max_bytes, bound).records
+                   if fetch_offset < bound else b"")
+        aborted: tuple[tuple[int, int], ...] = ()
+        if request.read_committed:
+            aborted = tuple((a.producer_id, a.first_offset) for a in
+                            self.txn.aborted_transactions(fetch_offset, bound))
+        return self._result(ErrorCode.none, records=records, aborted_transactions=aborted)
+
+    def preferred_read_replica(self, fetch_offset: int, client_rack: str,
+                               rack_of: Callable[[int], str | None], now_ms: int) -> int | None:
+        """The follower a consumer in ``client_rack`` should read from, as
+        Kafka's ``RackAwareReplicaSelector`` picks it; None for this leader.
+
+        The leader if it is in that rack; else, of the in-sync followers in
+        it that hold ``fetch_offset``, the most caught up (highest log end
+        offset, then the most recently caught up). ``rack_of``: a broker's
+        rack, None for one a client cannot reach (fenced, unregistered)."""
+        leader = self._leader
+        if leader is None or not client_rack or rack_of(leader.local_id) == client_rack:
+            return None
+        best: tuple[int, int, int] | None = None
+        for replica, state in leader.followers.items():
+            if (replica in leader.isr and rack_of(replica) == client_rack
+                    and state.log_start_offset <= fetch_offset <= state.log_end_offset):
+                candidate = (state.log_end_offset, state.last_caught_up_time_ms - now_ms, replica)
+                if best is None or candidate > best:
+                    best = candidate
+        return None if best is None else best[2]
+
     def _consumer_read_bound(self, request: FetchPartition) -> int:
         """A consumer reads below the HW, or below the LSO with READ_COMMITTED (KIP-98)."""
         if request.read_committed:
@@ -776,7 +821,18 @@ class Partition:
         fetch must be answered now anyway (leadership or epoch changed, the
         follower diverged, the offset fell out of range)."""
         if self._leader is None:
-            return None
+            if not request.from_any_replica or self._follower is None:
+                return None
+            # A consumer reading from this follower (KIP-392).
+            if self._check_current_leader_epoch(request.current_leader_epoch) is not None:
+                return None
+            fetch_offset = request.fetch_offset
+            if not self.log.log_start_offset <= fetch_offset <= self.log.log_end_offset:
+                return None
+            bound = self._consumer_read_bound(request)
+            if fetch_offset >= bound:
+                return 0
+            return self.log.readable_bytes(fetch_offset, request.max_bytes, bound)
         follower = request.replica_id >= 0  # request.is_from_follower
         if follower:
             idle = self._idle_fetches.get(request.replica_id)

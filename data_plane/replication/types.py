@@ -178,6 +178,9 @@ class FetchPartition:
     log_start_offset: int = UNKNOWN_OFFSET
     #: READ_COMMITTED (KIP-98): a consumer reads only below the last stable offset.
     read_committed: bool = False
+    #: A consumer that may read from a follower (Fetch v11+, KIP-392): a
+    #: follower serves it below its own high watermark.
+    from_any_replica: bool = False
 
     def __post_init__(self) -> None:
         if self.fetch_offset < 0:
@@ -210,6 +213,8 @@ class FetchPartitionResult:
     #: (producer id, first offset) of aborted transactions overlapping a
     #: READ_COMMITTED read (Fetch ``AbortedTransactions``).
     aborted_transactions: tuple[tuple[int, int], ...] = ()
+    #: The replica a consumer should fetch from instead (KIP-392); -1: here.
+    preferred_read_replica: int = -1
 
 
 class FollowerFetchOutcome(Enum):

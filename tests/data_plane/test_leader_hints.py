@@ -88,7 +88,7 @@ def test_a_produce_to_a_follower_names_the_leader_and_its_address(cluster: Clust
         ErrorCode.not_leader_or_follower)
 
 
-def test_a_fetch_with_a_stale_epoch_or_to_a_follower_names_the_leader(
+def test_a_fetch_with_a_stale_epoch_names_the_leader_a_follower_serves_the_rest(
         cluster: ClusterThread) -> None:
     # A second leader epoch, so that the first one is stale.
     c = cluster.cluster
@@ -113,8 +113,13 @@ def test_a_fetch_with_a_stale_epoch_or_to_a_follower_names_the_leader(
         )
 
     port = cluster.cluster.brokers[leader].server.port
+    # A consumer's v11+ fetch at the current epoch is served by a follower
+    # (KIP-392, as Kafka's FetchParams.fetchOnlyLeader), without hints.
+    served = _send(cluster, follower, fetch(epoch)).responses[0].partitions[0]
+    assert served.error_code == ErrorCode.none
+    assert served.current_leader.leader_id == -1
     for broker, request, error in (
-            (follower, fetch(epoch), ErrorCode.not_leader_or_follower),
+            (follower, fetch(epoch - 1), ErrorCode.fenced_leader_epoch),
             (leader, fetch(epoch - 1), ErrorCode.fenced_leader_epoch)):
         response = _send(cluster, broker, request)
         part = response.responses[0].partitions[0]

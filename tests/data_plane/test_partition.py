@@ -558,6 +558,55 @@ def test_fetch_from_a_follower_replica_is_not_leader_or_follower(ctx: Ctx) -> No
     assert result.error == ErrorCode.not_leader_or_follower
 
 
+def test_kip392_a_follower_serves_a_consumer_below_its_own_high_watermark(ctx: Ctx) -> None:
+    ctx.produce(1, b"a")
+    ctx.replicate(2, 3)
+    ctx.produce(1, b"b")
+    ctx.fetch_once(2)  # follower 2 has b, but its HW (from the leader) is 1
+    follower = ctx.parts[2]
+    assert follower.log.log_end_offset == 2 and follower.high_watermark == 1
+    result = follower.handle_fetch(FetchPartition(0, 1, from_any_replica=True), 0)
+    assert result.error == ErrorCode.none
+    assert [r.value for r in decode_records(result.records)] == [b"a"]
+    assert (result.high_watermark, result.leader_id, result.leader_epoch) == (1, 1, 1)
+    # Long poll: nothing readable at its HW, then the HW moves.
+    at_hw = FetchPartition(1, 1, from_any_replica=True)
+    assert follower.delayed_fetch_bytes(at_hw) == 0
+    ctx.replicate(2, 3)
+    readable = follower.delayed_fetch_bytes(at_hw)
+    assert readable is not None and readable > 0
+    # Epoch and range checks as a leader's.
+    assert follower.handle_fetch(FetchPartition(0, 0, from_any_replica=True), 0).error == \
+        ErrorCode.fenced_leader_epoch
+    assert follower.handle_fetch(FetchPartition(0, 2, from_any_replica=True), 0).error == \
+        ErrorCode.unknown_leader_epoch
+    assert follower.handle_fetch(FetchPartition(9, 1, from_any_replica=True), 0).error == \
+        ErrorCode.offset_out_of_range
+    assert follower.delayed_fetch_bytes(FetchPartition(9, 1, from_any_replica=True)) is None
+
+
+def test_kip392_the_rack_aware_choice_of_a_read_replica(ctx: Ctx) -> None:
+    ctx.produce(1, b"a", b"b")
+    ctx.replicate(2, 3)
+    leader = ctx.parts[1]
+    racks = {1: "r1", 2: "r2", 3: "r2"}
+    assert leader.preferred_read_replica(0, "r1", racks.get, 0) is None  # the leader's rack
+    assert leader.preferred_read_replica(0, "r9", racks.get, 0) is None  # no replica there
+    assert leader.preferred_read_replica(0, "", racks.get, 0) is None
+    assert leader.preferred_read_replica(0, "r2", racks.get, 0) in (2, 3)
+    # The most caught up: 3 fetches the next record, 2 does not.
+    ctx.produce(1, b"c")
+    ctx.fetch_once(3)
+    ctx.fetch_once(3)
+    assert leader.preferred_read_replica(0, "r2", racks.get, 0) == 3
+    # Not beyond what a replica has, and only in-sync replicas.
+    assert leader.preferred_read_replica(3, "r2", racks.get, 0) == 3
+    assert leader.preferred_read_replica(4, "r2", racks.get, 0) is None
+    assert leader.preferred_read_replica(0, "r2", {1: "r1", 2: "r2"}.get, 0) == 2
+    ctx.apply(state(1, 1, 2, isr=(1, 3)))
+    assert leader.preferred_read_replica(0, "r2", {1: "r1", 2: "r2"}.get, 0) is None
+
+
 def test_kip320_leader_answers_diverging_epoch_and_does_not_count_the_fetch(ctx: Ctx) -> None:
     ctx.produce(1, b"a", b"b")
     ctx.apply(state(1, 3, 2))
