@@ -63,7 +63,7 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from .admin_cli import CliError, add_command_config, command_security
 from .client_config import ClientConfigError, ClientSecurity
 
-__all__ = ("AuthenticationWatch", "librdkafka_settings", "register_console")
+__all__ = ("AuthenticationWatch", "add_config_file", "librdkafka_settings", "register_console")
 
 
 class AuthenticationWatch:
@@ -473,7 +473,7 @@ def _consume_loop(consumer: Consumer, args: argparse.Namespace, formatter: Messa
     return 0
 
 
-def _add_config_file(parser: argparse.ArgumentParser, old_name: str) -> None:
+def add_config_file(parser: argparse.ArgumentParser, old_name: str) -> None:
     """``--command-config`` and Kafka's older name for the same file."""
     add_command_config(parser)
     parser.add_argument(old_name, dest="command_config", metavar="FILE",
@@ -505,7 +505,7 @@ def register_console(sub: Any) -> None:
                               "alike: linger.ms, batch.size, enable.idempotence ...)")
     produce.add_argument("--timeout-ms", type=int, default=30_000,
                          help="message.timeout.ms: give up on a record after this long")
-    _add_config_file(produce, "--producer.config")
+    add_config_file(produce, "--producer.config")
     produce.set_defaults(func=cmd_produce)
 
     consume = sub.add_parser("consume", help="print a topic's records (kafka-console-consumer)")
@@ -532,7 +532,7 @@ def register_console(sub: Any) -> None:
                               "last stable offset")
     consume.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
                          help="any other consumer setting")
-    _add_config_file(consume, "--consumer.config")
+    add_config_file(consume, "--consumer.config")
     consume.set_defaults(func=cmd_consume)
 
 

@@ -30,8 +30,8 @@ from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-from .admin_cli import CliError, add_command_config, command_security
-from .console_cli import AuthenticationWatch, librdkafka_settings
+from .admin_cli import CliError, command_security
+from .console_cli import AuthenticationWatch, add_config_file, librdkafka_settings
 
 __all__ = ("latency_summary", "register_perf")
 
@@ -241,9 +241,7 @@ def register_perf(sub: Any) -> None:
     producer.add_argument("--producer-props", nargs="+", metavar="K=V",
                           help="producer settings, e.g. acks=all linger.ms=5")
     producer.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    add_command_config(producer)
-    producer.add_argument("--producer.config", dest="command_config", metavar="FILE",
-                          help="the same as --command-config (Kafka's older name)")
+    add_config_file(producer, "--producer.config")
     producer.set_defaults(func=cmd_producer_perf_test)
 
     consumer = sub.add_parser(
@@ -256,7 +254,5 @@ def register_perf(sub: Any) -> None:
     consumer.add_argument("--timeout", type=int, default=10_000, metavar="MS",
                           help="give up after this long without a record")
     consumer.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    add_command_config(consumer)
-    consumer.add_argument("--consumer.config", dest="command_config", metavar="FILE",
-                          help="the same as --command-config (Kafka's older name)")
+    add_config_file(consumer, "--consumer.config")
     consumer.set_defaults(func=cmd_consumer_perf_test)

@@ -24,15 +24,17 @@ def module_cluster(**properties: str) -> Any:
                                 for key, value in properties.items()})
 
 
-def module_cluster_with(properties: Mapping[str, str], up_timeout_s: float = 40) -> Any:
+def module_cluster_with(properties: Mapping[str, str], up_timeout_s: float = 40,
+                        node_properties: Mapping[int, Mapping[str, str]] | None = None) -> Any:
     """`module_cluster` with ``properties`` given as server.properties names
-    (for names with ``_`` or ``-`` in them, e.g. per-listener JAAS configs)."""
+    (for names with ``_`` or ``-`` in them, e.g. per-listener JAAS configs),
+    and ``node_properties`` for one node each (``broker.rack``)."""
     settings = {"min.insync.replicas": "2", **properties}
 
     @pytest.fixture(scope="module")
     def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
-                                     properties=settings)
+                                     properties=settings, node_properties=node_properties)
         c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
         c.up(timeout_s=up_timeout_s)
         try:

@@ -10,33 +10,23 @@ from __future__ import annotations
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
+from cluster_helpers import module_cluster_with
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from data_plane.broker.log_configs import RACK_AWARE_REPLICA_SELECTOR
-from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+from data_plane.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 
 RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    layout = ClusterLayout.build(
-        base_port=None, timeouts=Timeouts.fast(),
-        properties={"min.insync.replicas": "2", "replica.selector.class":
-                    RACK_AWARE_REPLICA_SELECTOR},
-        node_properties={n: {"broker.rack": rack} for n, rack in RACKS.items()})
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    c.up(timeout_s=40)
-    try:
-        yield c
-    finally:
-        c.stop(timeout_s=10)
+cluster = module_cluster_with(
+    {"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR},
+    node_properties={n: {"broker.rack": rack} for n, rack in RACKS.items()})
 
 
 def _consumer_fetches(cluster: LocalCluster, node_id: int) -> float:
