@@ -63,7 +63,8 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from .admin_cli import CliError, add_command_config, command_security
 from .client_config import ClientConfigError, ClientSecurity
 
-__all__ = ("AuthenticationWatch", "add_config_file", "librdkafka_settings", "register_console")
+__all__ = ("AuthenticationWatch", "add_config_file", "client_properties", "librdkafka_settings",
+           "new_client", "register_console")
 
 
 class AuthenticationWatch:
@@ -129,7 +130,7 @@ def _flag(props: dict[str, str], key: str, default: bool) -> bool:
     return text.strip().lower() == "true"
 
 
-def _client_properties(items: list[str] | None, option: str,
+def client_properties(items: list[str] | None, option: str,
                        fixed: dict[str, Any]) -> dict[str, Any]:
     """``--producer-property``/``--consumer-property`` K=V, over ``fixed``."""
     extra = _properties(items, option)
@@ -140,7 +141,7 @@ def _client_properties(items: list[str] | None, option: str,
     return {**fixed, **extra}
 
 
-def _client(factory: Any, settings: dict[str, Any], option: str) -> Any:
+def new_client(factory: Any, settings: dict[str, Any], option: str) -> Any:
     """A librdkafka client; a setting it refuses is a `CliError` naming it."""
     try:
         return factory(settings)
@@ -230,7 +231,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     reader = LineReader.of(_properties(args.property))
     watch = AuthenticationWatch()
     acks = {"all": "all", "-1": "all", "1": "1", "0": "0"}[args.acks]
-    producer = _client(Producer, _client_properties(args.producer_property,
+    producer = new_client(Producer, client_properties(args.producer_property,
                                                     "--producer-property", {
         **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
         "acks": acks,
@@ -368,7 +369,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         return _consume_group(args, formatter)
     start = _start_offset(args)
     watch = AuthenticationWatch()
-    consumer = _client(Consumer, _client_properties(args.consumer_property,
+    consumer = new_client(Consumer, client_properties(args.consumer_property,
                                                     "--consumer-property", {
         **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
         # librdkafka insists on a group.id; with assign() and no commits it is
@@ -426,7 +427,7 @@ def _consume_group(args: argparse.Namespace, formatter: MessageFormatter) -> int
             raise CliError(f"--include {args.include!r}: {exc}") from None
     group = args.group or f"console-consumer-{random.randrange(100_000)}"
     watch = AuthenticationWatch()
-    consumer = _client(Consumer, _client_properties(args.consumer_property,
+    consumer = new_client(Consumer, client_properties(args.consumer_property,
                                                     "--consumer-property", {
         **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
         "group.id": group,

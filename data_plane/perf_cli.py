@@ -28,27 +28,21 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 
 from .admin_cli import CliError, command_security
-from .console_cli import AuthenticationWatch, add_config_file, librdkafka_settings
+from .console_cli import (
+    AuthenticationWatch,
+    add_config_file,
+    client_properties,
+    librdkafka_settings,
+    new_client,
+)
 
 __all__ = ("latency_summary", "register_perf")
 
 _WINDOW_S: Final = 5.0
 _MB: Final = 1024 * 1024
-
-
-def _settings(items: list[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CliError(f"--producer-props {item!r} is not key=value")
-        if key.startswith(("security.", "sasl.", "ssl.")):
-            raise CliError(f"--producer-props {key}: give security settings in --command-config")
-        out[key.strip()] = value
-    return out
 
 
 def _payloads(args: argparse.Namespace) -> list[bytes]:
@@ -117,12 +111,9 @@ def cmd_producer_perf_test(args: argparse.Namespace) -> int:
         raise CliError("--num-records must be at least 1")
     payloads = _payloads(args)
     watch = AuthenticationWatch()
-    settings = {**librdkafka_settings(args.bootstrap_server, command_security(args), watch),
-                "client.id": "raftlog-producer-perf-test", **_settings(args.producer_props)}
-    try:
-        producer = Producer(settings)
-    except KafkaException as exc:
-        raise CliError(f"--producer-props: {exc.args[0].str()}") from None
+    producer = new_client(Producer, client_properties(args.producer_props, "--producer-props", {
+        **librdkafka_settings(args.bootstrap_server, command_security(args), watch),
+        "client.id": "raftlog-producer-perf-test"}), "--producer-props")
     latencies: list[float] = []
     errors: list[str] = []
     started = time.monotonic()
