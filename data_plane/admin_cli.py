@@ -312,6 +312,7 @@ class _Admin:
         to an older API) instead of being passed over."""
         last_error = "no controller answered"
         while True:
+            pause = 0.2
             for address in list(self._addresses):
                 client = self.client(address)
                 try:
@@ -337,9 +338,15 @@ class _Admin:
                 if error.startswith(_REFUSALS):
                     # The ACLs say no: asking again, or another node, will not change it.
                     raise CliError(last_error)
-            if time.monotonic() >= self._deadline:
+                # KIP-219: a throttled answer says how long to wait (a
+                # controller mutation quota's, KIP-599, before a retry).
+                throttle = getattr(response, "throttle_time", None)
+                if isinstance(throttle, datetime.timedelta):
+                    pause = max(pause, throttle.total_seconds())
+            now = time.monotonic()
+            if now >= self._deadline:
                 raise CliError(last_error)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(min(pause, max(self._deadline - now, 0.0)))
 
     async def until_every(self, request: Any, version: int, done: Callable[[Any], bool]) -> bool:
         """Asks every bootstrap node until each that answers gives a response
@@ -674,8 +681,14 @@ def cmd_cluster_unregister(args: argparse.Namespace) -> int:
 
 
 def _not_controller(errors: Sequence[int]) -> str | None:
+    """The retriable error of a controller's answer: NOT_CONTROLLER (or a
+    forward that timed out), or THROTTLING_QUOTA_EXCEEDED (KIP-599), retried
+    after the answer's throttle time until the deadline, as Kafka's admin
+    client does by default (``retryOnQuotaViolation``)."""
     if any(e in (ErrorCode.not_controller, ErrorCode.request_timed_out) for e in errors):
         return "NOT_CONTROLLER"
+    if any(e == ErrorCode.throttling_quota_exceeded for e in errors):
+        return "THROTTLING_QUOTA_EXCEEDED (the controller mutation quota)"
     return None
 
 

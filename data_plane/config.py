@@ -118,6 +118,10 @@ class NodeConfig:
     delegation_token_max_lifetime_ms: int = 604_800_000
     delegation_token_expiry_time_ms: int = 86_400_000
     delegation_token_expiry_check_interval_ms: int = 3_600_000
+    # KIP-599: the window of the controller's mutation-rate token buckets
+    # (burst = rate * num * size), `data_plane.controller_mutation_quota`.
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
     broker_rack: str | None = None  # broker.rack
     # http.listener (raftlog's own; no Kafka equivalent): ``http://host:port``
     # of the node's REST API, /metrics and dashboard (`data_plane.http`).
@@ -291,6 +295,8 @@ _SIMPLE: Final[Mapping[str, tuple[str, _Parser]]] = {
     "delegation.token.expiry.time.ms": ("delegation_token_expiry_time_ms", _int(1)),
     "delegation.token.expiry.check.interval.ms": (
         "delegation_token_expiry_check_interval_ms", _int(1)),
+    "controller.quota.window.num": ("controller_quota_window_num", _int(1)),
+    "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", _int(1)),
 }
 
 # Broker settings passed through to the data plane (replica manager, fetchers,

@@ -24,10 +24,11 @@ What each request needs, on the cluster resource unless said otherwise:
 
 A broker forwards as itself, so the checks a forwarded request's client
 needs were made on the broker; the controller sees the broker's principal,
-a super user. The delegation-token requests come in an Envelope (KIP-590)
-that also carries the client's principal, which those commands need
-(`data_plane.api.delegation_tokens`); the Envelope itself needs
-CLUSTER_ACTION. The ACLs are the controller's committed image's.
+a super user. The delegation-token requests, CreateTopics, CreatePartitions
+and DeleteTopics come in an Envelope (KIP-590) that also carries the
+client's principal and client id, which the token commands and the
+mutation quotas need (`data_plane.api.envelope`); the Envelope itself
+needs CLUSTER_ACTION. The ACLs are the controller's committed image's.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from data_plane.api import acls as acl_api
 from data_plane.api import admin
 from data_plane.api import features as features_api
 from data_plane.api.authorization import AclAuthorization
+from data_plane.api.envelope import ENVELOPE_KEY, envelope_handler
 from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from raftlog.net import Handler, KafkaApiError, RequestContext
 from raftlog.net.errors import ErrorCode
@@ -59,7 +61,7 @@ DESCRIBE_QUORUM, LIST_REASSIGNMENTS = 55, 46
 CLUSTER_ACTION_KEYS: Final = frozenset({
     FETCH, 52, 53, 54, 59,  # Fetch, Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot
     56, 62, 63, 67,  # AlterPartition, BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
-    58,  # Envelope: a broker forwarding a client's delegation-token request
+    58,  # Envelope: a broker forwarding a client's request as that client
 })
 #: Describe requests with a top-level error code: the operation they need.
 DESCRIBE_KEYS: Final = {
@@ -135,6 +137,8 @@ class _Forwarder:
         return self._image()
 
     async def forward(self, api_key: int, request: Any) -> Any:
+        if api_key == ENVELOPE_KEY:  # as the client (`data_plane.api.envelope`): it is
+            return await envelope_handler({self._key: self._handler})(self._ctx, request)
         assert api_key == self._key, (api_key, self._key)
         return await self._handler(self._ctx, request)
 

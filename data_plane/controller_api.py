@@ -37,6 +37,7 @@ Only translation lives here; every decision is the controller's.
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
@@ -54,9 +55,7 @@ from kio.schema.alter_partition_reassignments.v1 import response as apr_resp
 from kio.schema.broker_heartbeat.v0 import request as hb_req
 from kio.schema.broker_heartbeat.v0 import response as hb_resp
 from kio.schema.broker_registration.v3 import request as reg_req
-from kio.schema.create_partitions.v3 import request as cp_req
 from kio.schema.create_partitions.v3 import response as cp_resp
-from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
@@ -96,6 +95,11 @@ from data_plane.api.scram_credentials import (
     alter_request,
     alter_response_values,
     describe_response_values,
+)
+from data_plane.controller_mutation_quota import (
+    STRICT_SINCE,
+    ControllerMutationQuotas,
+    MutationQuota,
 )
 from metadata_quorum.client_quotas import FilterComponent
 from metadata_quorum.client_quotas import describe_client_quotas as describe_quotas
@@ -162,8 +166,10 @@ from metadata_quorum.records.types import (
 from raftlog.consensus.config import VoterAddress
 from raftlog.net import Handler, RequestContext
 from raftlog.net.errors import ErrorCode
+from raftlog.net.registry import convert_request
 
-from .api.delegation_tokens import ENVELOPE_KEY, controller_token_handlers, envelope_handler
+from .api.delegation_tokens import controller_token_handlers
+from .api.envelope import ENVELOPE_KEY, envelope_handler
 from .controller_service import ControllerService
 
 __all__ = ("CONTROLLER_API_VERSIONS", "controller_handlers")
@@ -218,8 +224,9 @@ CONTROLLER_API_VERSIONS: Final = {
     DESCRIBE_ACLS_KEY: (1, 3),
     CREATE_ACLS_KEY: (3, 3),
     DELETE_ACLS_KEY: (3, 3),
-    # KIP-590: brokers' forwarded delegation-token requests (KIP-48), with
-    # the client's principal (`data_plane.api.delegation_tokens`).
+    # KIP-590: brokers' forwarded delegation-token requests (KIP-48) and
+    # topic creations and deletions (KIP-599 quotas), with the client's
+    # principal (`data_plane.api.envelope`).
     ENVELOPE_KEY: (0, 0),
 }
 """``api_key -> (min, max)`` served on the controller listener besides the Raft APIs."""
@@ -244,12 +251,25 @@ async def _write(service: ControllerService, request: Any) -> tuple[Any, ErrorCo
 
 def controller_handlers(
     service: ControllerService, controllers: Sequence[VoterAddress] = (),
+    mutation_quotas: ControllerMutationQuotas | None = None,
 ) -> dict[int, Handler]:
     """Server handlers for `CONTROLLER_API_VERSIONS`, over ``service``;
     ``controllers``: the quorum's voters (``controller.quorum.voters``), what
-    DescribeCluster answers for the controller endpoint type."""
+    DescribeCluster answers for the controller endpoint type;
+    ``mutation_quotas``: the KIP-599 buckets (Kafka's window by default)."""
+    quotas = mutation_quotas or ControllerMutationQuotas()
 
-    async def create_topics(_: RequestContext, body: ct_req.CreateTopicsRequest) -> Any:
+    def quota_for(ctx: RequestContext, api_key: int) -> MutationQuota | None:
+        """The client's KIP-599 quota: strict from `STRICT_SINCE`'s
+        version (a broker forwards an older client's request at an older
+        version, in an Envelope, so ``ctx`` is the client's)."""
+        quotas.update(service.controller.committed_image.client_quotas)
+        return quotas.quota_for(ctx.client_id or "", int(time.time() * 1000),
+                                user=ctx.user, strict=ctx.api_version >= STRICT_SINCE[api_key])
+
+    async def create_topics(ctx: RequestContext, body: Any) -> Any:
+        body = convert_request(body, 7)  # v5 from a broker for an older client
+        quota = quota_for(ctx, CREATE_TOPICS_KEY)
         request = CreateTopicsRequest(
             topics=tuple(
                 CreatableTopic(
@@ -265,6 +285,7 @@ def controller_handlers(
                 for t in body.topics
             ),
             validate_only=body.validate_only,
+            quota=quota,
         )
         results, error = await _write(service, request)
         if error is not ErrorCode.none:
@@ -272,11 +293,13 @@ def controller_handlers(
                 CreatableTopicResult(name=str(t.name), error=error) for t in body.topics
             )
         return ct_resp.CreateTopicsResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=_throttle(quota),
             topics=tuple(_created(r) for r in results),
         )
 
-    async def create_partitions(_: RequestContext, body: cp_req.CreatePartitionsRequest) -> Any:
+    async def create_partitions(ctx: RequestContext, body: Any) -> Any:
+        body = convert_request(body, 3)  # v2 from a broker for an older client
+        quota = quota_for(ctx, CREATE_PARTITIONS_KEY)
         request = CreatePartitionsRequest(
             topics=tuple(
                 CreatePartitionsTopic(
@@ -287,12 +310,13 @@ def controller_handlers(
                 for t in body.topics
             ),
             validate_only=body.validate_only,
+            quota=quota,
         )
         results, error = await _write(service, request)
         if error is not ErrorCode.none:
             results = tuple(CreatePartitionsTopicResult(str(t.name), error) for t in body.topics)
         return cp_resp.CreatePartitionsResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=_throttle(quota),
             results=tuple(
                 cp_resp.CreatePartitionsTopicResult(
                     name=TopicName(r.name), error_code=r.error, error_message=r.message)
@@ -365,13 +389,21 @@ def controller_handlers(
                 out.append((rtype, name, answer.error, answer.message))
         return out
 
-    async def delete_topics(_: RequestContext, body: dt_req.DeleteTopicsRequest) -> Any:
+    async def delete_topics(ctx: RequestContext, body: Any) -> Any:
         nil = uuid.UUID(int=0)
+        if hasattr(body, "topic_names"):
+            # v0-v5 (an older client's request, forwarded at v4): names only.
+            body = dt_req.DeleteTopicsRequest(
+                topics=tuple(dt_req.DeleteTopicState(name=n, topic_id=nil)
+                             for n in body.topic_names),
+                timeout=body.timeout)
+        quota = quota_for(ctx, DELETE_TOPICS_KEY)
         request = DeleteTopicsRequest(
             names=tuple(str(t.name) for t in body.topics if t.name),
             topic_ids=tuple(
                 t.topic_id for t in body.topics if not t.name and t.topic_id not in (None, nil)
             ),
+            quota=quota,
         )
         results, error = await _write(service, request)
         if error is not ErrorCode.none:
@@ -380,7 +412,7 @@ def controller_handlers(
                 for t in body.topics
             )
         return dt_resp.DeleteTopicsResponse(
-            throttle_time=_NO_THROTTLE,
+            throttle_time=_throttle(quota),
             responses=tuple(
                 dt_resp.DeletableTopicResult(
                     name=TopicName(r.name) if r.name is not None else None,
@@ -789,10 +821,21 @@ def controller_handlers(
         DESCRIBE_ACLS_KEY: describe_acls,
         CREATE_ACLS_KEY: create_acls,
         DELETE_ACLS_KEY: delete_acls,
-        ENVELOPE_KEY: envelope_handler(controller_token_handlers(
-            lambda request: _write(service, request))),
+        # KIP-590: what brokers forward as their client (`data_plane.api.envelope`).
+        ENVELOPE_KEY: envelope_handler({
+            **controller_token_handlers(lambda request: _write(service, request)),
+            CREATE_TOPICS_KEY: create_topics,
+            CREATE_PARTITIONS_KEY: create_partitions,
+            DELETE_TOPICS_KEY: delete_topics,
+        }),
     }
     return dict(table)
+
+
+def _throttle(quota: MutationQuota | None) -> i32Timedelta:
+    if quota is None or not quota.throttle_time_ms:
+        return _NO_THROTTLE
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=quota.throttle_time_ms))
 
 
 def _elect_answer(

@@ -97,6 +97,7 @@ from .broker.services import BrokerServices, DataSide
 from .config import NO_EFFECT_SETTINGS, NodeConfig, delegation_token_settings
 from .controller_acls import authorize_controller_handlers
 from .controller_api import CONTROLLER_API_VERSIONS, controller_handlers
+from .controller_mutation_quota import ControllerMutationQuotas
 from .controller_service import ControllerService
 from .oauth_jwks import JwksSource
 from .storage_format import StorageError, check_formatted
@@ -264,7 +265,10 @@ async def run_node(
     if service is not None:
         service.attach(driver)
         handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
-        handlers.update(controller_handlers(service, config.voters))
+        handlers.update(controller_handlers(
+            service, config.voters, ControllerMutationQuotas(QuotaWindow(
+                config.controller_quota_window_num,
+                config.controller_quota_window_size_seconds * 1000))))
         if config.security.acls_enabled:
             handlers = authorize_controller_handlers(
                 handlers,

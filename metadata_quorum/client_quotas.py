@@ -5,7 +5,8 @@ A quota belongs to an entity: a user, a client id, or a user and a client id
 (each part a name or that type's default). The controller writes them as
 ClientQuotaRecords (`metadata_quorum.controller.client_quota_control`); the
 image holds them in ``MetadataImage.client_quotas``; brokers enforce the
-byte rates (`data_plane.broker.client_quotas`) and answer
+byte rates (`data_plane.broker.client_quotas`), the active controller the
+mutation rate (`data_plane.controller_mutation_quota`), and brokers answer
 DescribeClientQuotas from their image with `describe_client_quotas`.
 """
 
@@ -21,6 +22,7 @@ from raftlog.net.errors import ErrorCode
 __all__ = [
     "CLIENT_ID",
     "CONNECTION_CREATION_RATE",
+    "CONTROLLER_MUTATION_RATE",
     "ENFORCED_QUOTA_KEYS",
     "IP",
     "IP_QUOTA_KEYS",
@@ -36,10 +38,15 @@ USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
 
-#: The quota keys brokers enforce on user and client-id entities: bytes per
-#: second per client (Kafka's ``QuotaConfigs``), throttled as Kafka's
-#: ClientQuotaManager throttles.
-ENFORCED_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+#: KIP-599: partitions created or deleted per second, enforced by the active
+#: controller (`data_plane.controller_mutation_quota`).
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+
+#: The quota keys enforced on user and client-id entities: bytes per second
+#: per client, throttled by brokers as Kafka's ClientQuotaManager throttles,
+#: and `CONTROLLER_MUTATION_RATE` (Kafka's ``QuotaConfigs``).
+ENFORCED_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate",
+                                 CONTROLLER_MUTATION_RATE})
 
 #: KIP-612: new connections per second from one address, the only key of an
 #: ``ip`` entity (an address, or the default for every address).
@@ -50,7 +57,6 @@ IP_QUOTA_KEYS = frozenset({CONNECTION_CREATION_RATE})
 #: silently not enforce: key -> why.
 NOT_ENFORCED_QUOTA_KEYS: Mapping[str, str] = {
     "request_percentage": "request-handler time quotas are not enforced by raftlog",
-    "controller_mutation_rate": "controller mutation quotas (KIP-599) are not enforced by raftlog",
 }
 
 

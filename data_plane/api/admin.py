@@ -3,15 +3,17 @@ IncrementalAlterConfigs (v0-1), AlterConfigs (v0-2), ElectLeaders (v0-2),
 AlterPartitionReassignments (v0-1), ListPartitionReassignments (v0),
 AlterClientQuotas (v0-1), AlterUserScramCredentials (v0), DescribeQuorum
 (v0-2) and UnregisterBroker (v0), forwarded to the active controller (KIP-590) at the controller's versions and
-answered at the client's; DescribeConfigs (v1-4) for topics and this broker, with Kafka's
+answered at the client's (CreateTopics, CreatePartitions and DeleteTopics in
+an Envelope as the client, for its controller mutation quota, KIP-599:
+`data_plane.api.envelope`); DescribeConfigs (v1-4) for topics and this broker, with Kafka's
 defaults and config sources; DeleteRecords (v0-2), served by the leaders
 (`ReplicaManager.delete_records`); DescribeLogDirs (v1-4), this broker's
 directories.
 
 ACLs (with an authorizer), as Kafka's KafkaApis and ControllerApis check
 them. Deviation: Kafka's controller checks the forwarded requests itself
-(the forwarding envelope carries the principal); ours carries none, so the
-broker checks before forwarding and forwards only what is allowed, merging
+(the forwarding envelope carries the principal); here the broker checks
+before forwarding and forwards only what is allowed, merging
 its refusals into the controller's answer:
 - CreateTopics: CREATE on the cluster, else on each topic
   (TOPIC_AUTHORIZATION_FAILED); a created topic's configs, partition count
@@ -45,7 +47,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.delete_topics.v6 import request as dt6
 from kio.schema.elect_leaders.v2 import request as el2
 from kio.static.primitive import i8
@@ -53,6 +54,7 @@ from kio.static.primitive import i8
 from data_plane.api.build import as_values as _as_values
 from data_plane.api.build import build, response_class
 from data_plane.api.common import NO_THROTTLE, BrokerApiContext
+from data_plane.api.envelope import forward_enveloped
 from data_plane.api.scram_credentials import alter_failed, alter_response_values
 from data_plane.broker.log_configs import (
     DYNAMIC_BROKER,
@@ -63,6 +65,7 @@ from data_plane.broker.log_configs import (
     topic_config_sources,
 )
 from data_plane.broker_loggers import BROKER_LOGGER_RESOURCE, alter_levels, describe_levels
+from data_plane.controller_mutation_quota import STRICT_SINCE
 from data_plane.tls_reload import DYNAMIC_KEYSTORE, is_sensitive
 from metadata_quorum.acls import CLUSTER_NAME, AclOperation, ResourceType
 from metadata_quorum.controller.configuration_control import BROKER_CONFIG_VALIDATORS
@@ -115,6 +118,10 @@ _CONTROLLER_VERSIONS: Final = {ALTER_CONFIGS_KEY: 2, CREATE_PARTITIONS_KEY: 3,
                                DESCRIBE_QUORUM_KEY: 2,
                                UNREGISTER_BROKER_KEY: 0,
                                CREATE_ACLS_KEY: 3, DELETE_ACLS_KEY: 3}
+#: The versions CreatePartitions goes to the controller at in an Envelope
+#: (`_forward_values`): (for a client whose quota is strict, for an older one).
+_ENVELOPED_AT: Final = {CREATE_PARTITIONS_KEY: (3, 2)}
+_NO_CONTROLLER_ANSWER: Final = "The controller did not answer; the outcome is unknown."
 _ZERO_UUID: Final = uuid.UUID(int=0)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -144,16 +151,17 @@ async def handle_create_topics(api: BrokerApiContext, ctx: RequestContext, reque
                                                    "topics": refused})
         request = dataclasses.replace(request, topics=tuple(
             t for t in request.topics if str(t.name) in allowed))
-    forwarded = convert_request(request, 7)
-    assert isinstance(forwarded, ct7.CreateTopicsRequest)
+    # In an Envelope, as the client: the controller applies its mutation
+    # quota (KIP-599), strict from v6, so an older client's goes at v5.
+    forwarded = convert_request(request, 7 if ctx.api_version >= STRICT_SINCE[19] else 5)
     values: dict[str, Any]
-    try:
-        response = await api.metadata.forward(CREATE_TOPICS_KEY, forwarded)
+    response = await forward_enveloped(api, ctx, forwarded)
+    if response is not None:
         values = dict(_as_values(response))
-    except Exception as e:  # the forwarding channel failed: outcome unknown
-        log.warning("CreateTopics forward failed: %r", e)
+    else:  # the forwarding channel failed: outcome unknown
         values = {"throttle_time": NO_THROTTLE, "topics": [
-            {"name": t.name, "error_code": ErrorCode.request_timed_out, "error_message": str(e)}
+            {"name": t.name, "error_code": ErrorCode.request_timed_out,
+             "error_message": _NO_CONTROLLER_ANSWER}
             for t in request.topics
         ]}
     if api.authorization is not None:
@@ -224,9 +232,16 @@ async def _forward(
 
 
 async def _forward_values(
-    api: BrokerApiContext, request: Any, api_key: int, failed: Mapping[str, object]
+    api: BrokerApiContext, request: Any, api_key: int, failed: Mapping[str, object],
+    ctx: RequestContext | None = None,
 ) -> dict[str, Any]:
-    """`_forward`'s answer as values for `build`."""
+    """`_forward`'s answer as values for `build`. With ``ctx``, in an
+    Envelope as that client, at the version `_ENVELOPED_AT` picks for it."""
+    if ctx is not None:
+        strict, lenient = _ENVELOPED_AT[api_key]
+        version = strict if ctx.api_version >= STRICT_SINCE[api_key] else lenient
+        response = await forward_enveloped(api, ctx, convert_request(request, version))
+        return dict(failed) if response is None else dict(_as_values(response))
     forwarded = convert_request(request, _CONTROLLER_VERSIONS[api_key])
     try:
         response = await api.metadata.forward(api_key, forwarded)
@@ -240,15 +255,15 @@ async def _forward_values(
 async def _forward_allowed(
     api: BrokerApiContext, request: Any, api_key: int, field: str,
     allowed: Any | None, refused: list[dict[str, object]],
-    failed: Callable[[Any], Mapping[str, object]],
+    failed: Callable[[Any], Mapping[str, object]], ctx: RequestContext | None = None,
 ) -> Any:
     """``allowed`` (``request`` without what the ACLs refused; None: nothing
-    left) forwarded as `_forward` does, and the answer's ``field`` list
-    completed with ``refused``."""
+    left) forwarded as `_forward_values` does, and the answer's ``field``
+    list completed with ``refused``."""
     if allowed is None:
         values: dict[str, Any] = {"throttle_time": NO_THROTTLE, field: []}
     else:
-        values = await _forward_values(api, allowed, api_key, failed(allowed))
+        values = await _forward_values(api, allowed, api_key, failed(allowed), ctx)
     values[field] = [*values.get(field, ()), *refused]
     return build(response_class(request), values)
 
@@ -260,8 +275,10 @@ async def handle_create_partitions(
         return {"throttle_time": NO_THROTTLE, "results": [
             {"name": t.name, "error_code": ErrorCode.request_timed_out} for t in body.topics]}
 
+    # In an Envelope, as the client (its KIP-599 quota; `_forward_values`).
     if api.authorization is None:
-        return await _forward(api, request, CREATE_PARTITIONS_KEY, failed(request))
+        return await _forward_allowed(api, request, CREATE_PARTITIONS_KEY, "results", request,
+                                      [], failed, ctx)
     allowed, refused = _refuse_topics(
         [str(t.name) for t in request.topics],
         lambda name: api.authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, name),
@@ -269,7 +286,7 @@ async def handle_create_partitions(
     rest = dataclasses.replace(request, topics=tuple(
         t for t in request.topics if str(t.name) in allowed)) if allowed else None
     return await _forward_allowed(api, request, CREATE_PARTITIONS_KEY, "results", rest,
-                                  refused, failed)
+                                  refused, failed, ctx)
 
 
 async def handle_elect_leaders(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
@@ -550,20 +567,24 @@ async def handle_delete_topics(api: BrokerApiContext, ctx: RequestContext, reque
                                                    "responses": refused})
         request = (dataclasses.replace(request, topics=tuple(kept)) if by_id
                    else dataclasses.replace(request, topic_names=tuple(kept)))
+    # In an Envelope, as the client: the controller applies its mutation
+    # quota (KIP-599), strict from v5, so an older client's goes at v4.
+    forwarded: Any
     if by_id:
         forwarded = request
-    else:
+    elif ctx.api_version >= STRICT_SINCE[DELETE_TOPICS_KEY]:
         forwarded = dt6.DeleteTopicsRequest(
             topics=tuple(dt6.DeleteTopicState(name=n, topic_id=_ZERO_UUID)
                          for n in request.topic_names),
             timeout=request.timeout,
         )
+    else:
+        forwarded = convert_request(request, 4)
     values: dict[str, Any]
-    try:
-        response = await api.metadata.forward(DELETE_TOPICS_KEY, forwarded)
+    response = await forward_enveloped(api, ctx, forwarded)
+    if response is not None:
         values = dict(_as_values(response))
-    except Exception as e:
-        log.warning("DeleteTopics forward failed: %r", e)
+    else:  # the forwarding channel failed: outcome unknown
         names = [t.name for t in request.topics] if by_id else list(request.topic_names)
         values = {"throttle_time": NO_THROTTLE, "responses": [
             {"name": n, "error_code": ErrorCode.request_timed_out} for n in names

@@ -25,31 +25,26 @@ Brokers, as Kafka's do:
   USER resource of the owner); with owners given, only theirs (as owner or
   renewer). DELEGATION_TOKEN_AUTH_DISABLED without a secret key.
 
-The controller listener serves the Envelope (`envelope_handler`): it
-unwraps the request, answers it as the principal inside, and wraps the
-answer.
+The controller listener serves the Envelope
+(`data_plane.api.envelope.envelope_handler`): it unwraps the request,
+answers it as the principal inside, and wraps the answer.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
-import io
-import ipaddress
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from kio.schema.create_delegation_token.v3 import request as create_v3
-from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
-from kio.schema.envelope.v0 import request as envelope_req
-from kio.schema.envelope.v0 import response as envelope_resp
 from kio.schema.expire_delegation_token.v2 import request as expire_v2
 from kio.schema.renew_delegation_token.v2 import request as renew_v2
-from kio.serial import entity_reader, entity_writer
 
 from data_plane.api.build import as_values, build, response_class
+from data_plane.api.envelope import ControllerHandler, forward_enveloped
 from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.controller.delegation_token_control import (
     CreateDelegationTokenRequest,
@@ -62,7 +57,6 @@ from metadata_quorum.controller.delegation_token_control import (
 from metadata_quorum.delegation_tokens import USER_TYPE, token_hmac
 from metadata_quorum.records import DelegationTokenRecord
 from raftlog.net import RequestContext
-from raftlog.net.codec import decode_request, decode_response, encode_request, encode_response
 from raftlog.net.errors import ErrorCode
 from raftlog.net.registry import convert_request
 from raftlog.net.sasl import ANONYMOUS
@@ -76,16 +70,11 @@ __all__ = (
     "CONTROLLER_TOKEN_VERSIONS",
     "CREATE_DELEGATION_TOKEN_KEY",
     "DESCRIBE_DELEGATION_TOKEN_KEY",
-    "ENVELOPED_APIS",
-    "ENVELOPE_KEY",
     "EXPIRE_DELEGATION_TOKEN_KEY",
     "RENEW_DELEGATION_TOKEN_KEY",
     "TokenAuthenticator",
     "controller_token_handlers",
     "create_values",
-    "decode_principal",
-    "encode_principal",
-    "envelope_handler",
     "expiry_values",
     "handle_create_delegation_token",
     "handle_describe_delegation_token",
@@ -101,7 +90,6 @@ CREATE_DELEGATION_TOKEN_KEY: Final = 38
 RENEW_DELEGATION_TOKEN_KEY: Final = 39
 EXPIRE_DELEGATION_TOKEN_KEY: Final = 40
 DESCRIBE_DELEGATION_TOKEN_KEY: Final = 41
-ENVELOPE_KEY: Final = 58
 
 #: The versions brokers forward at (the controller listener serves these).
 CONTROLLER_TOKEN_VERSIONS: Final = {CREATE_DELEGATION_TOKEN_KEY: 3,
@@ -131,38 +119,10 @@ def token_requests_refused(protocol: str, context: RequestContext) -> bool:
             or (protocol == "SSL" and context.user == ANONYMOUS))
 
 
-# ---- Envelope (KIP-590) ---------------------------------------------------------------
-
-
-def encode_principal(principal: str, token_authenticated: bool) -> bytes:
-    """Kafka's DefaultKafkaPrincipalBuilder serialisation: the version (int16)
-    then DefaultPrincipalData v0."""
-    kind, name = _split(principal)
-    data = DefaultPrincipalData(type_=kind, name=name, token_authenticated=token_authenticated)
-    buffer = io.BytesIO()
-    buffer.write((0).to_bytes(2, "big"))
-    entity_writer(DefaultPrincipalData)(buffer, data)
-    return buffer.getvalue()
-
-
-def decode_principal(data: bytes) -> tuple[str, bool]:
-    """(``Type:name``, token authenticated) of `encode_principal`'s bytes.
-    Raises ValueError for another version or malformed bytes."""
-    if len(data) < 2 or int.from_bytes(data[:2], "big", signed=True) != 0:
-        raise ValueError("unknown principal data version")
-    try:
-        decoded, _ = entity_reader(DefaultPrincipalData)(data, 2)
-    except Exception as exc:
-        raise ValueError(f"malformed principal data: {exc!r}") from None
-    if not decoded.type_ or not decoded.name:
-        raise ValueError(f"a principal needs a type and a name: {decoded.type_}:{decoded.name}")
-    return f"{decoded.type_}:{decoded.name}", bool(decoded.token_authenticated)
-
-
 async def _forward_enveloped(api: BrokerApiContext, ctx: RequestContext, request: Any) -> Any:
     """``request`` answered by the active controller as the client's
-    principal: the controller's answer (a kio response at the controller's
-    version), or None when the channel failed (the outcome is unknown)."""
+    principal, in an Envelope (`data_plane.api.envelope`): the controller's
+    answer, or None when the channel failed (the outcome is unknown)."""
     api_key = int(request.__api_key__)
     if api_key == CREATE_DELEGATION_TOKEN_KEY:
         # v1-v2 have no owner fields: None, as v3 sends for "the requester".
@@ -175,82 +135,7 @@ async def _forward_enveloped(api: BrokerApiContext, ctx: RequestContext, request
             max_lifetime=request.max_lifetime)
     else:
         inner = convert_request(request, CONTROLLER_TOKEN_VERSIONS[api_key])
-    envelope = envelope_req.EnvelopeRequest(
-        request_data=encode_request(inner, 0, ctx.client_id)[4:],
-        request_principal=encode_principal(_principal(ctx), ctx.token_authenticated),
-        client_host_address=_address_bytes(ctx.peer),
-    )
-    try:
-        answer: Any = await api.metadata.forward(ENVELOPE_KEY, envelope)
-    except Exception as exc:
-        log.warning("forwarding api key %d in an envelope failed: %r", api_key, exc)
-        return None
-    if answer.error_code != ErrorCode.none or answer.response_data is None:
-        log.warning("the controller refused an envelope (api key %d): %s", api_key,
-                    ErrorCode(answer.error_code).name)
-        return None
-    _, inner_answer = decode_response(answer.response_data, response_class(inner))
-    return inner_answer
-
-
-def _address_bytes(peer: tuple[str, int] | None) -> bytes:
-    if peer is None:
-        return b""
-    try:
-        return ipaddress.ip_address(peer[0]).packed
-    except ValueError:
-        return b""
-
-
-ControllerHandler = Callable[[RequestContext, Any], Awaitable[Any]]
-
-#: The APIs an Envelope may carry to this project's controllers.
-ENVELOPED_APIS: Final = frozenset(CONTROLLER_TOKEN_VERSIONS)
-
-
-def envelope_handler(handlers: Mapping[int, ControllerHandler]) -> ControllerHandler:
-    """The controller listener's Envelope: the embedded request (one of
-    `ENVELOPED_APIS`, at a version ``handlers`` serve) answered by its
-    handler under the embedded principal. INVALID_REQUEST for anything else
-    (Kafka's answer to an envelope it cannot unwrap), PRINCIPAL_DESERIALIZATION_FAILURE
-    for a principal it cannot read."""
-
-    async def envelope(ctx: RequestContext, body: Any) -> Any:
-        def refused(error: ErrorCode) -> Any:
-            return envelope_resp.EnvelopeResponse(response_data=None, error_code=error)
-
-        try:
-            principal, token_authenticated = decode_principal(body.request_principal or b"")
-        except ValueError as exc:
-            log.warning("envelope from %s: %s", ctx.peer, exc)
-            return refused(ErrorCode.principal_deserialization_failure)
-        try:
-            decoded = decode_request(bytes(body.request_data))
-        except Exception as exc:
-            log.warning("envelope from %s: cannot read the request: %r", ctx.peer, exc)
-            return refused(ErrorCode.invalid_request)
-        header = decoded.header
-        handler = handlers.get(header.api_key)
-        if header.api_key not in ENVELOPED_APIS or handler is None \
-                or header.api_version != CONTROLLER_TOKEN_VERSIONS[header.api_key]:
-            return refused(ErrorCode.invalid_request)
-        kind, name = _split(principal)
-        if kind != USER_TYPE:
-            # A request context holds a user (``User:<name>``), as every
-            # principal this project's listeners authenticate is.
-            log.warning("envelope from %s: principal %s is not a User", ctx.peer, principal)
-            return refused(ErrorCode.principal_deserialization_failure)
-        inner = RequestContext(
-            api_key=header.api_key, api_version=header.api_version,
-            correlation_id=header.correlation_id, client_id=header.client_id,
-            peer=ctx.peer, listener_name=ctx.listener_name,
-            user=name, token_authenticated=token_authenticated)
-        answer = await handler(inner, decoded.body)
-        return envelope_resp.EnvelopeResponse(
-            response_data=encode_response(answer, header.correlation_id)[4:],
-            error_code=ErrorCode.none)
-
-    return envelope
+    return await forward_enveloped(api, ctx, inner)
 
 
 # ---- the controller's handlers (behind the Envelope) ------------------------------------

@@ -41,11 +41,8 @@ from data_plane.api.acls import (
     delete_response_values,
 )
 from data_plane.api.build import build, response_class
-from data_plane.api.delegation_tokens import (
-    ENVELOPE_KEY,
-    controller_token_handlers,
-    envelope_handler,
-)
+from data_plane.api.delegation_tokens import controller_token_handlers
+from data_plane.api.envelope import ENVELOPE_KEY, envelope_handler
 from data_plane.api.features import update_request, update_response_values
 from data_plane.api.scram_credentials import alter_request, alter_response_values
 from data_plane.broker.metadata_api import ImageListener
@@ -82,6 +79,7 @@ from metadata_quorum.records.types import (
 )
 from raftlog.net import RequestContext
 from raftlog.net.errors import ErrorCode
+from raftlog.net.registry import convert_request
 from raftlog.security.scram import ScramCredential
 
 __all__ = ("FakeBrokerMetadata", "FakeMetadataCluster")
@@ -360,10 +358,21 @@ class FakeMetadataCluster:
         raise ValueError(f"cannot forward api key {api_key}")
 
     async def forward_envelope(self, request: Any) -> Any:
-        """An Envelope (KIP-590) around a delegation-token request, answered
-        as the controller listener answers it: `envelope_handler` over the
-        real controller commands, run on this image."""
+        """An Envelope (KIP-590) answered as the controller listener answers
+        it (`envelope_handler`): a delegation-token request by the real
+        controller commands, run on this image; CreateTopics, DeleteTopics
+        and CreatePartitions as `forward` answers them bare (no quotas)."""
         config = ControllerConfig(delegation_tokens=self.delegation_tokens)
+
+        async def bare(_: RequestContext, body: Any) -> Any:
+            key = int(body.__api_key__)
+            if key == 20 and hasattr(body, "topic_names"):  # an older client's, by name
+                converted: Any = dt_req.DeleteTopicsRequest(
+                    topics=tuple(dt_req.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0))
+                                 for n in body.topic_names), timeout=body.timeout)
+            else:
+                converted = convert_request(body, {19: 7, 20: 6, 37: 3}[key])
+            return self.forward(key, converted)
 
         async def write(command: Any) -> tuple[Any, ErrorCode]:
             now_ms = int(time.time() * 1000)
@@ -379,7 +388,8 @@ class FakeMetadataCluster:
             return result.response, ErrorCode.none
 
         context = RequestContext(58, 0, 1, "broker", None, "CONTROLLER")
-        return await envelope_handler(controller_token_handlers(write))(context, request)
+        handlers = {**controller_token_handlers(write), 19: bare, 20: bare, 37: bare}
+        return await envelope_handler(handlers)(context, request)
 
 
 class FakeBrokerMetadata:

@@ -7,7 +7,8 @@ others still apply. Only changes become records (setting a key to its
 current value, or removing a key that is not set, writes nothing).
 
 Valid entities are a user, a client id, or both (each part a name or the
-default), taking the byte-rate keys; or an ``ip`` alone (an IP address or
+default), taking the byte-rate keys and ``controller_mutation_rate``
+(KIP-599, partitions per second, above 0); or an ``ip`` alone (an IP address or
 the default), taking only ``connection_creation_rate`` (KIP-612). The keys
 raftlog does not enforce (`metadata_quorum.client_quotas.NOT_ENFORCED_QUOTA_KEYS`)
 are refused with INVALID_REQUEST and say why, rather than stored and
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from metadata_quorum.client_quotas import (
     CLIENT_ID,
     CONNECTION_CREATION_RATE,
+    CONTROLLER_MUTATION_RATE,
     ENFORCED_QUOTA_KEYS,
     IP,
     IP_QUOTA_KEYS,
@@ -169,6 +171,13 @@ def _validate_op(op: ClientQuotaOp) -> str | None:
         return f"Quota {op.key} is not supported: {NOT_ENFORCED_QUOTA_KEYS[op.key]}"
     if op.key not in ENFORCED_QUOTA_KEYS:
         return f"Invalid configuration key {op.key}"
+    if op.key == CONTROLLER_MUTATION_RATE:
+        # A Double in Kafka; above zero here, since a rate of zero would
+        # refill nothing and refuse every mutation after the first for good.
+        if op.value is not None and not (math.isfinite(op.value) and op.value > 0):
+            return (f"Proposed value for {op.key} is out of range: above 0 partitions "
+                    "per second")
+        return None
     return _validate_whole(op, "a Long", 1, _INT64_MAX, "at least 1 byte per second")
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Protocol
 
 from metadata_quorum.image import MetadataImage, PartitionRegistration
 from metadata_quorum.records import (
@@ -70,6 +71,7 @@ __all__ = [
     "ElectLeadersPartitionResult",
     "ElectLeadersRequest",
     "ElectionType",
+    "PartitionChangeQuota",
     "alter_partition",
     "balance_partition_leaders",
     "create_partitions",
@@ -89,6 +91,19 @@ MAX_REPLICATION_FACTOR = (1 << 15) - 1
 MAX_PARTITIONS_PER_BATCH = 10_000
 _TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 _DELETION_DISABLED = "Topic deletion is disabled."
+
+
+class PartitionChangeQuota(Protocol):
+    """A request's controller mutation quota (KIP-599,
+    `data_plane.controller_mutation_quota`): charged once per topic, with
+    the partitions it creates or deletes, after the topic's own checks
+    passed (so a topic refused for another reason costs nothing), and before
+    ``validate_only`` is looked at (Kafka charges a validation too)."""
+
+    def charge(self, partitions: int) -> bool:
+        """Take the partitions; False: refuse the topic with
+        THROTTLING_QUOTA_EXCEEDED (nothing taken)."""
+        ...
 
 
 # --------------------------------------------------------------------------
@@ -116,6 +131,8 @@ class CreatableTopic:
 class CreateTopicsRequest:
     topics: tuple[CreatableTopic, ...]
     validate_only: bool = False
+    #: The client's mutation quota; None: unlimited.
+    quota: PartitionChangeQuota | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +231,9 @@ def create_topics(
             results.append(outcome)
             continue
         assignments, configs = outcome
+        if request.quota is not None and not request.quota.charge(len(assignments)):
+            results.append(CreatableTopicResult(topic.name, ErrorCode.throttling_quota_exceeded))
+            continue
         accepted_classes.add(unify_collision_chars(topic.name))
         if request.validate_only:
             results.append(CreatableTopicResult(
@@ -357,6 +377,8 @@ class CreatePartitionsTopic:
 class CreatePartitionsRequest:
     topics: tuple[CreatePartitionsTopic, ...]
     validate_only: bool = False
+    #: The client's mutation quota; None: unlimited.
+    quota: PartitionChangeQuota | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,7 +436,7 @@ def create_partitions(
             results.append(CreatePartitionsTopicResult(
                 topic.name, ErrorCode.invalid_request, "Duplicate topic name."))
             continue
-        outcome = _new_partitions(image, topic, placement_brokers)
+        outcome = _new_partitions(image, topic, placement_brokers, request.quota)
         if isinstance(outcome, CreatePartitionsTopicResult):
             results.append(outcome)
             continue
@@ -432,7 +454,8 @@ def create_partitions(
 
 
 def _new_partitions(
-    image: MetadataImage, topic: CreatePartitionsTopic, brokers: list[PlacementBroker]
+    image: MetadataImage, topic: CreatePartitionsTopic, brokers: list[PlacementBroker],
+    quota: PartitionChangeQuota | None = None,
 ) -> CreatePartitionsTopicResult | tuple[uuid.UUID, int, list[tuple[int, ...]]]:
     def fail(code: ErrorCode, message: str) -> CreatePartitionsTopicResult:
         return CreatePartitionsTopicResult(topic.name, code, message)
@@ -455,11 +478,15 @@ def _new_partitions(
                     "partitions once it has finished or been cancelled.")
     additional = topic.count - current
     rf = len(found.partitions[min(found.partitions)].replicas)
+    if topic.assignments is not None and len(topic.assignments) != additional:
+        return fail(ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {additional} additional partition(s), but only "
+                    f"{len(topic.assignments)} assignment(s) were specified.")
+    # Charged where Kafka charges it: before the assignment and placement
+    # checks, which can still refuse a topic the quota has paid for.
+    if quota is not None and not quota.charge(additional):
+        return CreatePartitionsTopicResult(topic.name, ErrorCode.throttling_quota_exceeded)
     if topic.assignments is not None:
-        if len(topic.assignments) != additional:
-            return fail(ErrorCode.invalid_replica_assignment,
-                        f"Attempted to add {additional} additional partition(s), but only "
-                        f"{len(topic.assignments)} assignment(s) were specified.")
         problem = _manual_assignment_error(image, topic.assignments)
         if problem is None and len(topic.assignments[0]) != rf:
             problem = (f"The manual partition assignment includes a partition with "
@@ -494,6 +521,8 @@ class DeleteTopicsRequest:
 
     names: tuple[str, ...] = ()
     topic_ids: tuple[uuid.UUID, ...] = ()
+    #: The client's mutation quota; None: unlimited.
+    quota: PartitionChangeQuota | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,6 +578,9 @@ def delete_topics(
             if seen[entry_id] > 1:
                 error = ErrorCode.invalid_request
                 message = "Duplicate topic in request."
+            elif request.quota is not None and not request.quota.charge(
+                    len(image.topics[entry_id].partitions)):
+                error = ErrorCode.throttling_quota_exceeded
             else:
                 records.append(RemoveTopicRecord(entry_id))
         results.append(DeletableTopicResult(entry_name, entry_id, error, message))

@@ -10,9 +10,12 @@ authorizer: tests/data_plane/test_acl_cluster.py.)"""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +36,15 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from kio.schema.create_topics.v4 import request as ct4_req
+from kio.schema.create_topics.v7 import request as ct7_req
+from kio.schema.delete_topics.v6 import request as dt6_req
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
 
 from data_plane.local_cluster import LocalCluster
+from raftlog.net import KafkaProtocolClient
+from raftlog.net.errors import ErrorCode
 
 pytestmark = pytest.mark.slow
 
@@ -649,6 +659,91 @@ def test_cli_client_quotas_alter_describe_and_refuse(cluster: LocalCluster) -> N
         text = cli("configs", "describe", "--client", "--bootstrap-server", b).stdout
         assert text == "Quota configs for client-id 'qapp' are producer_byte_rate=1048576.0\n", text
     eventually(deleted)
+
+
+async def _as_client(cluster: LocalCluster, client_id: str, request: Any, version: int) -> Any:
+    node = cluster.layout.node(1)
+    client = KafkaProtocolClient(cluster.layout.host, node.kafka_port, client_id=client_id,
+                                 request_timeout_ms=15_000)
+    try:
+        return await client.send(request, version)
+    finally:
+        await client.close()
+
+
+def _create_topics(partitions: dict[str, int], version: int) -> Any:
+    module = ct7_req if version >= 7 else ct4_req
+    return module.CreateTopicsRequest(
+        topics=tuple(module.CreatableTopic(
+            name=TopicName(name), num_partitions=i32(count), replication_factor=i16(1),
+            assignments=(), configs=()) for name, count in partitions.items()),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=15)), validate_only=False)
+
+
+def test_controller_mutation_quota_refuses_strict_clients_and_throttles_older_ones(
+    cluster: LocalCluster,
+) -> None:
+    """KIP-599: ``controller_mutation_rate`` on a client id. The broker
+    forwards CreateTopics/DeleteTopics in an Envelope as the client, and the
+    active controller's token bucket (rate 1/s, burst 11) refuses a v6+
+    request once overdrawn (THROTTLING_QUOTA_EXCEEDED with the wait), while
+    an older version is accepted and only told to wait."""
+    b = cluster.bootstrap_servers
+    out = cli("configs", "alter", "--entity-type", "clients", "--entity-name", "kip599",
+              "--add-config", "controller_mutation_rate=1", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    eventually(lambda: _assert_in(
+        "controller_mutation_rate=1.0",
+        cli("configs", "describe", "--client", "kip599", "--bootstrap-server", b).stdout))
+
+    def strict_create(partitions: dict[str, int]) -> Any:
+        return asyncio.run(_as_client(cluster, "kip599", _create_topics(partitions, 7), 7))
+
+    first = strict_create({"q599-a": 10, "q599-b": 5})  # 11 -> 1 -> -4: both accepted
+    assert [(str(t.name), t.error_code) for t in first.topics] == [
+        ("q599-a", ErrorCode.none), ("q599-b", ErrorCode.none)]
+    refused = strict_create({"q599-c": 1})
+    assert [t.error_code for t in refused.topics] == [ErrorCode.throttling_quota_exceeded]
+    wait_ms = refused.throttle_time.total_seconds() * 1000
+    assert 1000 < wait_ms <= 4000, wait_ms  # about -(-4) / 1 per second
+    # An older client is permissive: accepted, and told to back off.
+    older = asyncio.run(_as_client(cluster, "kip599", _create_topics({"q599-d": 1}, 4), 4))
+    assert [t.error_code for t in older.topics] == [ErrorCode.none]
+    assert older.throttle_time.total_seconds() > 1
+    # Deleting is charged too (v6 strict), and another client id is not bounded.
+    delete = dt6_req.DeleteTopicsRequest(
+        topics=(dt6_req.DeleteTopicState(name=TopicName("q599-d"), topic_id=uuid.UUID(int=0)),),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=15)))
+    denied = asyncio.run(_as_client(cluster, "kip599", delete, 6))
+    assert [r.error_code for r in denied.responses] == [ErrorCode.throttling_quota_exceeded]
+    other = asyncio.run(_as_client(cluster, "someone-else", delete, 6))
+    assert [r.error_code for r in other.responses] == [ErrorCode.none]
+    # The CLI (client id raftlog-admin) waits out the throttle time and
+    # retries, as Kafka's admin client does.
+    out = cli("configs", "alter", "--client", "raftlog-admin", "--add-config",
+              "controller_mutation_rate=5", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    try:
+        eventually(lambda: _assert_in("controller_mutation_rate=5.0", cli(
+            "configs", "describe", "--client", "raftlog-admin", "--bootstrap-server", b).stdout))
+        out = cli("topics", "create", "--topic", "q599-big", "--partitions", "60", "--replication-factor",
+                  "1", "--bootstrap-server", b)  # 55 -> -5
+        assert out.returncode == 0, out.stderr
+        started = time.monotonic()
+        out = cli("topics", "create", "--topic", "q599-after", "--partitions", "1", "--replication-factor",
+                  "1", "--bootstrap-server", b)
+        assert out.returncode == 0, out.stderr
+        assert time.monotonic() - started >= 0.5  # refused once, retried after about 1 s
+    finally:
+        out = cli("configs", "alter", "--client", "raftlog-admin", "--delete-config",
+                  "controller_mutation_rate", "--bootstrap-server", b)
+        assert out.returncode == 0, out.stderr
+    for name in ("q599-a", "q599-b", "q599-big", "q599-after"):
+        assert cli("topics", "delete", "--topic", name, "--bootstrap-server", b).returncode == 0
+
+
+def _assert_in(part: str, text: str) -> None:
+    assert part in text, text
 
 
 def test_cli_scram_credentials_alter_describe_and_delete(cluster: LocalCluster) -> None:

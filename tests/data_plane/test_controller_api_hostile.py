@@ -66,7 +66,7 @@ from kio.schema.unregister_broker.v0 import request as ub
 from kio.schema.update_features.v2 import request as uf
 
 from data_plane.api.build import response_class
-from data_plane.api.delegation_tokens import encode_principal
+from data_plane.api.envelope import encode_principal
 from data_plane.testing.inprocess_controller import InProcessController
 from metadata_quorum.controller.delegation_token_control import DelegationTokenSettings
 from metadata_quorum.controller.result import ControllerConfig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import uuid
 from typing import Any
 
@@ -66,7 +67,7 @@ def _config_result(name: str) -> dcfg_resp.DescribeConfigsResult:
 
 
 def _created(body: ct_req.CreateTopicsRequest) -> ct_resp.CreateTopicsResponse:
-    return ct_resp.CreateTopicsResponse(throttle_time=i32(0), topics=tuple(
+    return ct_resp.CreateTopicsResponse(throttle_time=datetime.timedelta(0), topics=tuple(
         ct_resp.CreatableTopicResult(name=t.name, topic_id=uuid.uuid4(), error_code=ErrorCode.none,
                                      error_message=None, topic_config_error_code=ErrorCode.none,
                                      num_partitions=i32(1), replication_factor=i16(3), configs=())
@@ -141,7 +142,7 @@ def test_create_topics_forwards_only_what_the_principal_may_create() -> None:
     request = ct_req.CreateTopicsRequest(topics=tuple(
         ct_req.CreatableTopic(name=TopicName(n), num_partitions=i32(1),
                               replication_factor=i16(3), assignments=(), configs=())
-        for n in ("mine", "theirs")), timeout=i32(5000), validate_only=False)
+        for n in ("mine", "theirs")), timeout=datetime.timedelta(seconds=5), validate_only=False)
     answer = call(CREATE_TOPICS, "alice", request)
     assert [[str(t.name) for t in body.topics] for _, body in seen] == [["mine"]]
     errors = {str(t.name): t.error_code for t in answer.topics}

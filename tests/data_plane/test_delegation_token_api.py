@@ -13,20 +13,19 @@ from typing import Any
 
 import pytest
 from kio.schema.create_delegation_token.v3 import request as create_req
-from kio.schema.create_topics.v7 import request as ct_req
+from kio.schema.create_topics.v4 import request as ct4_req
 from kio.schema.envelope.v0 import request as envelope_req
+from kio.schema.metadata.v12 import request as md_req
 from kio.schema.renew_delegation_token.v2 import request as renew_req
 from kio.static.primitive import i64Timedelta
 
 from data_plane.api.delegation_tokens import (
     TokenAuthenticator,
     controller_token_handlers,
-    decode_principal,
-    encode_principal,
-    envelope_handler,
     token_password,
     token_requests_refused,
 )
+from data_plane.api.envelope import decode_principal, encode_principal, envelope_handler
 from metadata_quorum.controller.delegation_token_control import (
     DelegationTokenSettings,
     create_delegation_token,
@@ -119,11 +118,15 @@ def test_an_envelope_refuses_what_it_cannot_unwrap() -> None:
     async def never(ctx: RequestContext, body: Any) -> Any:
         raise AssertionError("not to be called")
 
-    handlers = {38: never, 19: never}
-    topics = ct_req.CreateTopicsRequest(topics=(), timeout=datetime.timedelta(seconds=1),
-                                        validate_only=False)
-    # Only the token APIs ride in an envelope here.
+    handlers = {38: never, 19: never, 3: never}
+    # CreateTopics rides in an envelope from v5 on (KIP-599's permissive
+    # version for older clients); Metadata never does.
+    topics = ct4_req.CreateTopicsRequest(topics=(), timeout=datetime.timedelta(seconds=1),
+                                         validate_only=False)
     assert _run_envelope(handlers, envelope(topics)).error_code == ErrorCode.invalid_request
+    metadata = md_req.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                      include_topic_authorized_operations=False)
+    assert _run_envelope(handlers, envelope(metadata)).error_code == ErrorCode.invalid_request
     inner = create_req.CreateDelegationTokenRequest(
         owner_principal_type=None, owner_principal_name=None, renewers=(),
         max_lifetime=period(-1))

@@ -95,7 +95,7 @@ def test_bad_entries_are_refused_one_by_one() -> None:
         # (An entity once per request: a second entry for it is refused as a
         # duplicate, test_an_entity_named_twice_in_one_request_...)
         ((("client-id", "app-1"),), {"request_percentage": 50}),
-        ((("client-id", "app-2"),), {"controller_mutation_rate": 5}),
+        ((("client-id", "app-2"),), {"controller_mutation_rate": 0}),
         ((("client-id", "app-3"),), {"no_such_quota": 5}),
         ((("client-id", "app-4"),), {"producer_byte_rate": 1.5}),
         ((("client-id", "app-5"),), {"producer_byte_rate": 0}),
@@ -110,10 +110,30 @@ def test_bad_entries_are_refused_one_by_one() -> None:
     assert "group" in messages[3]
     assert "default" in messages[4]
     assert "request_percentage" in messages[5] and "not enforced" in messages[5]
+    assert "controller_mutation_rate" in messages[6] and "above 0" in messages[6]
     assert "Invalid configuration key" in messages[7]
     assert "Long" in messages[8]
     assert "range" in messages[9]
     assert dict(ctx.image.client_quotas) == {ALICE: {"consumer_byte_rate": 100.0}}
+
+
+def test_controller_mutation_rate_is_a_positive_rate_of_a_user_or_client() -> None:
+    # KIP-599: a Double, partitions per second, enforced by the controller
+    # (data_plane.controller_mutation_quota); not an ip entity's key.
+    ctx = Ctx()
+    results = alter(
+        ctx,
+        ((("client-id", "app"),), {"controller_mutation_rate": 2.5}),
+        (ALICE, {"controller_mutation_rate": 10}),
+        ((("ip", "10.0.0.1"),), {"controller_mutation_rate": 5}),
+        ((("client-id", "app-2"),), {"controller_mutation_rate": -1}),
+        ((("client-id", "app-3"),), {"controller_mutation_rate": float("nan")}),
+    )
+    assert [e for e, _ in results] == [ErrorCode.none] * 2 + [ErrorCode.invalid_request] * 3
+    assert dict(ctx.image.client_quotas) == {
+        (("client-id", "app"),): {"controller_mutation_rate": 2.5},
+        ALICE: {"controller_mutation_rate": 10.0},
+    }
 
 
 def test_a_key_twice_in_one_entry_is_refused() -> None:
