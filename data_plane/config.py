@@ -367,6 +367,7 @@ BROKER_SETTINGS: Final[Mapping[str, int]] = {
     "connections.max.idle.ms": -1,
     "max.connections.per.ip": 0,
     "max.connections": 0,
+    "max.connection.creation.rate": 0,
 }
 
 
@@ -594,25 +595,30 @@ def parse_config(properties: Mapping[str, str], environ: Mapping[str, str]) -> N
     return dataclasses.replace(config, security=security)
 
 
-#: ``listener.name.<listener>.max.connections`` (KIP-402), the listener's
-#: name in lower case, as Kafka's listener-prefixed settings spell it.
-_LISTENER_MAX_CONNECTIONS: Final = re.compile(r"listener\.name\.([a-z0-9_-]+)\.max\.connections")
+#: ``listener.name.<listener>.max.connections`` (KIP-402) and
+#: ``listener.name.<listener>.max.connection.creation.rate`` (KIP-612), the
+#: listener's name in lower case, as Kafka's listener-prefixed settings spell it.
+_LISTENER_MAX_CONNECTIONS: Final = re.compile(
+    r"listener\.name\.([a-z0-9_-]+)\.(max\.connections|max\.connection\.creation\.rate)")
 
 #: Settings named per listener, as documented (``<listener>`` stands for the name).
-LISTENER_SETTINGS: Final = frozenset({"listener.name.<listener>.max.connections"}) \
-    | LISTENER_SECURITY_SETTINGS
+LISTENER_SETTINGS: Final = frozenset({
+    "listener.name.<listener>.max.connections",
+    "listener.name.<listener>.max.connection.creation.rate"}) | LISTENER_SECURITY_SETTINGS
 
 #: What follows ``listener.name.<listener>.`` in the settings a
 #: ``RAFTLOG_LISTENER_NAME_<L>_...`` variable overrides.
-_PER_LISTENER_SUFFIXES: Final = ("max.connections", "sasl.enabled.mechanisms", *(
+_PER_LISTENER_SUFFIXES: Final = (
+    "max.connections", "max.connection.creation.rate", "sasl.enabled.mechanisms", *(
     f"{mechanism.lower()}.sasl.jaas.config" for mechanism in SUPPORTED_MECHANISMS),
     *sorted(TLS_SETTINGS))
 
 
 def _listener_limits(props: Mapping[str, str],
                      listeners: tuple[ListenerAddress, ...]) -> tuple[tuple[str, str], ...]:
-    """Each ``listener.name.<l>.max.connections``, checked: an int >= 0 for
-    a listener the node has."""
+    """Each ``listener.name.<l>.max.connections`` and
+    ``listener.name.<l>.max.connection.creation.rate``, checked: an int >= 0
+    for a listener the node has."""
     names = {listener.name.lower() for listener in listeners}
     out = []
     for key in sorted(props):

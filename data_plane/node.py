@@ -82,7 +82,7 @@ from .api.authorization import AclAuthorization
 from .api.delegation_tokens import TokenAuthenticator
 from .broker.clean_shutdown import take_previous_broker_epoch, write_clean_shutdown
 from .broker.client_quotas import QuotaWindow
-from .broker.connection_rate_quotas import IpConnectionRates
+from .broker.connection_rate_quotas import ConnectionCreationRates, IpConnectionRates
 from .broker.controller_channel import QuorumControllerChannel
 from .broker.data_side import attach_data_side
 from .broker.lifecycle import BrokerLifecycle, LifecycleConfig, broker_endpoints
@@ -251,6 +251,14 @@ async def run_node(
     connection_quotas = ConnectionQuotas(ConnectionLimits.from_config(
         listener_settings, [listener.name for listener in config.listeners],
         exempt_listeners=frozenset([*inter_broker, *config.controller_listener_names])))
+    # KIP-612: the node's and each listener's connection-creation rates.
+    limits = connection_quotas.limits
+    creation_rates = ConnectionCreationRates(
+        QuotaWindow.from_config(listener_settings), node_rate=limits.max_connection_creation_rate,
+        listener_rates=limits.per_listener_creation_rate,
+        exempt_listeners=limits.exempt_listeners)
+    if creation_rates.enabled:
+        connection_quotas.creation_throttle = creation_rates.throttle_ms
     max_request_bytes = int(listener_settings["socket.request.max.bytes"])
     send_buffer_bytes = int(listener_settings["socket.send.buffer.bytes"])
     receive_buffer_bytes = int(listener_settings["socket.receive.buffer.bytes"])

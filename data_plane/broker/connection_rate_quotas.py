@@ -1,5 +1,7 @@
-"""Per-address connection-creation rate quotas (KIP-612, Kafka's
-``ConnectionQuotas`` ip rate sensors).
+"""Connection-creation rate quotas (KIP-612, Kafka's ``ConnectionQuotas``
+rate sensors): per address (``ip`` client-quota entities, `IpConnectionRates`)
+and per node and listener (``max.connection.creation.rate``,
+`ConnectionCreationRates`).
 
 The metadata image carries ``ip`` client-quota entities (KIP-546 records):
 an address, or the default for every address, with
@@ -35,7 +37,7 @@ from metadata_quorum.client_quotas import CONNECTION_CREATION_RATE, IP
 from metadata_quorum.records import QuotaEntity
 from raftlog.net.connection_quotas import normal_address
 
-__all__ = ("IpConnectionRates",)
+__all__ = ("ConnectionCreationRates", "IpConnectionRates")
 
 _EXPIRY_CHECK_INTERVAL_MS: Final = 30_000
 
@@ -123,3 +125,75 @@ class IpConnectionRates:
         for ip in [ip for ip, (_, last) in self._sensors.items()
                    if now_ms - last[0] >= INACTIVE_SENSOR_EXPIRATION_MS]:
             del self._sensors[ip]
+
+
+class ConnectionCreationRates:
+    """KIP-612's ``max.connection.creation.rate`` (the node, over every
+    listener but the exempt ones) and each listener's
+    ``listener.name.<listener>.max.connection.creation.rate``: how long a
+    new connection waits (`raftlog.net.connection_quotas.ConnectionQuotas`'s
+    ``creation_throttle``).
+
+    As Kafka's acceptor, one listener takes its connections one after the
+    other: each is recorded in the rate sensors (the node's and its
+    listener's, Kafka's ``Rate`` over ``quota.window.num`` windows of
+    ``quota.window.size.seconds``) when its turn comes, and waits the
+    throttle time that record earns (``(rate - bound) / bound * window``,
+    at most one window, Kafka's ``boundedThrottleTime``) before it is
+    served; the next one's turn comes after that. So a burst beyond the
+    bound is served at about the bound, in order. Pure but for the clock.
+    """
+
+    def __init__(self, window: QuotaWindow, *, node_rate: int, listener_rates: Mapping[str, int],
+                 exempt_listeners: frozenset[str] = frozenset(),
+                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
+        self.window = window
+        self._clock_ms = clock_ms
+        self._node = (SampledStat(window), float(node_rate)) if node_rate < _UNBOUNDED else None
+        self._listeners = {name: (SampledStat(window), float(rate))
+                           for name, rate in listener_rates.items() if rate < _UNBOUNDED}
+        self._exempt = exempt_listeners
+        # Listener -> when its acceptor takes the next connection.
+        self._next_turn_ms: dict[str | None, int] = {}
+        #: Connections that had to wait, since start.
+        self.throttled = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._node is not None or bool(self._listeners)
+
+    def throttle_ms(self, listener: str | None) -> int:
+        """Record a new connection on ``listener``; how long it waits (0: none)."""
+        sensors = []
+        if self._node is not None and listener not in self._exempt:
+            sensors.append(self._node)
+        if listener is not None and (own := self._listeners.get(listener)) is not None:
+            sensors.append(own)
+        if not sensors:
+            return 0
+        now_ms = self._clock_ms()
+        turn = max(now_ms, self._next_turn_ms.get(listener, now_ms))
+        wait = 0
+        for stat, bound in sensors:
+            stat.record(1.0, turn)
+            wait = max(wait, _bounded_throttle_ms(stat, bound, turn, self.window.size_ms))
+        self._next_turn_ms[listener] = turn + wait
+        delay = turn + wait - now_ms
+        if delay > 0:
+            self.throttled += 1
+        return delay
+
+
+_UNBOUNDED: Final = 2**31 - 1
+
+
+def _bounded_throttle_ms(stat: SampledStat, bound: float, now_ms: int, most_ms: int) -> int:
+    """Kafka's ``QuotaUtils.boundedThrottleTime`` for a rate sensor: 0 within
+    the bound, else ``(rate - bound) / bound * window``, at most ``most_ms``
+    (a bound of 0 waits the most)."""
+    rate = stat.rate(now_ms)
+    if rate <= bound:
+        return 0
+    if bound <= 0:
+        return most_ms
+    return min(int((rate - bound) / bound * stat.window_ms(now_ms)), most_ms)

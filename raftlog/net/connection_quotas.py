@@ -16,6 +16,15 @@ the Selector's idle expiry).
   their own in Kafka); their connections still count.
 - ``listener.name.<listener>.max.connections`` (KIP-402): the bound of one
   listener's connections.
+- ``max.connection.creation.rate`` (KIP-612, default 2147483647): new
+  connections per second over the node's listeners, and
+  ``listener.name.<listener>.max.connection.creation.rate`` per listener.
+  A new connection over either is throttled, as Kafka's acceptor is: it is
+  accepted, then nothing it sends is read until the rate allows it, and the
+  connections behind it wait their turn. The inter-broker and controller
+  listeners are held back only by their own listener's rate. The rates are
+  measured by the broker (`data_plane.broker.connection_rate_quotas`), through
+  ``creation_throttle``.
 - ``connection_creation_rate`` of an ``ip`` client-quota entity (KIP-612):
   a new connection from an address over its rate is closed as it is
   accepted (Kafka delays the close by the throttle time). The rates are the
@@ -104,6 +113,11 @@ class ConnectionLimits:
     idle_ms: int = 600_000
     #: ``listener.name.<listener>.max.connections``: listener name -> limit.
     per_listener: Mapping[str, int] = field(default_factory=dict)
+    #: ``max.connection.creation.rate``: new connections per second over the
+    #: node's listeners but the exempt ones.
+    max_connection_creation_rate: int = INT32_MAX
+    #: ``listener.name.<listener>.max.connection.creation.rate``.
+    per_listener_creation_rate: Mapping[str, int] = field(default_factory=dict)
     #: Listeners ``max.connections`` does not hold back (KIP-402: the
     #: inter-broker listener; the controller listeners, which Kafka serves
     #: from a socket server of their own). Their connections still count.
@@ -111,7 +125,9 @@ class ConnectionLimits:
 
     def __post_init__(self) -> None:
         if (self.max_connections_per_ip < 0 or self.max_connections < 0
-                or any(v < 0 for v in self.per_listener.values())):
+                or self.max_connection_creation_rate < 0
+                or any(v < 0 for v in self.per_listener.values())
+                or any(v < 0 for v in self.per_listener_creation_rate.values())):
             raise ValueError("connection limits must not be negative")
         if self.idle_ms < -1:
             raise ValueError("connections.max.idle.ms must be -1 or more")
@@ -126,6 +142,10 @@ class ConnectionLimits:
             name: int(config[key]) for name in listeners
             if (key := f"listener.name.{name.lower()}.max.connections") in config
         }
+        per_listener_rate = {
+            name: int(config[key]) for name in listeners
+            if (key := f"listener.name.{name.lower()}.max.connection.creation.rate") in config
+        }
         return cls(
             max_connections_per_ip=int(config.get("max.connections.per.ip", INT32_MAX)),
             per_ip_overrides=parse_ip_overrides(
@@ -133,6 +153,9 @@ class ConnectionLimits:
             max_connections=int(config.get("max.connections", INT32_MAX)),
             idle_ms=int(config.get("connections.max.idle.ms", 600_000)),
             per_listener=per_listener,
+            max_connection_creation_rate=int(
+                config.get("max.connection.creation.rate", INT32_MAX)),
+            per_listener_creation_rate=per_listener_rate,
             exempt_listeners=exempt_listeners,
         )
 
@@ -154,6 +177,16 @@ class ConnectionQuotas:
         #: KIP-612 per-address connection-creation rates; set by the node
         #: once its broker follows the metadata (None: no rate bound).
         self.rate_check = rate_check
+        #: KIP-612 node and listener connection-creation rates: how long a
+        #: new connection on a listener waits before it is read (None: no
+        #: rate bound).
+        self.creation_throttle: Callable[[str | None], int] | None = None
+
+    def creation_throttle_ms(self, listener: str | None) -> int:
+        """Record an admitted connection on ``listener`` against the
+        creation rates; how long it must wait before it is read (0: at once)."""
+        throttle = self.creation_throttle
+        return 0 if throttle is None else throttle(listener)
 
     def admit(self, ip: str | None, listener: str | None = None) -> str | None:
         """Count a new connection from ``ip`` on ``listener``, or say why it

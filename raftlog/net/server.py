@@ -456,6 +456,10 @@ class _ConnectionProtocol(asyncio.Protocol):
         self._counted_authentication = False
         self._counted_reauthentications = 0
         self._closing_after_failure: asyncio.TimerHandle | None = None
+        # KIP-612: bytes received before the connection's creation-rate
+        # turn (None: it has had its turn), and the timer that gives it.
+        self._awaiting_turn: list[bytes] | None = None
+        self._turn_handle: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------
 
@@ -474,6 +478,12 @@ class _ConnectionProtocol(asyncio.Protocol):
                 transport.close()  # connection_lost follows
                 return
             self._admitted = True
+            # KIP-612 creation rates: Kafka's acceptor waits before taking
+            # the connection; here nothing it sends is taken until then.
+            if (wait_ms := quotas.creation_throttle_ms(self._server.listener_name)) > 0:
+                self._awaiting_turn = []
+                self._hold_reading = True
+                self._turn_handle = self._loop.call_later(wait_ms / 1000, self._take_turn)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             # Each option on its own: one the socket refuses leaves the others set.
@@ -508,6 +518,9 @@ class _ConnectionProtocol(asyncio.Protocol):
         del exc
         self._closing = True
         self._cancel_unmute()
+        if self._turn_handle is not None:
+            self._turn_handle.cancel()
+            self._turn_handle = None
         if self._closing_after_failure is not None:
             self._closing_after_failure.cancel()
             self._closing_after_failure = None
@@ -547,7 +560,23 @@ class _ConnectionProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def _take_turn(self) -> None:
+        """The connection's creation-rate wait is over: what it sent meanwhile
+        is taken, and reading goes on."""
+        self._turn_handle = None
+        waiting, self._awaiting_turn = self._awaiting_turn, None
+        self._hold_reading = self._write_paused or self._muted
+        self._update_reading()
+        for data in waiting or ():
+            if self._closing:
+                return
+            self._receive(data)
+
     def _receive(self, data: bytes) -> None:
+        if self._awaiting_turn is not None:  # KIP-612: not yet its turn
+            self._awaiting_turn.append(data)
+            self._update_reading()  # (uvloop reads once the connection is made)
+            return
         for event in self._connection.receive_data(data):
             if isinstance(event, ProtocolViolation):
                 log.log(logging.INFO if isinstance(event.error, SessionExpiredError)

@@ -46,9 +46,11 @@ from kio.schema.broker_heartbeat.v0 import request as hb
 from kio.schema.broker_registration.v3 import request as reg
 from kio.schema.create_acls.v3 import request as ca
 from kio.schema.create_delegation_token.v3 import request as cdt
+from kio.schema.create_partitions.v2 import request as cp2
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.delete_acls.v3 import request as da
+from kio.schema.delete_topics.v4 import request as dt4
 from kio.schema.delete_topics.v6 import request as dt
 from kio.schema.describe_acls.v3 import request as dacl
 from kio.schema.describe_client_quotas.v1 import request as dcq
@@ -75,6 +77,7 @@ from metadata_quorum.records.types import NO_LEADER
 from raftlog.net import KafkaApiError
 from raftlog.net.codec import encode_request, encode_response
 from raftlog.net.errors import ErrorCode
+from raftlog.net.registry import convert_request
 
 CLUSTER_ID = "raftlog-cluster"
 BROKERS = (1, 2, 3)
@@ -392,12 +395,18 @@ def _near_valid(api_key: int, h: _Harness) -> st.SearchStrategy[Any] | None:
 
 
 def _envelopes(h: _Harness) -> st.SearchStrategy[Any]:
-    """A broker's Envelope around a hostile token request (Create v3, Renew
-    v2, Expire v2: what brokers forward), as a user, as a token-authenticated
-    user, or with principal bytes that are not Kafka's principal data."""
-    inner = st.one_of(*(requests_of(cls, h.vocabulary()) for cls in (
-        cdt.CreateDelegationTokenRequest, rdt.RenewDelegationTokenRequest,
-        edt.ExpireDelegationTokenRequest)))
+    """A broker's Envelope around a hostile request it forwards as its
+    client: a token request (Create v3, Renew v2, Expire v2), or a topic
+    creation, growth or deletion at the strict or the older (permissive
+    quota) version; as a user, as a token-authenticated user, or with
+    principal bytes that are not Kafka's principal data."""
+    inner = st.one_of(
+        *(requests_of(cls, h.vocabulary()) for cls in (
+            cdt.CreateDelegationTokenRequest, rdt.RenewDelegationTokenRequest,
+            edt.ExpireDelegationTokenRequest, cp.CreatePartitionsRequest,
+            cp2.CreatePartitionsRequest, dt.DeleteTopicsRequest, dt4.DeleteTopicsRequest)),
+        _create_topics(),
+        _create_topics().map(lambda r: convert_request(r, 5)))
     principal = st.one_of(
         st.builds(encode_principal, st.sampled_from(["User:alice", "User:", "Group:g", "x"]),
                   st.booleans()),

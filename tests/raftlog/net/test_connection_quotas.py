@@ -215,3 +215,46 @@ def test_listener_limits_and_the_listeners_max_connections_spares() -> None:
     quotas.release("10.0.0.4", "CONTROLLER")
     assert quotas.admit("10.0.0.5", "EXTERNAL") is None
     assert quotas.refused == 2
+
+
+def test_creation_rate_limits_parse_and_are_checked() -> None:
+    limits = ConnectionLimits.from_config(
+        {"max.connection.creation.rate": "10",
+         "listener.name.external.max.connection.creation.rate": "3"},
+        ["EXTERNAL", "INTERNAL"])
+    assert limits.max_connection_creation_rate == 10
+    assert limits.per_listener_creation_rate == {"EXTERNAL": 3}
+    assert ConnectionLimits().max_connection_creation_rate == INT32_MAX
+    with pytest.raises(ValueError, match="negative"):
+        ConnectionLimits(max_connection_creation_rate=-1)
+
+
+def test_a_throttled_new_connection_is_read_only_after_its_wait() -> None:
+    """KIP-612: a connection the creation rates hold back is accepted, but
+    nothing it sends is read (so answered) until its wait is over; one that
+    is not held back is answered at once."""
+    waits = iter([0, 400])
+
+    async def main() -> None:
+        quotas = ConnectionQuotas(ConnectionLimits(idle_ms=-1))
+        quotas.creation_throttle = lambda listener: next(waits)
+        handlers = {VOTE: recording_handler(_answer, {})}
+        async with KafkaProtocolServer("127.0.0.1", 0, handlers,
+                                       connection_quotas=quotas) as server:
+            loop = asyncio.get_running_loop()
+            first = await Peer.connect(server.port)
+            started = loop.time()
+            await first.send(1)
+            assert await first.read_correlation_id() == 1
+            assert loop.time() - started < 0.3
+            second = await Peer.connect(server.port)
+            started = loop.time()
+            await second.send(2)
+            assert await second.read_correlation_id() == 2
+            assert loop.time() - started >= 0.35
+            await first.send(3)  # the first is not held back by the second's wait
+            assert await first.read_correlation_id() == 3
+            first.close()
+            second.close()
+
+    run(main())

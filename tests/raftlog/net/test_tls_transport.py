@@ -297,6 +297,36 @@ def test_a_tls_connection_counts_against_the_limits_from_accept(pki: dev_pki.Pki
     run(main())
 
 
+def test_a_tls_connection_waits_its_creation_rate_turn_then_is_served(
+    pki: dev_pki.Pki,
+) -> None:
+    """KIP-612: a TLS connection the creation rates hold back handshakes,
+    but its requests are taken only once its wait is over; the next one,
+    not held back, is served at once."""
+    waits = iter([400, 0])
+
+    async def main() -> None:
+        seen.clear()
+        quotas = ConnectionQuotas(ConnectionLimits(idle_ms=-1))
+        quotas.creation_throttle = lambda listener: next(waits)
+        async with KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"),
+                                       connection_quotas=quotas) as server:
+            loop = asyncio.get_running_loop()
+            for least_s, most_s in ((0.35, 5.0), (0.0, 0.3)):
+                client = KafkaProtocolClient(
+                    "127.0.0.1", server.port, request_timeout_ms=5000,
+                    security=ConnectionSecurity(tls=client_tls(pki, None)))
+                started = loop.time()
+                await client.send(vote_request(2))
+                took = loop.time() - started
+                assert least_s <= took < most_s, took
+                await client.send(vote_request(2))  # and it stays served
+                await client.close()
+            assert seen == ["ANONYMOUS"] * 4
+
+    run(main())
+
+
 def test_closing_the_listener_drops_connections_mid_handshake(pki: dev_pki.Pki) -> None:
     async def main() -> None:
         server = KafkaProtocolServer("127.0.0.1", 0, {52: _who}, tls=server_tls(pki, "none"))
