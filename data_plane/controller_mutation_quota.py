@@ -30,7 +30,7 @@ Pure: no I/O, time comes in as ``now_ms``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,6 +38,7 @@ from data_plane.broker.client_quotas import (
     INACTIVE_SENSOR_EXPIRATION_MS,
     ClientQuotaManager,
     QuotaWindow,
+    SampledStat,
     SensorKey,
 )
 from metadata_quorum.client_quotas import CONTROLLER_MUTATION_RATE
@@ -61,16 +62,20 @@ _EXPIRY_CHECK_INTERVAL_MS: Final = 30_000
 
 class TokenBucket:
     """Kafka's ``TokenBucket`` stat: ``tokens`` refill at ``rate`` per
-    second up to ``burst``; a record takes tokens away."""
+    second up to ``burst``; a record takes tokens away. With it, the
+    sensor's ``mutation-rate`` and ``throttle-time`` stats (metrics)."""
 
-    __slots__ = ("burst", "last_ms", "last_used_ms", "rate", "tokens")
+    __slots__ = ("burst", "last_ms", "last_used_ms", "mutations", "rate", "throttles", "tokens")
 
-    def __init__(self, rate: float, burst: float, now_ms: int) -> None:
+    def __init__(self, rate: float, burst: float, now_ms: int,
+                 window: QuotaWindow | None = None) -> None:
         self.rate = rate
         self.burst = burst
         self.tokens = burst
         self.last_ms = now_ms
         self.last_used_ms = now_ms
+        self.mutations = SampledStat(window or QuotaWindow())
+        self.throttles = SampledStat(window or QuotaWindow())
 
     def refill(self, now_ms: int) -> float:
         """The tokens at ``now_ms``."""
@@ -83,6 +88,7 @@ class TokenBucket:
         self.refill(now_ms)
         self.tokens = min(self.burst, self.tokens - value)
         self.last_used_ms = now_ms
+        self.mutations.record(value, now_ms)
 
     def throttle_ms(self) -> int:
         """How long until the bucket is back at zero: Kafka's
@@ -113,11 +119,14 @@ class MutationQuota:
         if self.strict:
             if bucket.refill(self._now_ms) < 0:
                 self._throttle_ms = bucket.throttle_ms()
+                bucket.throttles.record(self._throttle_ms, self._now_ms)
                 return False
             bucket.take(partitions, self._now_ms)
             return True
         bucket.take(partitions, self._now_ms)
         self._throttle_ms = bucket.throttle_ms()
+        if self._throttle_ms:
+            bucket.throttles.record(self._throttle_ms, self._now_ms)
         return True
 
     @property
@@ -173,13 +182,22 @@ class ControllerMutationQuotas:
         burst = rate * self.window.num * self.window.size_ms / 1000.0
         bucket = self.buckets.get(key)
         if bucket is None:
-            bucket = self.buckets[key] = TokenBucket(rate, burst, now_ms)
+            bucket = self.buckets[key] = TokenBucket(rate, burst, now_ms, self.window)
         elif bucket.rate != rate:
             # A changed quota: the tokens so far count, under the new bound.
             bucket.refill(now_ms)
             bucket.rate, bucket.burst = rate, burst
             bucket.tokens = min(bucket.tokens, burst)
         return MutationQuota(bucket, strict=strict, now_ms=now_ms)
+
+    def snapshot(self, now_ms: int) -> Iterator[tuple[SensorKey, float, float, float]]:
+        """(sensor key, tokens, partitions per second, average throttle time
+        in ms) of every bucket, over the quota window: Kafka's
+        ``ControllerMutation`` metrics, read at scrape time."""
+        for key, bucket in list(self.buckets.items()):
+            throttled = bucket.throttles.count(now_ms)
+            yield (key, bucket.refill(now_ms), bucket.mutations.rate(now_ms),
+                   bucket.throttles.total(now_ms) / throttled if throttled else 0.0)
 
     def _expire(self, now_ms: int) -> None:
         self._next_expiry_ms = now_ms + _EXPIRY_CHECK_INTERVAL_MS

@@ -270,13 +270,14 @@ async def run_node(
     # then: before, Metadata and FindCoordinator would answer from a
     # half-replayed image (no topics, no unfenced brokers).
     broker_servers: list[KafkaProtocolServer] = []
+    mutation_quotas: ControllerMutationQuotas | None = None
     if service is not None:
         service.attach(driver)
         handlers = raft_handlers(driver, cluster_id=cluster_id, endpoints=endpoints)
-        handlers.update(controller_handlers(
-            service, config.voters, ControllerMutationQuotas(QuotaWindow(
-                config.controller_quota_window_num,
-                config.controller_quota_window_size_seconds * 1000))))
+        mutation_quotas = ControllerMutationQuotas(QuotaWindow(
+            config.controller_quota_window_num,
+            config.controller_quota_window_size_seconds * 1000))
+        handlers.update(controller_handlers(service, config.voters, mutation_quotas))
         if config.security.acls_enabled:
             handlers = authorize_controller_handlers(
                 handlers,
@@ -378,7 +379,8 @@ async def run_node(
     if http is not None:
         # ``servers``: the broker listeners are appended as they start.
         http.attach(driver=driver, controller=service, connections=connection_quotas,
-                    listeners=servers)
+                    listeners=servers, mutation_quotas=mutation_quotas,
+                    creation_rates=creation_rates if creation_rates.enabled else None)
         await http.start()
     log.info(
         "node %d (%s) of cluster %s: serving %s; metadata log %s (%s)",

@@ -157,6 +157,8 @@ class ConnectionCreationRates:
         self._next_turn_ms: dict[str | None, int] = {}
         #: Connections that had to wait, since start.
         self.throttled = 0
+        # Listener -> its waits (ms) over the quota window, for the metric.
+        self._waits: dict[str | None, SampledStat] = {}
 
     @property
     def enabled(self) -> bool:
@@ -181,7 +183,21 @@ class ConnectionCreationRates:
         delay = turn + wait - now_ms
         if delay > 0:
             self.throttled += 1
+        waits = self._waits.get(listener)
+        if waits is None:
+            waits = self._waits[listener] = SampledStat(self.window)
+        waits.record(delay, now_ms)
         return delay
+
+    def average_wait_ms(self) -> dict[str | None, float]:
+        """Each listener's average wait of a new connection (ms) over the
+        quota window: Kafka's ``connection-accept-throttle-time``."""
+        now_ms = self._clock_ms()
+        out = {}
+        for listener, waits in self._waits.items():
+            count = waits.count(now_ms)
+            out[listener] = waits.total(now_ms) / count if count else 0.0
+        return out
 
 
 _UNBOUNDED: Final = 2**31 - 1

@@ -92,6 +92,11 @@ class NodeSources:
     listeners: Sequence[Any] = ()
     # The broker's group coordinator (data_plane.broker.group_runtime.GroupCoordinatorRuntime).
     groups: Any = None
+    # KIP-599 buckets (data_plane.controller_mutation_quota.ControllerMutationQuotas).
+    mutation_quotas: Any = None
+    # KIP-612 node and listener rates
+    # (data_plane.broker.connection_rate_quotas.ConnectionCreationRates).
+    creation_rates: Any = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -400,6 +405,7 @@ class NodeCollector(Collector):
     def collect(self) -> Iterator[Any]:
         yield from self._broker()
         yield from self._controller()
+        yield from self._controller_mutations()
         yield from self._raft()
         yield from self._connections()
         yield from self._groups()
@@ -495,6 +501,17 @@ class NodeCollector(Collector):
         yield succeeded
         yield failed
         yield reauthenticated
+        rates = self.sources.creation_rates
+        if rates is not None:
+            waits = GaugeMetricFamily(
+                "kafka_server_socket_server_metrics_connection_accept_throttle_time",
+                "Average wait (ms) of a new connection for max.connection.creation.rate "
+                "or its listener's rate, over the quota window, per listener.",
+                labels=["listener"])
+            for listener, wait_ms in sorted(rates.average_wait_ms().items(),
+                                            key=lambda item: str(item[0])):
+                waits.add_metric([str(listener)], wait_ms)
+            yield waits
 
     # ---- broker -----------------------------------------------------------------
 
@@ -687,6 +704,36 @@ class NodeCollector(Collector):
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_globalpartitioncount",
                                 "Partitions (active controller only).",
                                 value=partitions if active else 0)
+
+    def _controller_mutations(self) -> Iterable[Any]:
+        """Kafka's ``kafka.server:type=ControllerMutation`` metrics (tags user
+        and client-id), one series per KIP-599 bucket this controller keeps
+        (none but on the active one): its tokens, partitions created or
+        deleted per second and average throttle time, over the quota window."""
+        quotas = self.sources.mutation_quotas
+        if quotas is None:
+            return
+        labels = ["user", "client_id"]
+        tokens = GaugeMetricFamily(
+            "kafka_server_controllermutation_tokens",
+            "Partitions a client may still create or delete at once (below zero: "
+            "throttled until it refills to zero).", labels=labels)
+        rate = GaugeMetricFamily(
+            "kafka_server_controllermutation_mutation_rate",
+            "Partitions per second a client created or deleted, over the quota window.",
+            labels=labels)
+        throttle = GaugeMetricFamily(
+            "kafka_server_controllermutation_throttle_time",
+            "Average throttle time (ms) of a client's throttled topics over the quota "
+            "window; 0 when none was.", labels=labels)
+        for (user, client_id), left, per_s, throttle_ms in quotas.snapshot(
+                int(time.time() * 1000)):
+            tokens.add_metric([user, client_id], left)
+            rate.add_metric([user, client_id], per_s)
+            throttle.add_metric([user, client_id], throttle_ms)
+        yield tokens
+        yield rate
+        yield throttle
 
     # ---- raft -------------------------------------------------------------------
 

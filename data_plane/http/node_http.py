@@ -56,8 +56,13 @@ class NodeHttp:
                subscribe: Callable[[Any], None] | None = None,
                broker_state: Callable[[], tuple[str, int]] | None = None,
                connections: Any = None, groups: Any = None,
-               listeners: Sequence[Any] | None = None) -> None:
+               listeners: Sequence[Any] | None = None, mutation_quotas: Any = None,
+               creation_rates: Any = None) -> None:
         """Give the collectors the node's live objects (None: not this role)."""
+        if mutation_quotas is not None:
+            self.sources.mutation_quotas = mutation_quotas
+        if creation_rates is not None:
+            self.sources.creation_rates = creation_rates
         if listeners is not None:
             self.sources.listeners = listeners
         if groups is not None:

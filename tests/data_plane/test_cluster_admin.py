@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from cluster_helpers import cli, eventually, module_cluster
+from cluster_helpers import cli, eventually, metric_total, module_cluster
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     ElectionType,
@@ -716,6 +716,12 @@ def test_controller_mutation_quota_refuses_strict_clients_and_throttles_older_on
         timeout=i32Timedelta.parse(datetime.timedelta(seconds=15)))
     denied = asyncio.run(_as_client(cluster, "kip599", delete, 6))
     assert [r.error_code for r in denied.responses] == [ErrorCode.throttling_quota_exceeded]
+    # Kafka's ControllerMutation metrics, on the active controller: the
+    # client's bucket is below zero, it created 16 partitions.
+    series = '{client_id="kip599",user=""}'
+    assert metric_total(cluster, "kafka_server_controllermutation_tokens" + series) < 0
+    assert metric_total(cluster, "kafka_server_controllermutation_mutation_rate" + series) > 0
+    assert metric_total(cluster, "kafka_server_controllermutation_throttle_time" + series) > 0
     other = asyncio.run(_as_client(cluster, "someone-else", delete, 6))
     assert [r.error_code for r in other.responses] == [ErrorCode.none]
     # The CLI (client id raftlog-admin) waits out the throttle time and

@@ -11,7 +11,7 @@ import struct
 import time
 
 import pytest
-from cluster_helpers import module_cluster_with
+from cluster_helpers import metric_total, module_cluster_with
 from kio.schema.api_versions.v0 import request as av0_req
 
 from data_plane.local_cluster import LocalCluster
@@ -60,3 +60,6 @@ def test_a_burst_of_connections_waits_its_turns_on_the_rate_bound_node_only(
     assert bounded[-1] >= 2.0, bounded
     late = [t for t in bounded if t >= 1.0]
     assert late == sorted(late), bounded
+    # Kafka's connection-accept-throttle-time, per listener, on node 3 only.
+    metric = 'kafka_server_socket_server_metrics_connection_accept_throttle_time{listener="PLAINTEXT"}'
+    assert metric_total(cluster, metric) > 0
