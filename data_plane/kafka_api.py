@@ -44,6 +44,7 @@ from data_plane.api.admin import (
     handle_alter_client_quotas,
     handle_alter_configs,
     handle_alter_partition_reassignments,
+    handle_alter_replica_log_dirs,
     handle_alter_user_scram_credentials,
     handle_create_partitions,
     handle_create_topics,
@@ -114,6 +115,7 @@ OFFSET_FOR_LEADER_EPOCH, CREATE_TOPICS, DELETE_TOPICS = 23, 19, 20
 DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 32, 60
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS = 21, 43, 35
+ALTER_REPLICA_LOG_DIRS = 34
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
@@ -161,6 +163,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
     DESCRIBE_LOG_DIRS: (1, 4),
+    ALTER_REPLICA_LOG_DIRS: (1, 2),
     DESCRIBE_CLUSTER: (0, 2),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_COMMIT: (2, 9),
@@ -222,6 +225,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     CREATE_ACLS: handle_create_acls,
     DELETE_ACLS: handle_delete_acls,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
     INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,
     DESCRIBE_CLUSTER: handle_describe_cluster,

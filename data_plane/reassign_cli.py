@@ -20,8 +20,12 @@ ListPartitionReassignments).
 - ``--list``: every reassignment in progress.
 
 The JSON is Kafka's: ``{"version": 1, "partitions": [{"topic": "t",
-"partition": 0, "replicas": [1, 2]}]}`` (``log_dirs`` is accepted and must
-be ``any``: replicas go to the broker's own choice of log dir). Topics to
+"partition": 0, "replicas": [1, 2], "log_dirs": ["any", "/data/2"]}]}``
+(``log_dirs`` optional: per replica, ``any`` for the broker's own choice, or
+an absolute path of one of that broker's ``log.dirs``, to which the
+replica then moves with AlterReplicaLogDirs, as Kafka's tool does: sent
+before the reassignment, and retried for new replicas until they exist or
+``--timeout`` passes; ``--verify`` reports those moves too). Topics to
 move: ``{"version": 1, "topics": [{"topic": "t"}]}``.
 
 Throttles (KIP-73), as kafka-reassign-partitions.sh sets them: for each
@@ -41,9 +45,11 @@ broker and the lists on the file's topics.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import json
 import sys
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +57,10 @@ from typing import Any, Final
 
 from kio.schema.alter_partition_reassignments.v1 import request as apr_req
 from kio.schema.alter_partition_reassignments.v1 import response as apr_resp
+from kio.schema.alter_replica_log_dirs.v2 import request as arld_req
+from kio.schema.alter_replica_log_dirs.v2 import response as arld_resp
+from kio.schema.describe_log_dirs.v4 import request as dld_req
+from kio.schema.describe_log_dirs.v4 import response as dld_resp
 from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.types import BrokerId, TopicName
@@ -63,7 +73,7 @@ from metadata_quorum.controller.configuration_control import (
     LEADER_THROTTLED_REPLICAS,
 )
 from metadata_quorum.controller.placement import PlacementBroker, PlacementError, place_replicas
-from raftlog.net.errors import ErrorCode
+from raftlog.net.errors import ErrorCode, TransportError, UnsupportedVersionError
 
 from .admin_cli import (
     _BROKER_RESOURCE,
@@ -136,14 +146,41 @@ def parse_reassignment(document: Any) -> Assignment:
             raise CliError(f"{where}: replicas {replicas} name a broker twice")
         log_dirs = entry.get("log_dirs")
         if log_dirs is not None and (not isinstance(log_dirs, list) or len(log_dirs) != len(
-                replicas) or any(d != "any" for d in log_dirs)):
-            raise CliError(f"{where}: log_dirs other than \"any\" are not supported")
+                replicas) or not all(isinstance(d, str) and d for d in log_dirs)):
+            raise CliError(f"{where}: log_dirs must list a directory (or \"any\") for each "
+                           "replica")
+        if log_dirs is not None and any(d != ANY_LOG_DIR and not d.startswith("/")
+                                        for d in log_dirs):
+            raise CliError(f"{where}: log_dirs must be absolute paths or \"any\"")
         if (topic, partition) in out:
             raise CliError(f"{where}: {topic}-{partition} appears twice")
         out[(topic, partition)] = tuple(replicas)
     if not out:
         raise CliError("the reassignment file names no partitions")
     return out
+
+
+#: A replica whose log dir is the broker's choice (reassignment JSON).
+ANY_LOG_DIR: Final = "any"
+
+#: (topic, partition, broker) -> the log dir the replica is to move to.
+ReplicaLogDirs = dict[tuple[str, int, int], str]
+
+
+def parse_replica_log_dirs(document: Any) -> ReplicaLogDirs:
+    """The ``log_dirs`` of a reassignment file (checked by
+    `parse_reassignment` first) other than ``any``, per replica."""
+    out: ReplicaLogDirs = {}
+    for entry in document["partitions"]:
+        for broker, log_dir in zip(entry["replicas"], entry.get("log_dirs") or (), strict=False):
+            if log_dir != ANY_LOG_DIR:
+                out[(entry["topic"], entry["partition"], broker)] = log_dir
+    return out
+
+
+def _replica_names(replicas: Sequence[tuple[str, int, int]]) -> str:
+    """Kafka's ``TopicPartitionReplica`` spelling: ``topic-partition-broker``."""
+    return ",".join(f"{t}-{p}-{b}" for t, p, b in sorted(replicas))
 
 
 def parse_topics_to_move(document: Any) -> list[str]:
@@ -346,10 +383,13 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
     mode = modes[0]
     _check_throttle_options(mode, args.throttle, args.preserve_throttles)
     reassignment: Assignment = {}
+    log_dirs: ReplicaLogDirs = {}
     if mode in ("execute", "verify", "cancel"):
         if not args.reassignment_json_file:
             raise CliError(f"--{mode} needs --reassignment-json-file")
-        reassignment = parse_reassignment(_load_json(args.reassignment_json_file))
+        document = _load_json(args.reassignment_json_file)
+        reassignment = parse_reassignment(document)
+        log_dirs = parse_replica_log_dirs(document)
     topics_to_move: list[str] = []
     broker_list: list[int] = []
     if mode == "generate":
@@ -380,10 +420,13 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
                   f"{_to_json(_propose(current, broker_list))}")
             return 0
         if mode == "verify":
-            return await _verify(admin, reassignment, args.preserve_throttles)
+            await _verify(admin, reassignment, args.preserve_throttles)
+            if log_dirs:
+                await _verify_log_dirs(admin, log_dirs)
+            return 0
         if mode == "cancel":
             return await _cancel(admin, reassignment, args)
-        return await _execute(admin, reassignment, args)
+        return await _execute(admin, reassignment, args, log_dirs)
 
     return _run_admin(args, body)
 
@@ -401,7 +444,8 @@ def _check_throttle_options(mode: str, throttle: int, preserve_throttles: bool) 
         raise CliError("--preserve-throttles goes with --verify or --cancel")
 
 
-async def _execute(admin: _Admin, reassignment: Assignment, args: argparse.Namespace) -> int:
+async def _execute(admin: _Admin, reassignment: Assignment, args: argparse.Namespace,
+                   log_dirs: ReplicaLogDirs | None = None) -> int:
     ongoing = await ongoing_reassignments(admin, None)
     if ongoing and not args.additional:
         raise CliError(
@@ -426,9 +470,112 @@ async def _execute(admin: _Admin, reassignment: Assignment, args: argparse.Names
             await _set_throttles(admin, plan, args.throttle)
         except CliError as e:
             raise CliError(f"{e}; the reassignment was not started") from None
+    log_dirs = log_dirs or {}
+    pending: ReplicaLogDirs = {}
+    if log_dirs:
+        # Kafka's order: the replicas that exist start moving first (a new
+        # one is REPLICA_NOT_AVAILABLE until the reassignment creates it).
+        pending = await _alter_log_dirs(admin, log_dirs)
     results = await _alter(admin, dict(reassignment), args.timeout_ms,
                            not args.disallow_replication_factor_change)
-    return _report(results, "started", "starting the reassignment of")
+    _report(results, "started", "starting the reassignment of")
+    if log_dirs:
+        deadline = time.monotonic() + args.timeout_ms / 1000
+        while pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            pending = await _alter_log_dirs(admin, pending)
+        started = sorted(set(log_dirs) - set(pending))
+        if started:
+            print(f"Successfully started log directory move{'s' if len(started) > 1 else ''} "
+                  f"for: {_replica_names(started)}")
+        if pending:
+            raise CliError(
+                f"Timed out before log directory move{'s' if len(pending) > 1 else ''} could "
+                f"be started for: {_replica_names(sorted(pending))}")
+    return 0
+
+
+async def _brokers(admin: _Admin) -> dict[int, tuple[str, int]]:
+    metadata = await _metadata(admin, None)
+    return {int(b.node_id): (str(b.host), int(b.port)) for b in metadata.brokers}
+
+
+async def _alter_log_dirs(admin: _Admin, moves: ReplicaLogDirs) -> ReplicaLogDirs:
+    """AlterReplicaLogDirs to each broker for its replicas in ``moves``;
+    returns those not started yet because the replica does not exist there
+    (REPLICA_NOT_AVAILABLE). Raises `CliError` for any other error."""
+    known = await _brokers(admin)
+    by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (topic, partition, broker), log_dir in moves.items():
+        by_broker.setdefault(broker, {}).setdefault(log_dir, {}).setdefault(
+            topic, []).append(partition)
+    pending: ReplicaLogDirs = {}
+    failed = []
+    for broker, dirs in sorted(by_broker.items()):
+        if broker not in known:
+            raise CliError(f"broker {broker} is not registered (or is fenced): cannot move "
+                           "its replicas' log dirs")
+        request = arld_req.AlterReplicaLogDirsRequest(dirs=tuple(
+            arld_req.AlterReplicaLogDir(path=path, topics=tuple(
+                arld_req.AlterReplicaLogDirTopic(
+                    name=TopicName(t), partitions=tuple(i32(p) for p in sorted(ps)))
+                for t, ps in topics.items()))
+            for path, topics in dirs.items()))
+        try:
+            response: arld_resp.AlterReplicaLogDirsResponse = await admin.send_to(
+                known[broker], request, 2)
+        except (TransportError, UnsupportedVersionError) as exc:
+            raise CliError(f"broker {broker}: {exc}") from None
+        for result in response.results:
+            for part in result.partitions:
+                replica = (str(result.topic_name), int(part.partition_index), broker)
+                if part.error_code == ErrorCode.replica_not_available:
+                    pending[replica] = moves[replica]
+                elif part.error_code != ErrorCode.none:
+                    failed.append(f"{_replica_names([replica])}: {_error_name(part.error_code)}")
+    if failed:
+        raise CliError("cannot move log dirs: " + "; ".join(failed))
+    return pending
+
+
+async def _verify_log_dirs(admin: _Admin, log_dirs: ReplicaLogDirs) -> None:
+    """Kafka's "Status of replica log directory movement", from each
+    broker's DescribeLogDirs: where each replica is, and where it is going."""
+    known = await _brokers(admin)
+    current: dict[tuple[str, int, int], str] = {}
+    future: dict[tuple[str, int, int], str] = {}
+    for broker in sorted({b for _, _, b in log_dirs}):
+        if broker not in known:
+            continue
+        try:
+            response: dld_resp.DescribeLogDirsResponse = await admin.send_to(
+                known[broker], dld_req.DescribeLogDirsRequest(topics=None), 4)
+        except (TransportError, UnsupportedVersionError):
+            continue
+        for result in response.results:
+            for described in result.topics:
+                for part in described.partitions:
+                    replica = (str(described.name), int(part.partition_index), broker)
+                    (future if part.is_future_key else current)[replica] = str(result.log_dir)
+    print("Status of replica log directory movement:")
+    for replica in sorted(log_dirs):
+        target = log_dirs[replica]
+        topic, partition, broker = replica
+        name = _replica_names([replica])
+        if replica not in current:
+            print(f"Partition {topic}-{partition} is not found in any live log dir on broker "
+                  f"{broker}. There is likely an offline log directory on the broker.")
+        elif replica in future:
+            if future[replica] == target:
+                print(f"Reassignment of replica {name} is still in progress.")
+            else:
+                print(f"Partition {topic}-{partition} on broker {broker} is being moved to log "
+                      f"dir {future[replica]} instead of {target}.")
+        elif current[replica] == target:
+            print(f"Reassignment of replica {name} completed successfully.")
+        else:
+            print(f"Partition {topic}-{partition} on broker {broker} is not being moved from "
+                  f"log dir {current[replica]} to {target}.")
 
 
 async def _cancel(admin: _Admin, reassignment: Assignment, args: argparse.Namespace) -> int:
@@ -509,7 +656,7 @@ def _ids(ids: Sequence[Any]) -> str:
     return ",".join(str(int(b)) for b in ids)
 
 
-async def _verify(admin: _Admin, reassignment: Assignment, preserve_throttles: bool) -> int:
+async def _verify(admin: _Admin, reassignment: Assignment, preserve_throttles: bool) -> None:
     ongoing = await ongoing_reassignments(admin, list(reassignment))
     current = await _current(admin, sorted({t for t, _ in reassignment}))
     print("Status of partition reassignment:")
@@ -528,7 +675,6 @@ async def _verify(admin: _Admin, reassignment: Assignment, preserve_throttles: b
               "reassigned: run --verify again later.")
     elif not preserve_throttles:
         await _clear_throttles(admin, reassignment)
-    return 0
 
 
 def _propose(current: Assignment, brokers: list[int]) -> Assignment:

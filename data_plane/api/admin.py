@@ -80,6 +80,7 @@ __all__ = (
     "handle_alter_client_quotas",
     "handle_alter_configs",
     "handle_alter_partition_reassignments",
+    "handle_alter_replica_log_dirs",
     "handle_alter_user_scram_credentials",
     "handle_create_partitions",
     "handle_create_topics",
@@ -686,7 +687,9 @@ async def handle_describe_log_dirs(
     """DescribeLogDirs (kafka-log-dirs.sh, ``KafkaAdminClient.describe_log_dirs``):
     each of this broker's ``log.dirs`` with the partitions it holds (all of
     them when ``topics`` is null), their size on disk and offset lag (Kafka's
-    ``max(HW - LEO, 0)`` for a current log; there are no future logs here),
+    ``max(HW - LEO, 0)`` for a current log), a replica moving to another
+    directory (AlterReplicaLogDirs) listed there too as a future log
+    (``is_future_key``, lag: the current log's end offset minus its own),
     and, from v4, the directory's total and usable bytes. Without DESCRIBE on
     the cluster: no directories and (v3+) CLUSTER_AUTHORIZATION_FAILED."""
     if _cluster_denied(api, ctx, AclOperation.DESCRIBE):
@@ -697,6 +700,7 @@ async def handle_describe_log_dirs(
         (str(t.topic), int(p)) for t in request.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list[dict[str, object]]]] = {
         os.path.abspath(d): {} for d in api.replicas.log_dirs}
+    moves = api.replicas.moves.moves
     for (topic, index), hosted in sorted(api.replicas.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue
@@ -705,6 +709,15 @@ async def handle_describe_log_dirs(
         by_dir.setdefault(directory, {}).setdefault(topic, []).append({
             "partition_index": index, "partition_size": p.log.size_in_bytes,
             "offset_lag": max(p.high_watermark - p.log_end_offset, 0), "is_future_key": False})
+        move = moves.get((topic, index))
+        if move is not None:
+            # A move in progress (AlterReplicaLogDirs): its future log, in the
+            # destination, with Kafka's lag for one (current LEO - future LEO).
+            by_dir.setdefault(os.path.abspath(move.destination), {}).setdefault(
+                topic, []).append({
+                    "partition_index": index, "partition_size": move.future_log.size_in_bytes,
+                    "offset_lag": max(p.log_end_offset - move.future_end_offset, 0),
+                    "is_future_key": True})
     results = []
     for directory, topics in by_dir.items():
         try:
@@ -719,6 +732,33 @@ async def handle_describe_log_dirs(
                             {"name": name, "partitions": parts} for name, parts in topics.items()]})
     return build(response_class(request), {"throttle_time": NO_THROTTLE,
                                            "error_code": ErrorCode.none, "results": results})
+
+
+async def handle_alter_replica_log_dirs(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """AlterReplicaLogDirs (kafka-reassign-partitions.sh with ``log_dirs``,
+    ``Admin.alterReplicaLogDirs``): move this broker's replicas to other
+    ``log.dirs`` (`ReplicaManager.move_replica`, copied in the background;
+    DescribeLogDirs shows the future log until it is swapped in). Per
+    partition: NONE once the move has begun (or the replica is there
+    already), LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE;
+    CLUSTER_AUTHORIZATION_FAILED for every one without ALTER on the cluster.
+    A partition named under two directories goes to the last."""
+    denied = _cluster_denied(api, ctx, AclOperation.ALTER)
+    answers: dict[str, dict[int, ErrorCode]] = {}
+    for entry in request.dirs:
+        for topic in entry.topics:
+            for index in topic.partitions:
+                key = (str(topic.name), int(index))
+                error = (ErrorCode.cluster_authorization_failed if denied
+                         else api.replicas.move_replica(key, str(entry.path)))
+                answers.setdefault(key[0], {})[key[1]] = error
+    return build(response_class(request), {"throttle_time": NO_THROTTLE, "results": [
+        {"topic_name": name, "partitions": [
+            {"partition_index": index, "error_code": error}
+            for index, error in partitions.items()]}
+        for name, partitions in answers.items()]})
 
 
 # Clamp for a hostile DeleteRecords timeout (as for Produce's).

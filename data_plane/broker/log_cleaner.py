@@ -60,6 +60,9 @@ class LogCleaner:
         self._stop = threading.Event()
         # The pass running in the worker thread, if any (close waits for it).
         self._running: asyncio.Future[CleanResult | None] | None = None
+        #: The replica a pass is cleaning now (off the event loop), if any: a
+        #: log-dir move does not swap its log meanwhile.
+        self.cleaning: tuple[str, int] | None = None
         self._failed_until: dict[TopicPartition, int] = {}
         #: Totals since start, for /metrics.
         self.passes = 0
@@ -119,7 +122,8 @@ class LogCleaner:
         max_ratio = 0.0
         for key, hosted in list(self._replicas.partitions.items()):
             config = hosted.compaction
-            if config is None or self._failed_until.get(key, 0) > now_ms:
+            if (config is None or self._failed_until.get(key, 0) > now_ms
+                    or key in self._replicas.moves.moves):  # copied elsewhere meanwhile
                 continue
             p = hosted.partition
             upper = min(p.high_watermark, p.last_stable_offset)
@@ -132,6 +136,16 @@ class LogCleaner:
 
     async def clean_dirtiest(self) -> bool:
         """Clean the dirtiest replica that needs it; False if none does."""
+        try:
+            return await self._clean_dirtiest()
+        finally:
+            running = self._running
+            if running is not None and not running.done():  # cancelled: it still runs
+                running.add_done_callback(lambda _: setattr(self, "cleaning", None))
+            else:
+                self.cleaning = None
+
+    async def _clean_dirtiest(self) -> bool:
         now_ms = self._replicas.clock.wall_ms()
         candidates = self._candidates(now_ms)
         if not candidates:
@@ -150,6 +164,7 @@ class LogCleaner:
         self._running = asyncio.get_running_loop().run_in_executor(None, functools.partial(
             clean, segment_log, upper, now_ms, config, stop=self._stop, can_merge=can_merge,
             max_map_bytes=map_bytes))
+        self.cleaning = key
         try:
             result = await asyncio.shield(self._running)
         except asyncio.CancelledError:

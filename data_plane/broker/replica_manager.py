@@ -58,6 +58,7 @@ from data_plane.broker.log_configs import (
     log_config,
     replication_config,
 )
+from data_plane.broker.log_dir_moves import LogDirMoves, recover_moves
 from data_plane.broker.log_dirs import delete_strays, read_topic_id, write_topic_id
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replication_quotas import ReplicationQuotas
@@ -212,6 +213,8 @@ class ReplicaManager:
         self._next_retention_ms = 0
         self._background: set[asyncio.Task[None]] = set()
         self.cleaner = LogCleaner(self)
+        #: Replicas moving to another log dir (AlterReplicaLogDirs).
+        self.moves = LogDirMoves(self)
         self._started = False
         self._closed = False
 
@@ -224,6 +227,8 @@ class ReplicaManager:
             raise RuntimeError("replica manager already started")
         self._started = True
         self._loop = asyncio.get_running_loop()
+        # Moves a stop interrupted, before any replica directory is looked for.
+        recover_moves(self.fs, self.log_dirs)
         self.metadata.subscribe(self._on_image)
         self._apply_image(self.metadata.image)
         self._timer_task = asyncio.create_task(self._timer_loop(), name="replica-manager-timer")
@@ -235,6 +240,7 @@ class ReplicaManager:
             return
         self._closed = True
         await self.cleaner.close()
+        await self.moves.close()
         for hook in self._close_hooks:
             try:
                 await hook()
@@ -480,6 +486,7 @@ class ReplicaManager:
             return None
 
     def _remove(self, key: TopicPartition, *, delete: bool) -> None:
+        self.moves.cancel(key)
         hosted = self.partitions.pop(key)
         hosted.partition.stop()
         hosted.partition.log.close()
@@ -802,6 +809,34 @@ class ReplicaManager:
         """A follower's HW moved: consumers long-polling it (KIP-392) may read."""
         if self.fetch_purgatory.watched(key):
             self._resolve(self.fetch_purgatory.check_and_complete(key, self.now_ms()))
+
+    # ==== log-dir moves (AlterReplicaLogDirs) ======================================
+
+    def move_replica(self, key: TopicPartition, log_dir: str) -> ErrorCode:
+        """Move ``key``'s replica to ``log_dir`` (`LogDirMoves.start`): Kafka's
+        AlterReplicaLogDirs answers, LOG_DIR_NOT_FOUND for a directory that is
+        not one of ``log.dirs``, KAFKA_STORAGE_ERROR for an offline one or one
+        holding an offline replica, REPLICA_NOT_AVAILABLE for a partition
+        this broker does not host."""
+        wanted = os.path.abspath(log_dir)
+        by_path = {os.path.abspath(d): d for d in self.log_dirs}
+        destination = by_path.get(wanted)
+        if destination is None:
+            return ErrorCode.log_dir_not_found
+        if destination in self.offline_log_dirs:
+            return ErrorCode.kafka_storage_error
+        hosted = self.partitions.get(key)
+        if hosted is None:
+            return ErrorCode.replica_not_available
+        if self._log_dir_of(hosted.directory) in self.offline_log_dirs:
+            return ErrorCode.kafka_storage_error
+        self.moves.start(key, hosted, destination)
+        return ErrorCode.none
+
+    def on_log_replaced(self, key: TopicPartition) -> None:
+        """A move swapped ``key``'s log: whatever waits on it looks again
+        (stored idle fetch answers name the old log and are dropped)."""
+        self._wake_purgatories(key, self.now_ms())
 
     def _wake_purgatories(self, key: TopicPartition, now_ms: int) -> None:
         self._resolve(self.produce_purgatory.check_and_complete(key, now_ms))

@@ -211,6 +211,12 @@ class ReplicaTxnState:
 
     # ==== KIP-890 verification =====================================================
 
+    def take_verifications_from(self, other: ReplicaTxnState) -> None:
+        """Carry ``other``'s KIP-890 verifications in flight over (a log-dir
+        move replaces a replica's state with the copy's,
+        `data_plane.broker.log_dir_moves`)."""
+        self._verification_guards = dict(other._verification_guards)
+
     def needs_verification(self, producer_id: int) -> bool:
         """A transactional batch of ``producer_id`` would start a transaction
         on this partition (none of its is ongoing here)."""

@@ -349,6 +349,12 @@ class Log:
         return self._epoch_cache.entries
 
     @property
+    def generation(self) -> int:
+        """Bumped by every truncation and every deletion of segments: a copy
+        of the log made before a change of it sees the number move."""
+        return self._generation
+
+    @property
     def active_segment(self) -> LogSegment:
         """The last segment, the only one appended to (treat as read-only)."""
         return self._segments[-1]

@@ -24,6 +24,7 @@ from data_plane.reassign_cli import (
     ThrottlePlan,
     clear_throttle_configs,
     parse_reassignment,
+    parse_replica_log_dirs,
     parse_topics_to_move,
     partition_moves,
     register,
@@ -58,14 +59,24 @@ def test_kafka_reassignment_json() -> None:
      "replicas must be a non-empty list of broker ids"),
     ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 1]}]},
      "name a broker twice"),
-    ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]},
-     'log_dirs other than "any"'),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["d"]}]},
+     'log_dirs must be absolute paths or "any"'),
+    ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d"]}]},
+     "log_dirs must list a directory"),
     ({"partitions": [{"topic": "a", "partition": 0, "replicas": [1]},
                      {"topic": "a", "partition": 0, "replicas": [2]}]}, "a-0 appears twice"),
 ])
 def test_malformed_reassignment_json_is_named(document: object, message: str) -> None:
     with pytest.raises(CliError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_reassignment(document)
+
+
+def test_log_dirs_name_the_replicas_to_move() -> None:
+    document = {"partitions": [
+        {"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "/data/2"]},
+        {"topic": "b", "partition": 3, "replicas": [3]}]}
+    assert parse_reassignment(document) == {("a", 0): (1, 2), ("b", 3): (3,)}
+    assert parse_replica_log_dirs(document) == {("a", 0, 2): "/data/2"}
 
 
 def test_malformed_topics_to_move() -> None:

@@ -1,0 +1,219 @@
+"""Moving a replica between log dirs (AlterReplicaLogDirs,
+`data_plane.broker.log_dir_moves`): the copy follows appends and
+truncations, the swap keeps every record and the producer state, a restart
+finds the replica where it went, and an interrupted move is cleaned up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from data_plane.broker.log_dir_moves import agreed_end_offset, recover_moves
+from data_plane.broker.replica_manager import ReplicaManager
+from data_plane.testing.fake_broker_metadata import FakeMetadataCluster
+from raftlog.net.errors import ErrorCode
+from raftlog.records import BatchBuilder, parse_header
+from raftlog.storage import RealFileSystem
+from raftlog.storage.epoch_cache import EpochEntry
+from raftlog.storage.log import Log
+
+KEY = ("t", 0)
+NOW_MS = int(time.time() * 1000)
+
+
+def _batch(i: int, *, producer_id: int = -1, sequence: int = -1) -> bytes:
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                           base_sequence=sequence)
+    # Now-ish timestamps: retention (7 days) must not delete what the test reads.
+    builder.append(b"v%d" % i + b"x" * 200, key=b"k%d" % (i % 7), timestamp_ms=NOW_MS + i)
+    return builder.build()
+
+
+def _records(log: Log) -> bytes:
+    out = bytearray()
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        out += data.records
+        offset = _next_offset(data.records)
+    return bytes(out)
+
+
+def _next_offset(records: bytes) -> int:
+    position, last = 0, -1
+    while position < len(records):
+        header = parse_header(records, position)
+        last = header.last_offset
+        position += header.size_in_bytes
+    return last + 1
+
+
+def _cluster() -> FakeMetadataCluster:
+    cluster = FakeMetadataCluster()
+    cluster.register_broker(1, "127.0.0.1", 9001)
+    cluster.create_topic("t", 1, 1, {"min.insync.replicas": "1", "segment.bytes": "20000"})
+    return cluster
+
+
+async def _until_moved(replicas: ReplicaManager, timeout_s: float = 10) -> None:
+    async with asyncio.timeout(timeout_s):
+        while replicas.moves.moves:
+            await asyncio.sleep(0.01)
+
+
+def test_agreed_end_offset_stops_at_the_first_epoch_difference() -> None:
+    def entries(*pairs: tuple[int, int]) -> list[EpochEntry]:
+        return [EpochEntry(e, s) for e, s in pairs]
+
+    same = entries((1, 0), (3, 40))
+    assert agreed_end_offset(same, 60, same, 90) == 60  # a prefix of the current
+    assert agreed_end_offset(same, 90, same, 60) == 60  # the current was cut back
+    # The current was truncated to 50 and epoch 4 wrote from there.
+    assert agreed_end_offset(same, 70, entries((1, 0), (3, 40), (4, 50)), 80) == 50
+    # Epoch 3 began earlier in the copy than in the current (it never can, but
+    # the rule holds): they differ from 30.
+    assert agreed_end_offset(entries((1, 0), (3, 30)), 70, same, 80) == 30
+    assert agreed_end_offset([], 0, same, 80) == 0
+
+
+def test_a_leader_moves_while_producing_and_keeps_records_and_producer_state(
+    tmp_path: Path,
+) -> None:
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def main() -> None:
+        cluster = _cluster()
+        replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
+        replicas.start()
+        await asyncio.sleep(0)
+        hosted = replicas.get(KEY)
+        assert hosted is not None and hosted.directory == os.path.join(first, "t-0")
+        partition = hosted.partition
+        for i in range(300):  # several segments
+            assert partition.append_records(_batch(i), 1, NOW_MS).error == ErrorCode.none
+        assert partition.append_records(_batch(999, producer_id=7, sequence=0), 1, NOW_MS).error \
+            == ErrorCode.none
+        assert replicas.move_replica(KEY, second) == ErrorCode.none
+        assert len(replicas.moves.moves) == 1
+        future_dir = replicas.moves.moves[KEY].future_dir
+        assert future_dir.startswith(os.path.join(second, "t-0.")) and future_dir.endswith(
+            "-future")
+        for i in range(300, 400):  # appends go on during the copy
+            assert partition.append_records(_batch(i), 1, NOW_MS).error == ErrorCode.none
+            await asyncio.sleep(0)
+        await _until_moved(replicas)
+        assert hosted.directory == os.path.join(second, "t-0")
+        assert partition.log.directory == hosted.directory
+        assert partition.log.log_end_offset == 401
+        async with asyncio.timeout(5):
+            while os.path.exists(os.path.join(first, "t-0")) or any(
+                    n.startswith("t-0.") for n in os.listdir(first)):
+                await asyncio.sleep(0.01)
+        # The producer state came along: a resend of the idempotent batch is a
+        # duplicate, answered with its original offset; the next sequence goes on.
+        resend = partition.append_records(_batch(999, producer_id=7, sequence=0), 1, NOW_MS)
+        assert (resend.error, resend.base_offset) == (ErrorCode.none, 300)
+        assert partition.log.log_end_offset == 401
+        assert partition.append_records(_batch(1000, producer_id=7, sequence=1), 1, NOW_MS).error \
+            == ErrorCode.none
+        assert replicas.moves.completed == 1
+        records = _records(partition.log)
+        await replicas.close()
+
+        # A restart finds the replica in its new directory, whole.
+        again = ReplicaManager(cluster.view(1), log_dirs=[first, second])
+        again.start()
+        await asyncio.sleep(0)
+        moved = again.get(KEY)
+        assert moved is not None and moved.directory == os.path.join(second, "t-0")
+        assert moved.partition.log.log_end_offset == 402
+        assert _records(moved.partition.log) == records
+        await again.close()
+
+    asyncio.run(main())
+
+
+def test_the_copy_follows_a_truncation_of_the_current_log(tmp_path: Path) -> None:
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def main() -> None:
+        cluster = _cluster()
+        replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
+        replicas.start()
+        await asyncio.sleep(0)
+        hosted = replicas.get(KEY)
+        assert hosted is not None
+        current = hosted.partition.log
+        for i in range(100):
+            current.append_as_leader(_batch(i), leader_epoch=1)
+        moves = replicas.moves
+        moves.start(KEY, hosted, second)
+        move = moves.moves[KEY]
+        assert move.task is not None
+        move.task.cancel()  # stepped by hand below
+        while move.future_end_offset < 70:  # part of the way
+            assert not moves.step(move, max_bytes=4000)
+        assert move.future_end_offset < 100
+        # As a follower would after a leader change: cut back to 60, then
+        # the new leader's epoch-3 records from there.
+        current.truncate_to(60)
+        for i in range(60, 90):
+            current.append_as_leader(_batch(1000 + i), leader_epoch=3)
+        while KEY in moves.moves:
+            moves.step(move, max_bytes=4000)
+        new = hosted.partition.log
+        assert new is not current and new.log_end_offset == 90
+        assert [(e.epoch, e.start_offset) for e in new.epoch_entries] == [(1, 0), (3, 60)]
+        assert new.read(60, 1 << 20).records.find(b"v1060") >= 0
+        assert new.read(0, 1 << 20).records.find(b"v0x") >= 0
+        await replicas.close()
+
+    asyncio.run(main())
+
+
+def test_move_requests_are_checked_and_a_removed_replica_cancels_its_move(
+    tmp_path: Path,
+) -> None:
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def main() -> None:
+        cluster = _cluster()
+        replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
+        replicas.start()
+        await asyncio.sleep(0)
+        assert replicas.move_replica(KEY, str(tmp_path / "elsewhere")) \
+            == ErrorCode.log_dir_not_found
+        assert replicas.move_replica(("nope", 0), second) == ErrorCode.replica_not_available
+        assert replicas.move_replica(KEY, first + "/") == ErrorCode.none  # already there
+        assert replicas.moves.moves == {}
+        hosted = replicas.get(KEY)
+        assert hosted is not None
+        for i in range(50):
+            hosted.partition.append_records(_batch(i), 1, NOW_MS)
+        assert replicas.move_replica(KEY, second) == ErrorCode.none
+        future_dir = replicas.moves.moves[KEY].future_dir
+        assert os.path.isdir(future_dir)
+        cluster.delete_topic("t")
+        await asyncio.sleep(0.05)
+        assert replicas.get(KEY) is None and replicas.moves.moves == {}
+        assert not os.path.exists(future_dir)
+        await replicas.close()
+
+    asyncio.run(main())
+
+
+def test_an_interrupted_move_is_cleaned_up_at_start(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    token = "0123456789abcdef0123456789abcdef"
+    for path in (a / "t-0", a / f"u-1.{token}-delete", b / f"t-0.{token}-future",
+                 b / f"v-2.{token}-delete", a / "w-3.not-a-move-future"):
+        path.mkdir(parents=True)
+        (path / "00000000000000000000.log").write_bytes(b"")
+    (a / "t-0" / "kept").write_bytes(b"")
+    done = recover_moves(RealFileSystem(), [str(a), str(b)])
+    assert len(done) == 3
+    assert sorted(os.listdir(a)) == ["t-0", "u-1", "w-3.not-a-move-future"]  # u-1 restored
+    assert sorted(os.listdir(b)) == ["v-2"]  # its own directory was missing: put back
+    assert (a / "t-0" / "kept").exists()
