@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -13,6 +14,19 @@ from typing import Any
 import pytest
 
 from data_plane.local_cluster import ClusterLayout, LocalCluster, Timeouts
+
+
+@contextlib.contextmanager
+def running(directory: Any, layout: ClusterLayout,
+            up_timeout_s: float = 40) -> Iterator[LocalCluster]:
+    """The cluster of ``layout`` in ``directory``, up for the block, then
+    stopped (by PID)."""
+    c = LocalCluster(directory, layout)
+    c.up(timeout_s=up_timeout_s)
+    try:
+        yield c
+    finally:
+        c.stop(timeout_s=10)
 
 
 def module_cluster(**properties: str) -> Any:
@@ -35,12 +49,8 @@ def module_cluster_with(properties: Mapping[str, str], up_timeout_s: float = 40,
     def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         layout = ClusterLayout.build(base_port=None, timeouts=Timeouts.fast(),
                                      properties=settings, node_properties=node_properties)
-        c = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-        c.up(timeout_s=up_timeout_s)
-        try:
+        with running(tmp_path_factory.mktemp("cluster"), layout, up_timeout_s) as c:
             yield c
-        finally:
-            c.stop(timeout_s=10)
 
     return cluster
 

@@ -57,6 +57,16 @@ def _cluster() -> FakeMetadataCluster:
     return cluster
 
 
+async def _started(tmp_path: Path) -> tuple[FakeMetadataCluster, ReplicaManager, str, str]:
+    """A broker with two log dirs hosting ``t-0`` (in the first)."""
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    cluster = _cluster()
+    replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
+    replicas.start()
+    await asyncio.sleep(0)
+    return cluster, replicas, first, second
+
+
 async def _until_moved(replicas: ReplicaManager, timeout_s: float = 10) -> None:
     async with asyncio.timeout(timeout_s):
         while replicas.moves.moves:
@@ -81,13 +91,8 @@ def test_agreed_end_offset_stops_at_the_first_epoch_difference() -> None:
 def test_a_leader_moves_while_producing_and_keeps_records_and_producer_state(
     tmp_path: Path,
 ) -> None:
-    first, second = str(tmp_path / "a"), str(tmp_path / "b")
-
     async def main() -> None:
-        cluster = _cluster()
-        replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
-        replicas.start()
-        await asyncio.sleep(0)
+        cluster, replicas, first, second = await _started(tmp_path)
         hosted = replicas.get(KEY)
         assert hosted is not None and hosted.directory == os.path.join(first, "t-0")
         partition = hosted.partition
@@ -136,13 +141,8 @@ def test_a_leader_moves_while_producing_and_keeps_records_and_producer_state(
 
 
 def test_the_copy_follows_a_truncation_of_the_current_log(tmp_path: Path) -> None:
-    first, second = str(tmp_path / "a"), str(tmp_path / "b")
-
     async def main() -> None:
-        cluster = _cluster()
-        replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
-        replicas.start()
-        await asyncio.sleep(0)
+        _, replicas, _, second = await _started(tmp_path)
         hosted = replicas.get(KEY)
         assert hosted is not None
         current = hosted.partition.log
@@ -176,13 +176,8 @@ def test_the_copy_follows_a_truncation_of_the_current_log(tmp_path: Path) -> Non
 def test_move_requests_are_checked_and_a_removed_replica_cancels_its_move(
     tmp_path: Path,
 ) -> None:
-    first, second = str(tmp_path / "a"), str(tmp_path / "b")
-
     async def main() -> None:
-        cluster = _cluster()
-        replicas = ReplicaManager(cluster.view(1), log_dirs=[first, second])
-        replicas.start()
-        await asyncio.sleep(0)
+        cluster, replicas, first, second = await _started(tmp_path)
         assert replicas.move_replica(KEY, str(tmp_path / "elsewhere")) \
             == ErrorCode.log_dir_not_found
         assert replicas.move_replica(("nope", 0), second) == ErrorCode.replica_not_available

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import Deliveries, cli, eventually
+from cluster_helpers import Deliveries, cli, eventually, running
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 
@@ -39,12 +39,8 @@ def jbod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
                     "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR},
         node_properties={1: {"log.dirs": f"{disks / 'a'},{disks / 'b'}", "broker.rack": "r1"},
                          2: {"broker.rack": "r2"}, 3: {"broker.rack": "r3"}})
-    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"), layout)
-    cluster.up(timeout_s=40)
-    try:
+    with running(tmp_path_factory.mktemp("cluster"), layout) as cluster:
         yield cluster, disks
-    finally:
-        cluster.stop(timeout_s=10)
 
 
 def _replica_dir(cluster: LocalCluster) -> dict[str, bool]:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from cluster_helpers import running
 from confluent_kafka import Producer
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
@@ -38,12 +39,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.kafka_port},"
                                 f"EXTERNAL://localhost:{external}",
     }})
-    c = LocalCluster(tmp_path_factory.mktemp("multi-listener"), layout)
-    c.up(timeout_s=30)
-    try:
+    with running(tmp_path_factory.mktemp("multi-listener"), layout, up_timeout_s=30) as c:
         yield c, external
-    finally:
-        c.stop(timeout_s=10)
 
 
 async def ask(port: int) -> tuple[md_resp.MetadataResponse, dc_resp.DescribeClusterResponse]:
