@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from data_plane.broker.client_quotas import (
@@ -136,12 +135,6 @@ class MutationQuota:
         request that overdraws the bucket without being refused reports 0,
         as Kafka's does; the next one is refused.)"""
         return self._throttle_ms
-
-
-@dataclass(frozen=True, slots=True)
-class _Window:
-    num: int
-    size_s: int
 
 
 class ControllerMutationQuotas:
