@@ -40,6 +40,12 @@ N. All of it is validated, then set, before the reassignment starts: a
 refused change starts nothing. The throttles stay until ``--verify`` sees
 the file's reassignment done (or ``--cancel``) and deletes the rates on every
 broker and the lists on the file's topics.
+
+``--replica-alter-log-dirs-throttle N`` (with ``--execute`` and ``log_dirs``)
+sets ``replica.alter.log.dirs.io.max.bytes.per.second`` N on each broker
+with a replica moving between its log dirs, before the moves start. It is
+deleted with the other rates, by ``--verify`` once the reassignment and the
+file's log-dir moves are done (or by ``--cancel``).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
 from metadata_quorum.controller.configuration_control import (
+    ALTER_LOG_DIRS_IO_MAX_RATE,
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_RATE,
@@ -298,7 +305,8 @@ def clear_throttle_configs(topics: Sequence[str], brokers: Sequence[int]) -> lis
     """The IncrementalAlterConfigs resources that delete the rates of
     ``brokers`` and the throttled replica lists of ``topics``."""
     rates: Sequence[ConfigOp] = [(LEADER_THROTTLED_RATE, _DELETE, None),
-                                 (FOLLOWER_THROTTLED_RATE, _DELETE, None)]
+                                 (FOLLOWER_THROTTLED_RATE, _DELETE, None),
+                                 (ALTER_LOG_DIRS_IO_MAX_RATE, _DELETE, None)]
     lists: Sequence[ConfigOp] = [(LEADER_THROTTLED_REPLICAS, _DELETE, None),
                                  (FOLLOWER_THROTTLED_REPLICAS, _DELETE, None)]
     return ([(_BROKER_RESOURCE, str(b), rates) for b in brokers]
@@ -382,6 +390,7 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
         raise CliError("give exactly one of --generate, --execute, --verify, --cancel, --list")
     mode = modes[0]
     _check_throttle_options(mode, args.throttle, args.preserve_throttles)
+    _check_log_dir_throttle(mode, args.replica_alter_log_dirs_throttle)
     reassignment: Assignment = {}
     log_dirs: ReplicaLogDirs = {}
     if mode in ("execute", "verify", "cancel"):
@@ -420,9 +429,7 @@ def cmd_reassign_partitions(args: argparse.Namespace) -> int:
                   f"{_to_json(_propose(current, broker_list))}")
             return 0
         if mode == "verify":
-            await _verify(admin, reassignment, args.preserve_throttles)
-            if log_dirs:
-                await _verify_log_dirs(admin, log_dirs)
+            await _verify(admin, reassignment, log_dirs, args.preserve_throttles)
             return 0
         if mode == "cancel":
             return await _cancel(admin, reassignment, args)
@@ -442,6 +449,16 @@ def _check_throttle_options(mode: str, throttle: int, preserve_throttles: bool) 
                            f"{NO_THROTTLE} for no throttle")
     if preserve_throttles and mode not in ("verify", "cancel"):
         raise CliError("--preserve-throttles goes with --verify or --cancel")
+
+
+def _check_log_dir_throttle(mode: str, throttle: int) -> None:
+    if throttle == NO_THROTTLE:
+        return
+    if mode != "execute":
+        raise CliError("--replica-alter-log-dirs-throttle goes with --execute")
+    if throttle < 0:
+        raise CliError(f"--replica-alter-log-dirs-throttle {throttle}: give a rate in bytes/s "
+                       f"(>= 0), or {NO_THROTTLE} for no throttle")
 
 
 async def _execute(admin: _Admin, reassignment: Assignment, args: argparse.Namespace,
@@ -471,6 +488,8 @@ async def _execute(admin: _Admin, reassignment: Assignment, args: argparse.Names
         except CliError as e:
             raise CliError(f"{e}; the reassignment was not started") from None
     log_dirs = log_dirs or {}
+    if args.replica_alter_log_dirs_throttle != NO_THROTTLE:
+        await _set_log_dir_throttle(admin, log_dirs, args.replica_alter_log_dirs_throttle)
     pending: ReplicaLogDirs = {}
     if log_dirs:
         # Kafka's order: the replicas that exist start moving first (a new
@@ -538,9 +557,10 @@ async def _alter_log_dirs(admin: _Admin, moves: ReplicaLogDirs) -> ReplicaLogDir
     return pending
 
 
-async def _verify_log_dirs(admin: _Admin, log_dirs: ReplicaLogDirs) -> None:
+async def _verify_log_dirs(admin: _Admin, log_dirs: ReplicaLogDirs) -> int:
     """Kafka's "Status of replica log directory movement", from each
-    broker's DescribeLogDirs: where each replica is, and where it is going."""
+    broker's DescribeLogDirs: where each replica is, and where it is going.
+    Returns how many of the moves are still in progress."""
     known = await _brokers(admin)
     current: dict[tuple[str, int, int], str] = {}
     future: dict[tuple[str, int, int], str] = {}
@@ -558,6 +578,7 @@ async def _verify_log_dirs(admin: _Admin, log_dirs: ReplicaLogDirs) -> None:
                     replica = (str(described.name), int(part.partition_index), broker)
                     (future if part.is_future_key else current)[replica] = str(result.log_dir)
     print("Status of replica log directory movement:")
+    moving = 0
     for replica in sorted(log_dirs):
         target = log_dirs[replica]
         topic, partition, broker = replica
@@ -566,6 +587,7 @@ async def _verify_log_dirs(admin: _Admin, log_dirs: ReplicaLogDirs) -> None:
             print(f"Partition {topic}-{partition} is not found in any live log dir on broker "
                   f"{broker}. There is likely an offline log directory on the broker.")
         elif replica in future:
+            moving += 1
             if future[replica] == target:
                 print(f"Reassignment of replica {name} is still in progress.")
             else:
@@ -576,6 +598,7 @@ async def _verify_log_dirs(admin: _Admin, log_dirs: ReplicaLogDirs) -> None:
         else:
             print(f"Partition {topic}-{partition} on broker {broker} is not being moved from "
                   f"log dir {current[replica]} to {target}.")
+    return moving
 
 
 async def _cancel(admin: _Admin, reassignment: Assignment, args: argparse.Namespace) -> int:
@@ -605,6 +628,20 @@ async def _set_throttles(admin: _Admin, plan: ThrottlePlan, rate: int) -> None:
     await _alter_configs_or_raise(admin, throttle_configs(plan, rate),
                                   "set the replication throttles")
     print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+async def _set_log_dir_throttle(admin: _Admin, log_dirs: ReplicaLogDirs, rate: int) -> None:
+    """Set ``replica.alter.log.dirs.io.max.bytes.per.second`` ``rate`` on
+    every broker with a replica in ``log_dirs``, before the moves start."""
+    brokers = sorted({b for _, _, b in log_dirs})
+    if not brokers:
+        print("No replica moves between log dirs: there is nothing to throttle.")
+        return
+    await _alter_configs_or_raise(
+        admin, [(_BROKER_RESOURCE, str(b), [(ALTER_LOG_DIRS_IO_MAX_RATE, _SET, str(rate))])
+                for b in brokers],
+        "set the log-dir move throttle")
+    print(f"The replica-alter-dir throttle limit was set to {rate} B/s")
 
 
 async def _clear_throttles(admin: _Admin, reassignment: Assignment) -> None:
@@ -656,7 +693,8 @@ def _ids(ids: Sequence[Any]) -> str:
     return ",".join(str(int(b)) for b in ids)
 
 
-async def _verify(admin: _Admin, reassignment: Assignment, preserve_throttles: bool) -> None:
+async def _verify(admin: _Admin, reassignment: Assignment, log_dirs: ReplicaLogDirs,
+                  preserve_throttles: bool) -> None:
     ongoing = await ongoing_reassignments(admin, list(reassignment))
     current = await _current(admin, sorted({t for t, _ in reassignment}))
     print("Status of partition reassignment:")
@@ -670,10 +708,16 @@ async def _verify(admin: _Admin, reassignment: Assignment, preserve_throttles: b
             print(f"There is no active reassignment of partition {t}-{p}, but replica set is "
                   f"{list(now) if now is not None else 'unknown'} rather than {list(target)}.")
     in_progress = [tp for tp in reassignment if tp in ongoing]
-    if in_progress and not preserve_throttles:
-        print(f"The throttles, if any, stay while {len(in_progress)} partition(s) are being "
-              "reassigned: run --verify again later.")
-    elif not preserve_throttles:
+    moving = await _verify_log_dirs(admin, log_dirs) if log_dirs else 0
+    if preserve_throttles:
+        return
+    if in_progress or moving:
+        what = [f"{len(in_progress)} partition(s) are being reassigned"] if in_progress else []
+        if moving:
+            what.append(f"{moving} replica(s) are moving between log dirs")
+        print(f"The throttles, if any, stay while {' and '.join(what)}: run --verify "
+              "again later.")
+    else:
         await _clear_throttles(admin, reassignment)
 
 
@@ -724,6 +768,12 @@ def register(sub: Any) -> None:
                         "many bytes/s per broker (KIP-73), set before the reassignment starts; "
                         "with --additional, updates the rate of those in progress. Run --verify "
                         "until done to remove it. Default -1: no throttle")
+    parser.add_argument("--replica-alter-log-dirs-throttle", type=int, default=NO_THROTTLE,
+                        metavar="BYTES_PER_S",
+                        help="execute: bound each broker's copying of replicas between its log "
+                        "dirs (the file's log_dirs) to this many bytes/s "
+                        "(replica.alter.log.dirs.io.max.bytes.per.second). Run --verify until "
+                        "done to remove it. Default -1: no throttle")
     parser.add_argument("--preserve-throttles", action="store_true",
                         help="verify, cancel: leave the replication throttles in place")
     _admin_options(parser, broker=True)

@@ -123,6 +123,8 @@ BROKER_CONFIG_DEFAULTS: Mapping[str, str] = {
     # Replication throttles (KIP-73): bytes per second, dynamic per broker.
     "leader.replication.throttled.rate": _LONG_MAX,
     "follower.replication.throttled.rate": _LONG_MAX,
+    # Bytes per second copied by the broker's log-dir moves (AlterReplicaLogDirs).
+    "replica.alter.log.dirs.io.max.bytes.per.second": _LONG_MAX,
     "replication.quota.window.num": "11",
     "replication.quota.window.size.seconds": "1",
     # The node's listeners (`raftlog.net.connection_quotas`).

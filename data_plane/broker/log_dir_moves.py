@@ -25,10 +25,25 @@ future producer state. The old directory is then deleted. The log cleaner
 does not clean a replica while it moves, and a swap waits for a cleaning
 pass under way to end.
 
-**Crashes.** A move is not resumed after a restart (Kafka resumes it): at
-start-up a ``-future`` directory is deleted, and a ``-delete`` one is
-deleted, or renamed back when the replica's own directory is missing (a
-crash between the two renames of a swap).
+**Restarts.** A move a stop or crash interrupted resumes, as Kafka's does.
+At start-up (`recover_moves`, before any replica is opened) a ``-delete``
+directory is deleted, or renamed back when the replica's own directory is
+missing (a crash between the two renames of a swap), and each ``-future``
+directory is set aside. When the metadata assigns the replica to this
+broker again and it is opened, its future log is reopened (recovery cuts a
+torn tail) and the copy goes on from the future log's end, after the same
+epoch check as a truncation: the current log may have been truncated while
+the broker was down, or the future log may have lost an unsynced tail. A
+future log the replica cannot take (another topic id, a directory that is
+not a log dir now, or offline, or the replica's own) is deleted, and so is
+one whose replica the first current metadata image does not assign here
+(with the stray replicas, `log_dirs`).
+
+**Throttle.** ``replica.alter.log.dirs.io.max.bytes.per.second`` (a
+dynamic broker config, unbounded by default) bounds the bytes all moves
+copy, measured over the replication quota window
+(`data_plane.broker.replication_quotas`); while the rate is over it, the
+moves wait.
 
 The move is the broker's own: the metadata does not record which
 directory holds a replica (KIP-858's directory assignment is not
@@ -60,6 +75,7 @@ __all__ = (
     "LogDirMove",
     "LogDirMoves",
     "agreed_end_offset",
+    "discard_future",
     "recover_moves",
 )
 
@@ -72,6 +88,15 @@ DELETE_SUFFIX: Final = "-delete"
 _MOVE_DIR: Final = re.compile(r"^(?P<name>.+-\d+)\.(?P<id>[0-9a-f]{32})(?P<kind>-future|-delete)$")
 #: Bytes copied per step before the move yields to the event loop.
 COPY_CHUNK_BYTES: Final = 1024 * 1024
+#: How long the moves wait while their bound is exceeded before looking again.
+QUOTA_BACKOFF_S: Final = 0.1
+
+
+def _chunk_bytes(bound: int | None) -> int:
+    """A step's read size: at most a second's worth of the moves' bound, so
+    that a low bound is not overshot by a whole chunk (one batch is still
+    read whole, whatever its size)."""
+    return COPY_CHUNK_BYTES if bound is None else max(1, min(COPY_CHUNK_BYTES, bound))
 
 
 def agreed_end_offset(future: Sequence[EpochEntry], future_end: int,
@@ -120,13 +145,17 @@ def _dir_id() -> str:
     return uuid.uuid4().hex
 
 
-def recover_moves(fs: FileSystem, log_dirs: Iterable[str]) -> list[str]:
-    """At start-up, before any replica is opened: delete the future logs of
-    moves a stop interrupted, and the old directories of finished ones,
-    putting one back when its replica's directory is missing (a crash
-    between a swap's two renames). Returns what was done, for the log."""
-    done = []
+def recover_moves(fs: FileSystem, log_dirs: Iterable[str]) -> dict[str, str]:
+    """At start-up, before any replica is opened: delete the old directories
+    of finished moves, putting one back when its replica's directory is
+    missing (a crash between a swap's two renames), and set aside the
+    future logs of the moves a stop interrupted. Returns those, by replica
+    directory name (``<topic>-<partition>``): the replicas resume them when
+    opened (`LogDirMoves.resume`). Of two future logs for one replica (only
+    a crash in the middle of replacing a move can leave them) the newer is
+    kept."""
     dirs = list(log_dirs)
+    futures: dict[str, list[str]] = {}
     for log_dir in dirs:
         try:
             names = fs.list_dir(log_dir)
@@ -137,20 +166,40 @@ def recover_moves(fs: FileSystem, log_dirs: Iterable[str]) -> list[str]:
             if match is None:
                 continue
             path = os.path.join(log_dir, name)
-            if match["kind"] == FUTURE_SUFFIX:
-                shutil.rmtree(path, ignore_errors=True)
-                done.append(f"deleted the unfinished move {path}")
-                continue
             replica = match["name"]
-            if not any(fs.exists(os.path.join(d, replica)) for d in dirs):
+            if match["kind"] == FUTURE_SUFFIX:
+                futures.setdefault(replica, []).append(path)
+            elif not any(fs.exists(os.path.join(d, replica)) for d in dirs):
                 fs.rename(path, os.path.join(log_dir, replica))
-                done.append(f"restored {replica} from {path} (a swap was interrupted)")
+                log.warning("log dir moves: restored %s from %s (a swap was interrupted)",
+                            replica, path)
             else:
                 shutil.rmtree(path, ignore_errors=True)
-                done.append(f"deleted {path}, the directory a finished move left")
-    for line in done:
-        log.warning("log dir moves: %s", line)
-    return done
+                log.warning("log dir moves: deleted %s, the directory a finished move left",
+                            path)
+    pending: dict[str, str] = {}
+    for replica, paths in sorted(futures.items()):
+        paths.sort(key=_modified_ns)
+        for stale in paths[:-1]:
+            shutil.rmtree(stale, ignore_errors=True)
+            log.warning("log dir moves: deleted %s, an older future log of %s", stale, replica)
+        pending[replica] = paths[-1]
+        log.info("log dir moves: %s resumes its move to %s when it is opened",
+                 replica, os.path.dirname(paths[-1]))
+    return pending
+
+
+def _modified_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def discard_future(path: str, why: str) -> None:
+    """Delete the set-aside future log ``path`` (`recover_moves`)."""
+    shutil.rmtree(path, ignore_errors=True)
+    log.warning("log dir moves: deleted the future log %s: %s", path, why)
 
 
 class LogDirMoves:
@@ -177,24 +226,58 @@ class LogDirMoves:
             self.cancel(key)
         if current_dir == destination:
             return
-        replicas = self._replicas
         name = os.path.basename(hosted.directory)
         future_dir = os.path.join(destination, f"{name}.{_dir_id()}{FUTURE_SUFFIX}")
+        move = self._open_future(key, hosted, destination, future_dir, resumed=False)
+        log.info("%s-%d: moving from %s to %s", key[0], key[1], current_dir, destination)
+        self._begin(move)
+
+    def resume(self, key: TopicPartition, hosted: HostedPartition, future_dir: str) -> None:
+        """Go on with the move a stop interrupted (`recover_moves`): the
+        future log ``future_dir`` was checked to belong to ``hosted`` and
+        to sit in another online log dir. A future log that does not open
+        is deleted, and the replica stays where it is."""
+        destination = os.path.dirname(future_dir)
+        try:
+            move = self._open_future(key, hosted, destination, future_dir, resumed=True)
+        except Exception as e:  # a damaged copy is only a copy: start over on request
+            log.warning("%s-%d: cannot reopen the future log %s (%r); the move is dropped",
+                        key[0], key[1], future_dir, e)
+            shutil.rmtree(future_dir, ignore_errors=True)
+            return
+        log.info("%s-%d: resuming the move from %s to %s at offset %d", key[0], key[1],
+                 os.path.dirname(hosted.directory), destination, move.future_end_offset)
+        self._begin(move)
+
+    def _open_future(self, key: TopicPartition, hosted: HostedPartition, destination: str,
+                     future_dir: str, *, resumed: bool) -> LogDirMove:
+        replicas = self._replicas
         current = hosted.partition.log
         future_log = Log.open(future_dir, current.config, fs=replicas.fs, clock=replicas.clock)
-        write_topic_id(replicas.fs, future_dir, hosted.topic_id)
-        future_txn = ReplicaTxnState(
-            future_dir, replicas.fs,
-            producer_id_expiration_ms=hosted.partition.txn.producers.producer_id_expiration_ms)
-        if current.log_start_offset > 0:
-            future_log.truncate_fully_and_start_at(current.log_start_offset)
-        future_txn.load(future_log)
-        move = LogDirMove(key, destination, future_dir, future_log, future_txn,
-                          seen_generation=current.generation)
-        self.moves[key] = move
+        try:
+            if not resumed:
+                write_topic_id(replicas.fs, future_dir, hosted.topic_id)
+            future_txn = ReplicaTxnState(
+                future_dir, replicas.fs,
+                producer_id_expiration_ms=hosted.partition.txn.producers.producer_id_expiration_ms)
+            if not resumed and current.log_start_offset > 0:
+                future_log.truncate_fully_and_start_at(current.log_start_offset)
+            future_txn.load(future_log)
+            move = LogDirMove(key, destination, future_dir, future_log, future_txn,
+                              seen_generation=current.generation)
+            if resumed:
+                # What the future log holds was copied before the stop: keep
+                # the prefix both logs agree on, as after a truncation.
+                self._reconcile(move, current)
+        except BaseException:
+            future_log.close(clean=False)
+            raise
+        return move
+
+    def _begin(self, move: LogDirMove) -> None:
+        self.moves[move.key] = move
         move.task = asyncio.get_running_loop().create_task(
-            self._run(move), name=f"log-dir-move-{name}")
-        log.info("%s-%d: moving from %s to %s", key[0], key[1], current_dir, destination)
+            self._run(move), name=f"log-dir-move-{os.path.basename(move.future_dir)}")
 
     def cancel(self, key: TopicPartition) -> None:
         """Stop ``key``'s move, if any, and delete its future log."""
@@ -208,23 +291,34 @@ class LogDirMoves:
         log.info("%s-%d: the move to %s is cancelled", key[0], key[1], move.destination)
 
     async def close(self) -> None:
-        """Stop every move (broker shutdown): the future logs are deleted at
-        the next start (`recover_moves`)."""
+        """Stop every move (broker shutdown): they resume at the next start
+        (`recover_moves`)."""
         tasks = [m.task for m in self.moves.values() if m.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for move in self.moves.values():
-            move.future_log.close(clean=False)
+            try:
+                move.future_log.close()  # synced: the copy resumes where it stopped
+            except OSError as e:
+                log.warning("%s-%d: the future log did not close cleanly (%s); it is "
+                            "recovered when the move resumes", move.key[0], move.key[1], e)
+                move.future_log.close(clean=False)
         self.moves.clear()
 
     # ---- copying ----------------------------------------------------------------
 
     async def _run(self, move: LogDirMove) -> None:
         key = move.key
+        quota = self._replicas.replication_quotas.alter_log_dirs
         try:
             while self.moves.get(key) is move:
-                done = self.step(move)
+                if quota.active and quota.is_quota_exceeded(self._replicas.now_ms()):
+                    # replica.alter.log.dirs.io.max.bytes.per.second: every
+                    # move waits until the rate over the window is back under.
+                    await asyncio.sleep(QUOTA_BACKOFF_S)
+                    continue
+                done = self.step(move, _chunk_bytes(quota.bound if quota.active else None))
                 if done:
                     return
                 # A full chunk copied: go on at once, after the loop's other
@@ -264,6 +358,9 @@ class LogDirMoves:
             txn.note_segment(future)
             future.append_as_follower(data.records)
             txn.apply_appended_bytes(future, data.records)
+            quota = self._replicas.replication_quotas.alter_log_dirs
+            if quota.active:
+                quota.record(len(data.records), self._replicas.now_ms())
         if future.log_end_offset != current.log_end_offset:
             return False  # more to copy
         # Caught up, in this same step: nothing can be appended before the

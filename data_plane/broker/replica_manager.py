@@ -58,7 +58,7 @@ from data_plane.broker.log_configs import (
     log_config,
     replication_config,
 )
-from data_plane.broker.log_dir_moves import LogDirMoves, recover_moves
+from data_plane.broker.log_dir_moves import LogDirMoves, discard_future, recover_moves
 from data_plane.broker.log_dirs import delete_strays, read_topic_id, write_topic_id
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replication_quotas import ReplicationQuotas
@@ -215,6 +215,9 @@ class ReplicaManager:
         self.cleaner = LogCleaner(self)
         #: Replicas moving to another log dir (AlterReplicaLogDirs).
         self.moves = LogDirMoves(self)
+        #: Replica directory name -> the future log of a move a stop
+        #: interrupted, until the replica is opened (`recover_moves`).
+        self._unresumed_moves: dict[str, str] = {}
         self._started = False
         self._closed = False
 
@@ -227,8 +230,9 @@ class ReplicaManager:
             raise RuntimeError("replica manager already started")
         self._started = True
         self._loop = asyncio.get_running_loop()
-        # Moves a stop interrupted, before any replica directory is looked for.
-        recover_moves(self.fs, self.log_dirs)
+        # Moves a stop interrupted, before any replica directory is looked
+        # for: each resumes when its replica is opened.
+        self._unresumed_moves = recover_moves(self.fs, self.log_dirs)
         self.metadata.subscribe(self._on_image)
         self._apply_image(self.metadata.image)
         self._timer_task = asyncio.create_task(self._timer_loop(), name="replica-manager-timer")
@@ -355,6 +359,9 @@ class ReplicaManager:
             # empty or half-replayed.
             self._strays_checked = True
             delete_strays(self.fs, self.log_dirs, assigned)
+            for name, future_dir in self._unresumed_moves.items():
+                discard_future(future_dir, f"the metadata does not assign {name} to this broker")
+            self._unresumed_moves.clear()
 
     def _apply_image(self, image: MetadataImage) -> set[TopicPartition]:
         """Open, reconfigure and close replicas as ``image`` assigns them;
@@ -386,6 +393,7 @@ class ReplicaManager:
             )
             if hosted is None:
                 hosted = self._open(key, topic.topic_id, topic_config)
+                self._resume_move(key, hosted)
             p = hosted.partition
             p.config = replication_config(self.broker_config, topic_config)
             self._reconfigure_log(key, hosted, topic_config)
@@ -832,6 +840,26 @@ class ReplicaManager:
             return ErrorCode.kafka_storage_error
         self.moves.start(key, hosted, destination)
         return ErrorCode.none
+
+    def _resume_move(self, key: TopicPartition, hosted: HostedPartition) -> None:
+        """Resume the move of ``key`` a stop interrupted, if any, when it
+        can go on (`LogDirMoves.resume`); else delete its future log."""
+        future_dir = self._unresumed_moves.pop(os.path.basename(hosted.directory), None)
+        if future_dir is None:
+            return
+        destination = os.path.dirname(future_dir)
+        found = read_topic_id(self.fs, future_dir)
+        if found != hosted.topic_id:
+            discard_future(future_dir, "it holds another topic's replica")
+        elif destination not in self.log_dirs:
+            discard_future(future_dir, "its directory is no longer one of log.dirs")
+        elif destination == os.path.dirname(hosted.directory):
+            discard_future(future_dir, "the replica is in that log dir already")
+        elif (destination in self.offline_log_dirs
+              or self._log_dir_of(hosted.directory) in self.offline_log_dirs):
+            discard_future(future_dir, "a log dir of the move is offline")
+        else:
+            self.moves.resume(key, hosted, future_dir)
 
     def on_log_replaced(self, key: TopicPartition) -> None:
         """A move swapped ``key``'s log: whatever waits on it looks again

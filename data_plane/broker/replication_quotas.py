@@ -33,6 +33,13 @@ so throttling it would throttle the producers. Kafka's rules:
   the client quotas' `SampledStat`). The rate is over its bound when it
   exceeds it.
 
+A third manager, **alter_log_dirs**, bounds the bytes this broker copies
+when it moves replicas between its log dirs (AlterReplicaLogDirs, Kafka's
+``ReplicaAlterLogDirsThread`` quota): the dynamic broker config
+``replica.alter.log.dirs.io.max.bytes.per.second``, over every move, in
+sync or not (a move's copy acknowledges nothing). While it is exceeded the
+moves wait (`data_plane.broker.log_dir_moves`).
+
 The rates default to Long.MAX_VALUE (unbounded), and a manager with no
 bound or no throttled partition is not ``active``: the fetch paths then do
 one attribute test and nothing else. Pure: time comes in as ``now_ms``.
@@ -48,6 +55,7 @@ from data_plane.replication.types import TopicPartition
 
 __all__ = (
     "ALL_PARTITIONS",
+    "ALTER_LOG_DIRS_IO_MAX_RATE",
     "FOLLOWER_THROTTLED_RATE",
     "FOLLOWER_THROTTLED_REPLICAS",
     "LEADER_THROTTLED_RATE",
@@ -61,6 +69,7 @@ LEADER_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS: Final = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS: Final = "follower.replication.throttled.replicas"
+ALTER_LOG_DIRS_IO_MAX_RATE: Final = "replica.alter.log.dirs.io.max.bytes.per.second"
 _LONG_MAX: Final = (1 << 63) - 1
 
 
@@ -103,7 +112,7 @@ class ReplicationQuotaManager:
     """One direction's throttle: the bound, the throttled partitions, and
     the measured rate of their replication bytes."""
 
-    __slots__ = ("active", "bound", "name", "stat", "throttled")
+    __slots__ = ("active", "bound", "every_partition", "name", "stat", "throttled")
 
     def __init__(self, name: str, window: QuotaWindow) -> None:
         self.name = name
@@ -111,20 +120,28 @@ class ReplicationQuotaManager:
         self.bound: int | None = None
         #: Topic -> its throttled partitions on this broker.
         self.throttled: dict[str, Throttled] = {}
+        #: Every partition is throttled (`throttled` is then empty).
+        self.every_partition = False
         self.stat = SampledStat(window)
         #: A bound and at least one throttled partition: only then is
         #: anything checked or recorded on the fetch paths.
         self.active = False
 
-    def update(self, bound: int | None, throttled: Mapping[str, Throttled]) -> None:
+    def update(self, bound: int | None, throttled: Mapping[str, Throttled] | None) -> None:
+        """``throttled``: per topic, its throttled partitions on this
+        broker; None: every partition (the log-dir moves' bound)."""
         self.bound = bound if bound is not None and bound < _LONG_MAX else None
-        self.throttled = {topic: parts for topic, parts in throttled.items()
-                          if parts is ALL_PARTITIONS or parts}
-        self.active = self.bound is not None and bool(self.throttled)
+        self.every_partition = throttled is None
+        self.throttled = {} if throttled is None else {
+            topic: parts for topic, parts in throttled.items()
+            if parts is ALL_PARTITIONS or parts}
+        self.active = self.bound is not None and (self.every_partition or bool(self.throttled))
 
     def is_throttled(self, key: TopicPartition) -> bool:
         """Whether ``key`` is a throttled partition on this broker
         (Kafka's ``ReplicationQuotaManager.isThrottled``)."""
+        if self.every_partition:
+            return True
         parts = self.throttled.get(key[0])
         return parts is not None and key[1] in parts
 
@@ -150,13 +167,15 @@ class ReplicationQuotaManager:
 
 
 class ReplicationQuotas:
-    """The broker's leader and follower replication throttles."""
+    """The broker's leader and follower replication throttles, and the
+    bound on its log-dir moves."""
 
-    __slots__ = ("follower", "leader")
+    __slots__ = ("alter_log_dirs", "follower", "leader")
 
     def __init__(self, window: QuotaWindow) -> None:
         self.leader = ReplicationQuotaManager("leader", window)
         self.follower = ReplicationQuotaManager("follower", window)
+        self.alter_log_dirs = ReplicationQuotaManager("alter_log_dirs", window)
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> ReplicationQuotas:
@@ -183,6 +202,7 @@ class ReplicationQuotas:
                 follower[topic] = parse_throttled_replicas(value, broker_id)
         self.leader.update(_rate(broker_config, LEADER_THROTTLED_RATE), leader)
         self.follower.update(_rate(broker_config, FOLLOWER_THROTTLED_RATE), follower)
+        self.alter_log_dirs.update(_rate(broker_config, ALTER_LOG_DIRS_IO_MAX_RATE), None)
 
 
 def _rate(config: Mapping[str, str], key: str) -> int | None:

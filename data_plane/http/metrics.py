@@ -618,6 +618,16 @@ class NodeCollector(Collector):
                 f"{manager.name}.replication.throttled.rate in effect (bytes per second); "
                 "-1 when unbounded.",
                 value=-1 if manager.bound is None else manager.bound)
+        moves = quotas.alter_log_dirs
+        yield GaugeMetricFamily(
+            "kafka_server_alter_log_dirs_byte_rate",
+            "Bytes per second copied by log-dir moves (AlterReplicaLogDirs), over the "
+            "replication quota window.",
+            value=moves.rate(now_ms))
+        yield GaugeMetricFamily(
+            "kafka_server_alter_log_dirs_io_max_bytes_per_second",
+            "replica.alter.log.dirs.io.max.bytes.per.second in effect; -1 when unbounded.",
+            value=-1 if moves.bound is None else moves.bound)
 
     @staticmethod
     def _client_quotas(replicas: Any) -> Iterable[Any]:

@@ -30,6 +30,7 @@ from raftlog.net.errors import ErrorCode
 from .result import ControllerConfig, ControllerResult
 
 __all__ = [
+    "ALTER_LOG_DIRS_IO_MAX_RATE",
     "BROKER_CONFIG_VALIDATORS",
     "FOLLOWER_THROTTLED_RATE",
     "FOLLOWER_THROTTLED_REPLICAS",
@@ -110,6 +111,7 @@ LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+ALTER_LOG_DIRS_IO_MAX_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def _list_of(*choices: str) -> Validator:
@@ -156,10 +158,12 @@ TOPIC_CONFIG_VALIDATORS: Mapping[str, Validator] = {
 #: one broker (``BROKER "<id>"``): Kafka's dynamic log configs (the broker
 #: synonyms of the topic configs a broker honours, which become the
 #: defaults of every topic that sets none), the log cleaner's backoff, and
-#: the replication throttles (KIP-73, bytes per second).
+#: the replication throttles (KIP-73, bytes per second) and the bound on
+#: copying replicas between log dirs (AlterReplicaLogDirs).
 BROKER_CONFIG_VALIDATORS: Mapping[str, Validator] = {
     LEADER_THROTTLED_RATE: _integer(0, INT64_MAX),
     FOLLOWER_THROTTLED_RATE: _integer(0, INT64_MAX),
+    ALTER_LOG_DIRS_IO_MAX_RATE: _integer(0, INT64_MAX),
     UNCLEAN_LEADER_ELECTION_ENABLE: _boolean,
     MIN_INSYNC_REPLICAS: _integer(1, INT32_MAX),
     "compression.type": TOPIC_CONFIG_VALIDATORS["compression.type"],

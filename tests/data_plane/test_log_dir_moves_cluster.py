@@ -148,3 +148,88 @@ def test_a_replica_moves_to_another_log_dir_under_acks_all_load(
 
 def _assert_equal(found: object, expected: object) -> None:
     assert found == expected, found
+
+
+def test_a_throttled_move_resumes_after_a_crash(
+    jbod: tuple[LocalCluster, Path], tmp_path: Path,
+) -> None:
+    """``--replica-alter-log-dirs-throttle`` keeps the copy slow enough to
+    SIGKILL node 1 in the middle of it; the restarted node resumes the move
+    from its future log, and once the bound is gone it finishes with every
+    acknowledged record."""
+    cluster, disks = jbod
+    b = cluster.bootstrap_servers
+    topic = "resumed"
+    out = cli("topics", "create", "--topic", topic, "--partitions", "1",
+              "--replication-factor", "3", "--config", "segment.bytes=262144",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 5,
+                         "batch.size": 16384})  # batches well under segment.bytes
+    deliveries = Deliveries()
+    for i in range(2000):  # about 1 MB
+        producer.produce(topic, value=b"%08d" % i + b"." * 500, partition=0,
+                         on_delivery=deliveries)
+        if i % 200 == 0:
+            producer.poll(0)
+    producer.flush(30)
+    assert not deliveries.failed and len(deliveries.acked) == 2000
+
+    def where() -> dict[str, bool]:
+        out = cli("log-dirs", "--describe", "--broker-list", "1", "--topic-list", topic,
+                  "--bootstrap-server", b)
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout.splitlines()[-1])
+        return {d["logDir"]: p["isFuture"] for d in report["brokers"][0]["logDirs"]
+                for p in d["partitions"]}
+
+    start_dir = next(iter(where()))
+    target = str(disks / ("b" if start_dir.endswith("/a") else "a"))
+    out = cli("topics", "describe", "--topic", topic, "--bootstrap-server", b)
+    replicas = [int(r) for r in out.stdout.split("Replicas:")[1].split()[0].split(",")]
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{
+        "topic": topic, "partition": 0, "replicas": replicas,
+        "log_dirs": [target if r == 1 else "any" for r in replicas]}]}))
+    # 20 kB/s: after the window's allowance (10 s worth) the rest takes a
+    # minute.
+    out = cli("reassign-partitions", "--execute", "--reassignment-json-file", str(plan),
+              "--replica-alter-log-dirs-throttle", "20000", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    assert "The replica-alter-dir throttle limit was set to 20000 B/s" in out.stdout
+    assert where() == {start_dir: False, target: True}
+
+    cluster.restart(1, sig=signal.SIGKILL)
+    # Back up with the move under way again: the future log was resumed,
+    # not started over (it holds at least the allowance copied before).
+    eventually(lambda: _assert_equal(where(), {start_dir: False, target: True}),
+               timeout_s=60)
+    futures = [n for n in os.listdir(target) if n.startswith(f"{topic}-0.")]
+    assert len(futures) == 1 and futures[0].endswith("-future"), futures
+    verify = cli("reassign-partitions", "--verify", "--reassignment-json-file", str(plan),
+                 "--bootstrap-server", b)
+    assert f"Reassignment of replica {topic}-0-1 is still in progress." in verify.stdout
+    assert "The throttles, if any, stay while 1 replica(s) are moving between log dirs" \
+        in verify.stdout, verify.stdout
+
+    out = cli("configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
+              "--delete-config", "replica.alter.log.dirs.io.max.bytes.per.second",
+              "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    eventually(lambda: _assert_equal(where(), {target: False}), timeout_s=60)
+    verify = cli("reassign-partitions", "--verify", "--reassignment-json-file", str(plan),
+                 "--bootstrap-server", b)
+    assert f"Reassignment of replica {topic}-0-1 completed successfully." in verify.stdout
+    assert "Clearing broker-level throttles on brokers" in verify.stdout, verify.stdout
+
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "resumed",
+                         "enable.auto.commit": False, "client.rack": "r1"})
+    consumer.assign([CTP(topic, 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(values) < 2000 and time.monotonic() < deadline:
+        for message in consumer.consume(500, 1.0):
+            if message.error() is None:
+                values.append(int(message.value()[:8]))
+    consumer.close()
+    assert values == list(range(2000))

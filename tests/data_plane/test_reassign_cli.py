@@ -163,7 +163,8 @@ def test_the_configs_set_and_cleared() -> None:
                   ("follower.replication.throttled.rate", 0, "1000")])]
     assert clear_throttle_configs(["t"], [3]) == [
         (4, "3", [("leader.replication.throttled.rate", 1, None),
-                  ("follower.replication.throttled.rate", 1, None)]),
+                  ("follower.replication.throttled.rate", 1, None),
+                  ("replica.alter.log.dirs.io.max.bytes.per.second", 1, None)]),
         (2, "t", [("leader.replication.throttled.replicas", 1, None),
                   ("follower.replication.throttled.replicas", 1, None)])]
 
@@ -180,6 +181,10 @@ def parse(*argv: str) -> argparse.Namespace:
     (("--verify", "--throttle", "100"), "--throttle goes with --execute"),
     (("--execute", "--preserve-throttles"), "--preserve-throttles goes with --verify or --cancel"),
     (("--list", "--preserve-throttles"), "--preserve-throttles goes with"),
+    (("--verify", "--replica-alter-log-dirs-throttle", "10"),
+     "--replica-alter-log-dirs-throttle goes with --execute"),
+    (("--execute", "--replica-alter-log-dirs-throttle", "-5"),
+     r"--replica-alter-log-dirs-throttle -5: give a rate in bytes/s \(>= 0\)"),
 ])
 def test_throttle_options_are_checked_before_anything_is_sent(
     argv: tuple[str, ...], message: str
@@ -192,6 +197,7 @@ def test_throttle_options_are_checked_before_anything_is_sent(
 def test_throttle_defaults_to_none() -> None:
     args = parse("--execute")
     assert args.throttle == reassign_cli.NO_THROTTLE == -1
+    assert args.replica_alter_log_dirs_throttle == -1
     assert args.preserve_throttles is False
 
 
@@ -254,6 +260,39 @@ def test_a_refused_throttle_changes_nothing_and_starts_nothing(
                        "was not started"):
         execute(monkeypatch, fake, 5000)
     assert fake.calls == [("validate", ["t", "1", "2"])]
+
+
+def test_the_log_dir_throttle_is_set_on_the_moving_brokers_before_the_moves(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeCluster()
+    moved: list[Any] = []
+
+    async def alter_log_dirs(admin: Any, moves: Any) -> dict[Any, Any]:
+        fake.calls.append(("alter log dirs", sorted(moves)))
+        moved.append(moves)
+        return {}
+
+    async def alter_configs(admin: Any, resources: Sequence[ConfigResource], *,
+                            validate_only: bool = False) -> Any:
+        fake.calls.append(("configs", [(name, ops) for _, name, ops in resources]))
+        return await FakeCluster.alter_configs(fake, admin, resources,
+                                               validate_only=validate_only)
+
+    for name, value in (("ongoing_reassignments", fake.ongoing), ("_current", fake.current),
+                        ("_alter", fake.reassign), ("_alter_log_dirs", alter_log_dirs),
+                        ("incremental_alter_configs", alter_configs)):
+        monkeypatch.setattr(reassign_cli, name, value)
+    args = parse("--execute", "--replica-alter-log-dirs-throttle", "2048")
+    log_dirs = {("t", 0, 1): "/data/b", ("t", 0, 3): "/data/c"}
+    assert asyncio.run(reassign_cli._execute(
+        None, {("t", 0): (1, 3)}, args, log_dirs)) == 0  # type: ignore[arg-type]
+    rate = [("replica.alter.log.dirs.io.max.bytes.per.second", 0, "2048")]
+    configs = [c for c in fake.calls if c[0] == "configs"]
+    assert configs == [("configs", [("1", rate), ("3", rate)])] * 2  # validated, then set
+    assert [c[0] for c in fake.calls if c[0] != "validate" and c[0] != "alter configs"] == [
+        "configs", "configs", "alter log dirs", "reassign"]
+    assert "The replica-alter-dir throttle limit was set to 2048 B/s" in capsys.readouterr().out
 
 
 def test_without_throttle_no_config_is_touched(monkeypatch: pytest.MonkeyPatch) -> None:
