@@ -276,4 +276,5 @@ def broker_server(
         supported=BROKER_API_VERSIONS,
         max_request_bytes=int(replicas.broker_config["socket.request.max.bytes"]),
         listener_name=listener_name,
+        request_quota=replicas.request_quota,
     )

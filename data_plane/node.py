@@ -365,6 +365,8 @@ async def run_node(
                         config, broker_address.name, functools.partial(_image_of, lifecycle),
                         jwks),
                     features=functools.partial(_features_of, lifecycle),
+                    request_quota=(None if services.replicas is None
+                                   else services.replicas.request_quota),
                     **_tls_options(config, broker_address.name),
                 )
             )

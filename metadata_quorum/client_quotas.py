@@ -27,6 +27,7 @@ __all__ = [
     "IP",
     "IP_QUOTA_KEYS",
     "NOT_ENFORCED_QUOTA_KEYS",
+    "REQUEST_PERCENTAGE",
     "USER",
     "DescribeResult",
     "FilterComponent",
@@ -42,22 +43,24 @@ IP = "ip"
 #: controller (`data_plane.controller_mutation_quota`).
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 
+#: KIP-124: percent of one request thread's time per client, enforced by
+#: brokers (`data_plane.broker.request_quotas`).
+REQUEST_PERCENTAGE = "request_percentage"
+
 #: The quota keys enforced on user and client-id entities: bytes per second
 #: per client, throttled by brokers as Kafka's ClientQuotaManager throttles,
-#: and `CONTROLLER_MUTATION_RATE` (Kafka's ``QuotaConfigs``).
+#: `REQUEST_PERCENTAGE` and `CONTROLLER_MUTATION_RATE` (Kafka's ``QuotaConfigs``).
 ENFORCED_QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate",
-                                 CONTROLLER_MUTATION_RATE})
+                                 REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE})
 
 #: KIP-612: new connections per second from one address, the only key of an
 #: ``ip`` entity (an address, or the default for every address).
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP_QUOTA_KEYS = frozenset({CONNECTION_CREATION_RATE})
 
-#: Kafka's other quota keys, which raftlog refuses rather than store and
-#: silently not enforce: key -> why.
-NOT_ENFORCED_QUOTA_KEYS: Mapping[str, str] = {
-    "request_percentage": "request-handler time quotas are not enforced by raftlog",
-}
+#: Kafka's other quota keys, which raftlog would refuse rather than store and
+#: silently not enforce: key -> why (none now).
+NOT_ENFORCED_QUOTA_KEYS: Mapping[str, str] = {}
 
 
 class MatchType(IntEnum):

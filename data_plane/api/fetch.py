@@ -75,6 +75,7 @@ from data_plane.api.fetch_session import (
 )
 from data_plane.broker.client_quotas import ClientQuotaManager
 from data_plane.broker.replica_manager import FetchParams
+from data_plane.broker.request_quotas import RequestQuota
 from data_plane.replication.partition import IdleFollowerFetch
 from data_plane.replication.types import (
     CONSUMER_REPLICA_ID,
@@ -113,6 +114,8 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
         replica_epoch = -1
     if replica_id < 0:
         replica_id = CONSUMER_REPLICA_ID
+    elif ctx.clock is not None:
+        RequestQuota.exempt(ctx)  # a follower's fetch is not a client's (KIP-124)
     read_committed = (replica_id < 0
                       and int(getattr(request, "isolation_level", 0)) == READ_COMMITTED)
     # KIP-392: from v11 a consumer may read from a follower, and names its rack.
@@ -262,6 +265,9 @@ async def handle_fetch(api: BrokerApiContext, ctx: RequestContext, request: Any)
             api.replicas.now_ms(), user=ctx.user)
         if not serve:
             return _throttled_at_once(api, context, version, throttle_ms)
+    if ctx.clock is not None and replica_id < 0:
+        # KIP-124: the answer carries the larger of the two throttle times.
+        throttle_ms = max(throttle_ms, api.replicas.request_quota.charge(ctx))
     # Response topics in serve order; an incremental answer leaves out the
     # partitions with nothing new (KIP-227).
     topics_out: dict[uuid.UUID | str, list[FetchPartitionData]] = {}

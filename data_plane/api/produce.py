@@ -121,6 +121,9 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
             early[key] = outcome
     outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
     outcomes.update(early)
+    if ctx.clock is not None:
+        # KIP-124: the answer carries the larger of the two throttle times.
+        throttle_ms = max(throttle_ms, api.replicas.request_quota.charge(ctx))
     if throttle_ms:
         return _throttled(api, ctx, acks, order, outcomes, throttle_ms)
     if acks == 0:

@@ -61,6 +61,7 @@ __all__ = (
     "CONSUMER_BYTE_RATE",
     "INACTIVE_SENSOR_EXPIRATION_MS",
     "PRODUCER_BYTE_RATE",
+    "REQUEST_PERCENTAGE",
     "ClientQuotaManager",
     "ClientQuotas",
     "ClientSensor",
@@ -71,6 +72,8 @@ __all__ = (
 
 PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
 CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
+#: KIP-124: percent of one request thread's time (`data_plane.broker.request_quotas`).
+REQUEST_PERCENTAGE: Final = "request_percentage"
 #: Kafka drops a client's quota sensors after an hour without a record.
 INACTIVE_SENSOR_EXPIRATION_MS: Final = 3_600_000
 # How often idle sensors are looked for (Kafka's sensor reaper runs every 30 s).
@@ -399,15 +402,18 @@ def _throttle_ms(stat: SampledStat, bound: float, now_ms: int) -> int:
 
 class ClientQuotas:
     """One broker's client-quota managers, shared by all of its listeners:
-    ``produce`` (``producer_byte_rate``) and ``fetch`` (``consumer_byte_rate``).
+    ``produce`` (``producer_byte_rate``), ``fetch`` (``consumer_byte_rate``)
+    and ``request`` (``request_percentage``: its values are percent of a
+    thread's time, not bytes; `data_plane.broker.request_quotas`).
     """
 
-    __slots__ = ("fetch", "produce", "window")
+    __slots__ = ("fetch", "produce", "request", "window")
 
     def __init__(self, window: QuotaWindow | None = None) -> None:
         self.window = window or QuotaWindow()
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.window)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.window)
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.window)
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> ClientQuotas:
@@ -418,3 +424,4 @@ class ClientQuotas:
         """Take a metadata image's ``client_quotas`` (cheap when unchanged)."""
         self.produce.update(client_quotas)
         self.fetch.update(client_quotas)
+        self.request.update(client_quotas)

@@ -62,6 +62,7 @@ from data_plane.broker.log_dir_moves import LogDirMoves, discard_future, recover
 from data_plane.broker.log_dirs import delete_strays, read_topic_id, write_topic_id
 from data_plane.broker.metadata_api import BrokerMetadata
 from data_plane.broker.replication_quotas import ReplicationQuotas
+from data_plane.broker.request_quotas import RequestQuota
 from data_plane.broker.waits import wait_event
 from data_plane.purgatory import (
     DelayedDeleteRecords,
@@ -195,6 +196,8 @@ class ReplicaManager:
         # for all of its listeners; the window settings are read once, as
         # Kafka's are read-only. Each image's quotas are applied below.
         self.client_quotas = ClientQuotas.from_config(self.broker_config)
+        #: KIP-124, for the listeners (`request_quotas`).
+        self.request_quota = RequestQuota(self.client_quotas.request, self.now_ms)
         # Replication throttles (KIP-73), leader and follower; set from each image.
         self.replication_quotas = ReplicationQuotas.from_config(self.broker_config)
         self._waiters: dict[int, asyncio.Future[None]] = {}

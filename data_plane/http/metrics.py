@@ -656,6 +656,20 @@ class NodeCollector(Collector):
                 throttle.add_metric([user, client_id], throttle_ms)
             yield rate
             yield throttle
+        # KIP-124 (Kafka's type=Request request-time and throttle-time).
+        request_time = GaugeMetricFamily(
+            "kafka_server_request_request_time",
+            "Percent of the broker's request loop a client under a request quota used, "
+            "over the quota window.", labels=["user", "client_id"])
+        request_throttle = GaugeMetricFamily(
+            "kafka_server_request_throttle_time",
+            "Average throttle time (ms) of a client's answers throttled by its request "
+            "quota over the quota window; 0 when none was.", labels=["user", "client_id"])
+        for (user, client_id), percent, throttle_ms in quotas.request.snapshot(now_ms):
+            request_time.add_metric([user, client_id], percent)
+            request_throttle.add_metric([user, client_id], throttle_ms)
+        yield request_time
+        yield request_throttle
 
     @staticmethod
     def _cleaner(replicas: Any) -> Iterable[Any]:

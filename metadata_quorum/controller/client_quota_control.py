@@ -7,8 +7,9 @@ others still apply. Only changes become records (setting a key to its
 current value, or removing a key that is not set, writes nothing).
 
 Valid entities are a user, a client id, or both (each part a name or the
-default), taking the byte-rate keys and ``controller_mutation_rate``
-(KIP-599, partitions per second, above 0); or an ``ip`` alone (an IP address or
+default), taking the byte-rate keys, ``request_percentage`` (KIP-124,
+above 0) and ``controller_mutation_rate`` (KIP-599, partitions per
+second, above 0); or an ``ip`` alone (an IP address or
 the default), taking only ``connection_creation_rate`` (KIP-612). The keys
 raftlog does not enforce (`metadata_quorum.client_quotas.NOT_ENFORCED_QUOTA_KEYS`)
 are refused with INVALID_REQUEST and say why, rather than stored and
@@ -29,6 +30,7 @@ from metadata_quorum.client_quotas import (
     IP,
     IP_QUOTA_KEYS,
     NOT_ENFORCED_QUOTA_KEYS,
+    REQUEST_PERCENTAGE,
     USER,
 )
 from metadata_quorum.image import MetadataImage
@@ -177,6 +179,13 @@ def _validate_op(op: ClientQuotaOp) -> str | None:
         if op.value is not None and not (math.isfinite(op.value) and op.value > 0):
             return (f"Proposed value for {op.key} is out of range: above 0 partitions "
                     "per second")
+        return None
+    if op.key == REQUEST_PERCENTAGE:
+        # A Double in Kafka; above zero here, since a client allowed no
+        # time at all would be held off a whole window at every request.
+        if op.value is not None and not (math.isfinite(op.value) and op.value > 0):
+            return (f"Proposed value for {op.key} is out of range: above 0 percent of a "
+                    "request thread")
         return None
     return _validate_whole(op, "a Long", 1, _INT64_MAX, "at least 1 byte per second")
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
+import datetime
 import logging
 import socket
 import ssl
@@ -39,6 +41,7 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+from kio.static.primitive import i32Timedelta
 from kio.static.protocol import ResponsePayload
 
 from raftlog.net.api_versions import FeaturesSource, SupportedVersions
@@ -53,6 +56,7 @@ from raftlog.net.connection import (
 from raftlog.net.connection_quotas import ConnectionQuotas
 from raftlog.net.errors import ErrorCode, KafkaApiError, SessionExpiredError
 from raftlog.net.registry import API_VERSIONS_KEY, kio_version_range
+from raftlog.net.request_time import RequestClock, RequestTimeQuota, timed
 from raftlog.net.sasl import ANONYMOUS, SaslServerAuthenticator
 from raftlog.values import value
 
@@ -94,6 +98,9 @@ class RequestContext:
     # KafkaPrincipal.tokenAuthenticated): such a principal may not create,
     # renew, expire or describe tokens.
     token_authenticated: bool = False
+    # The loop time the handler has used, while request quotas are on
+    # (KIP-124, `raftlog.net.request_time`); None otherwise.
+    clock: RequestClock | None = None
 
 
 class NoResponse:
@@ -204,6 +211,7 @@ class KafkaProtocolServer:
         features: FeaturesSource | None = None,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        request_quota: RequestTimeQuota | None = None,
     ) -> None:
         if API_VERSIONS_KEY in handlers:
             raise ValueError("ApiVersions is built in; do not register a handler for it")
@@ -236,6 +244,7 @@ class KafkaProtocolServer:
         self._tls = tls
         self._tls_principal = tls_principal
         self.features = features
+        self._request_quota = request_quota
         # Counted SASL outcomes (Kafka's successful-/failed-authentication-total).
         self.authentications = 0
         self.failed_authentications = 0
@@ -358,6 +367,8 @@ class KafkaProtocolServer:
         """The framed response to ``request`` (b"" for none, None: close the
         connection), after muting ``protocol`` if the handler asks."""
         header = request.header
+        quota = self._request_quota
+        clock = RequestClock() if quota is not None and quota.enabled else None
         context = RequestContext(
             api_key=header.api_key,
             api_version=header.api_version,
@@ -368,9 +379,16 @@ class KafkaProtocolServer:
             mute=protocol.mute,
             user=connection.user,
             token_authenticated=connection.token_authenticated,
+            clock=clock,
         )
         try:
-            body = await self._handlers[header.api_key](context, request.body)
+            if clock is None:
+                body = await self._handlers[header.api_key](context, request.body)
+            else:
+                body = await timed(self._handlers[header.api_key](context, request.body), clock)
+                if not clock.charged:
+                    assert quota is not None
+                    body = await self._charge(protocol, context, clock, quota, body)
             if isinstance(body, EncodedBody):
                 if body.throttle_ms:  # the one read an unthrottled answer costs
                     protocol.mute(body.throttle_ms)
@@ -394,6 +412,35 @@ class KafkaProtocolServer:
             )
             error_code, message = ErrorCode.unknown_server_error, repr(exc)
         return connection.encode_error_response(request, error_code, message)
+
+    @staticmethod
+    async def _charge(protocol: _ConnectionProtocol, context: RequestContext,
+                      clock: RequestClock, quota: RequestTimeQuota, body: Any) -> Any:
+        """Charge the handler's loop time to the client (KIP-124); over its
+        quota, the answer carries the throttle time (the larger, if it has
+        one already), the connection is muted for it, and the answer to a
+        client that does not back off by itself is held back as long."""
+        throttle_ms = quota.record(context, clock.elapsed_ns())
+        if not throttle_ms:
+            return body
+        if isinstance(body, EncodedBody):
+            # Encoded already, without this throttle time: the mute holds
+            # the client back.
+            return dataclasses.replace(body, throttle_ms=max(body.throttle_ms, throttle_ms))
+        if isinstance(body, NoResponse):
+            return NoResponse(max(body.throttle_ms, throttle_ms))
+        current = getattr(body, "throttle_time", None)  # kio's name for throttle_time_ms
+        if isinstance(current, datetime.timedelta):
+            if current >= datetime.timedelta(milliseconds=throttle_ms):
+                throttle_ms = int(current.total_seconds() * 1000)
+            else:
+                body = dataclasses.replace(
+                    body, throttle_time=i32Timedelta.parse(
+                        datetime.timedelta(milliseconds=throttle_ms)))
+        protocol.mute(throttle_ms)
+        if not quota.client_throttles(context.api_key, context.api_version):
+            await asyncio.sleep(throttle_ms / 1000)
+        return body
 
 
 class _Slot:

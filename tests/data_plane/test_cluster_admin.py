@@ -631,10 +631,10 @@ def test_cli_client_quotas_alter_describe_and_refuse(cluster: LocalCluster) -> N
     assert pair == ("Quota configs for user-principal 'alice', the default client-id are "
                     "producer_byte_rate=100.0\n"), pair
     # Refused with the controller's reason; nothing changes.
-    bad = cli("configs", "alter", "--client", "qapp", "--add-config", "request_percentage=50",
+    bad = cli("configs", "alter", "--client", "qapp", "--add-config", "request_percentage=0",
               "--bootstrap-server", b)
     assert bad.returncode == 2 and "INVALID_REQUEST" in bad.stderr
-    assert "not enforced" in bad.stderr
+    assert "above 0 percent" in bad.stderr
     bad = cli("configs", "alter", "--client", "qapp", "--add-config", "producer_byte_rate=1.5",
               "--bootstrap-server", b)
     assert bad.returncode == 2 and "must be a Long value" in bad.stderr

@@ -94,7 +94,7 @@ def test_bad_entries_are_refused_one_by_one() -> None:
         ((("client-id", ""),), {"producer_byte_rate": 1}),
         # (An entity once per request: a second entry for it is refused as a
         # duplicate, test_an_entity_named_twice_in_one_request_...)
-        ((("client-id", "app-1"),), {"request_percentage": 50}),
+        ((("client-id", "app-1"),), {"request_percentage": 0}),
         ((("client-id", "app-2"),), {"controller_mutation_rate": 0}),
         ((("client-id", "app-3"),), {"no_such_quota": 5}),
         ((("client-id", "app-4"),), {"producer_byte_rate": 1.5}),
@@ -109,7 +109,7 @@ def test_bad_entries_are_refused_one_by_one() -> None:
     assert "cannot be combined" in messages[2]
     assert "group" in messages[3]
     assert "default" in messages[4]
-    assert "request_percentage" in messages[5] and "not enforced" in messages[5]
+    assert "request_percentage" in messages[5] and "above 0 percent" in messages[5]
     assert "controller_mutation_rate" in messages[6] and "above 0" in messages[6]
     assert "Invalid configuration key" in messages[7]
     assert "Long" in messages[8]
@@ -133,6 +133,25 @@ def test_controller_mutation_rate_is_a_positive_rate_of_a_user_or_client() -> No
     assert dict(ctx.image.client_quotas) == {
         (("client-id", "app"),): {"controller_mutation_rate": 2.5},
         ALICE: {"controller_mutation_rate": 10.0},
+    }
+
+
+def test_request_percentage_is_a_positive_share_of_a_user_or_client() -> None:
+    # KIP-124: a Double, percent of a request thread, enforced by brokers
+    # (data_plane.broker.request_quotas); not an ip entity's key.
+    ctx = Ctx()
+    results = alter(
+        ctx,
+        ((("client-id", "app"),), {"request_percentage": 12.5}),
+        (ALICE, {"request_percentage": 200}),
+        ((("ip", "10.0.0.1"),), {"request_percentage": 5}),
+        ((("client-id", "app-2"),), {"request_percentage": -3}),
+        ((("client-id", "app-3"),), {"request_percentage": float("inf")}),
+    )
+    assert [e for e, _ in results] == [ErrorCode.none] * 2 + [ErrorCode.invalid_request] * 3
+    assert dict(ctx.image.client_quotas) == {
+        (("client-id", "app"),): {"request_percentage": 12.5},
+        ALICE: {"request_percentage": 200.0},
     }
 
 
