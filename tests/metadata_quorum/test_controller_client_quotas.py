@@ -3,6 +3,7 @@ the image, snapshots, and DescribeClientQuotas' filter semantics."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mq_builders import Ctx
@@ -117,41 +118,30 @@ def test_bad_entries_are_refused_one_by_one() -> None:
     assert dict(ctx.image.client_quotas) == {ALICE: {"consumer_byte_rate": 100.0}}
 
 
-def test_controller_mutation_rate_is_a_positive_rate_of_a_user_or_client() -> None:
-    # KIP-599: a Double, partitions per second, enforced by the controller
-    # (data_plane.controller_mutation_quota); not an ip entity's key.
+@pytest.mark.parametrize(("key", "good", "also_good"), [
+    # KIP-599: partitions per second, enforced by the controller
+    # (data_plane.controller_mutation_quota).
+    ("controller_mutation_rate", 2.5, 10),
+    # KIP-124: percent of a request thread, enforced by brokers
+    # (data_plane.broker.request_quotas).
+    ("request_percentage", 12.5, 200),
+])
+def test_rates_above_zero_of_a_user_or_client(key: str, good: float, also_good: int) -> None:
+    # Doubles in Kafka; above zero here; not an ip entity's key.
     ctx = Ctx()
     results = alter(
         ctx,
-        ((("client-id", "app"),), {"controller_mutation_rate": 2.5}),
-        (ALICE, {"controller_mutation_rate": 10}),
-        ((("ip", "10.0.0.1"),), {"controller_mutation_rate": 5}),
-        ((("client-id", "app-2"),), {"controller_mutation_rate": -1}),
-        ((("client-id", "app-3"),), {"controller_mutation_rate": float("nan")}),
+        ((("client-id", "app"),), {key: good}),
+        (ALICE, {key: also_good}),
+        ((("ip", "10.0.0.1"),), {key: 5}),
+        ((("client-id", "app-2"),), {key: -1}),
+        ((("client-id", "app-3"),), {key: float("nan")}),
+        ((("client-id", "app-4"),), {key: float("inf")}),
     )
-    assert [e for e, _ in results] == [ErrorCode.none] * 2 + [ErrorCode.invalid_request] * 3
+    assert [e for e, _ in results] == [ErrorCode.none] * 2 + [ErrorCode.invalid_request] * 4
     assert dict(ctx.image.client_quotas) == {
-        (("client-id", "app"),): {"controller_mutation_rate": 2.5},
-        ALICE: {"controller_mutation_rate": 10.0},
-    }
-
-
-def test_request_percentage_is_a_positive_share_of_a_user_or_client() -> None:
-    # KIP-124: a Double, percent of a request thread, enforced by brokers
-    # (data_plane.broker.request_quotas); not an ip entity's key.
-    ctx = Ctx()
-    results = alter(
-        ctx,
-        ((("client-id", "app"),), {"request_percentage": 12.5}),
-        (ALICE, {"request_percentage": 200}),
-        ((("ip", "10.0.0.1"),), {"request_percentage": 5}),
-        ((("client-id", "app-2"),), {"request_percentage": -3}),
-        ((("client-id", "app-3"),), {"request_percentage": float("inf")}),
-    )
-    assert [e for e, _ in results] == [ErrorCode.none] * 2 + [ErrorCode.invalid_request] * 3
-    assert dict(ctx.image.client_quotas) == {
-        (("client-id", "app"),): {"request_percentage": 12.5},
-        ALICE: {"request_percentage": 200.0},
+        (("client-id", "app"),): {key: good},
+        ALICE: {key: float(also_good)},
     }
 
 
