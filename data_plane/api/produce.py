@@ -43,6 +43,7 @@ from data_plane.api.common import NO_THROTTLE_MS, BrokerApiContext
 from data_plane.api.encoders import NodeEndpoint, ProducePartitionData, encode_produce_response
 from data_plane.broker.client_quotas import ClientQuotaManager
 from data_plane.broker.replica_manager import ProduceOutcome
+from data_plane.broker.request_quotas import RequestQuota
 from data_plane.replication.types import AppendResult, TopicPartition
 from metadata_quorum.acls import AclOperation, ResourceType
 from metadata_quorum.topic_names import INTERNAL_TOPICS
@@ -122,8 +123,12 @@ async def handle_produce(api: BrokerApiContext, ctx: RequestContext, request: An
     outcomes = await api.replicas.append_records(entries, acks=acks, timeout_ms=timeout_ms)
     outcomes.update(early)
     if ctx.clock is not None:
-        # KIP-124: the answer carries the larger of the two throttle times.
-        throttle_ms = max(throttle_ms, api.replicas.request_quota.charge(ctx))
+        # KIP-124: the answer carries the larger of the two throttle times;
+        # acks=0 is not charged (Kafka's rule: there is no answer to carry it).
+        if acks == 0:
+            RequestQuota.exempt(ctx)
+        else:
+            throttle_ms = max(throttle_ms, api.replicas.request_quota.charge(ctx))
     if throttle_ms:
         return _throttled(api, ctx, acks, order, outcomes, throttle_ms)
     if acks == 0:

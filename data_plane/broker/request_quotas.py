@@ -16,8 +16,10 @@ followers or for records to arrive.
   carries the throttle time Kafka's ``QuotaUtils.throttleTime`` gives,
   capped at one quota window (Kafka's request-quota cap), the connection
   reads nothing more for that long (KIP-219), and a client of a request
-  version from before KIP-219 gets its answer only then. Produce and Fetch
-  give the larger of this and their byte-rate throttle.
+  version that does not back off by itself (before KIP-219, or an API
+  Kafka's clients never throttle themselves for) gets its answer only
+  then. Produce and Fetch give the larger of this and their byte-rate
+  throttle; an acks=0 produce is not charged, as in Kafka.
 - **Exempt:** requests only brokers and controllers send (Kafka's
   cluster-action APIs: WriteTxnMarkers, Envelope, and a follower's Fetch),
   and the SASL exchange, which precedes the client's identity.
@@ -52,8 +54,8 @@ EXEMPT_API_KEYS: Final = frozenset({
 
 #: API key -> the first version whose clients back off by themselves for
 #: the throttle time in an answer (KIP-219, Kafka's
-#: ``AbstractResponse.shouldClientThrottle``); an API not listed: every
-#: version does.
+#: ``AbstractResponse.shouldClientThrottle``, whose default is no: an API
+#: not listed never does, and its answer is held for the throttle time).
 CLIENT_THROTTLES_FROM: Final[Mapping[int, int]] = {
     0: 6,  # Produce
     1: 8,  # Fetch
@@ -73,7 +75,6 @@ CLIENT_THROTTLES_FROM: Final[Mapping[int, int]] = {
     20: 2,  # DeleteTopics
     21: 1,  # DeleteRecords
     22: 1,  # InitProducerId
-    23: 2,  # OffsetForLeaderEpoch
     24: 1,  # AddPartitionsToTxn
     25: 1,  # AddOffsetsToTxn
     26: 1,  # EndTxn
@@ -91,6 +92,24 @@ CLIENT_THROTTLES_FROM: Final[Mapping[int, int]] = {
     40: 1,  # ExpireDelegationToken
     41: 1,  # DescribeDelegationToken
     42: 1,  # DeleteGroups
+    # Every version:
+    43: 0,  # ElectLeaders
+    44: 0,  # IncrementalAlterConfigs
+    45: 0,  # AlterPartitionReassignments
+    46: 0,  # ListPartitionReassignments
+    47: 0,  # OffsetDelete
+    61: 0,  # DescribeProducers
+    62: 0,  # BrokerRegistration
+    63: 0,  # BrokerHeartbeat
+    64: 0,  # UnregisterBroker
+    70: 0,  # ControllerRegistration
+    71: 0,  # GetTelemetrySubscriptions
+    73: 0,  # AssignReplicasToDirs
+    75: 0,  # DescribeTopicPartitions
+    77: 0,  # ShareGroupDescribe
+    80: 0,  # AddRaftVoter
+    81: 0,  # RemoveRaftVoter
+    82: 0,  # UpdateRaftVoter
 }
 
 
@@ -117,7 +136,8 @@ class RequestQuota:
         return min(throttle_ms, self._manager.window.size_ms)
 
     def client_throttles(self, api_key: int, api_version: int) -> bool:
-        return api_version >= CLIENT_THROTTLES_FROM.get(api_key, 0)
+        first = CLIENT_THROTTLES_FROM.get(api_key)
+        return first is not None and api_version >= first
 
     def charge(self, context: RequestContext) -> int:
         """For a handler that puts the throttle time into its own answer

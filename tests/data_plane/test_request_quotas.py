@@ -124,7 +124,9 @@ def test_client_throttling_versions_follow_kip_219() -> None:
     assert not quota.client_throttles(0, 5) and quota.client_throttles(0, 6)  # Produce
     assert not quota.client_throttles(1, 7) and quota.client_throttles(1, 8)  # Fetch
     assert not quota.client_throttles(3, 5) and quota.client_throttles(3, 12)  # Metadata
-    assert quota.client_throttles(60, 0)  # DescribeCluster: always
+    assert quota.client_throttles(75, 0)  # DescribeTopicPartitions: every version
+    assert not quota.client_throttles(60, 1)  # DescribeCluster: never (Kafka's default)
+    assert not quota.client_throttles(23, 4)  # OffsetForLeaderEpoch: never
     assert CLIENT_THROTTLES_FROM[18] == 2  # ApiVersions
 
 
