@@ -632,11 +632,24 @@ class ReplicaManager:
         changed = op.changed_partitions()
         if changed is None or len(changed) == len(op.requests):
             return self._read_all(op.requests, params)
-        # Read again only what changed while waiting: the rest would read
-        # nothing new. Their first answers stand (a HW a moment older, caught
-        # up by the next fetch); the follower state was updated by the first
-        # read, as Kafka updates it only then (ReplicaManager.fetchMessages,
-        # not DelayedFetch.onComplete).
+        # Read again only what changed while waiting: new records, or a HW
+        # or log start that moved (a follower's answer carries them, and a
+        # stale one would be sent again, corrected, with the next answer).
+        # The rest would read the same; their first answers stand. The
+        # follower state was updated by the first read, as Kafka updates it
+        # only then (ReplicaManager.fetchMessages, not DelayedFetch.onComplete).
+        changed = set(changed)
+        partitions = self.partitions
+        for key, first in results.items():
+            if key in changed:
+                continue
+            hosted = partitions.get(key)
+            if hosted is not None and (
+                    first.high_watermark != hosted.partition.high_watermark
+                    or first.log_start_offset != hosted.partition.log.log_start_offset):
+                changed.add(key)
+        if len(changed) == len(op.requests):
+            return self._read_all(op.requests, params)
         fresh = self._read_all({k: r for k, r in op.requests.items() if k in changed}, params)
         merged = {key: fresh.get(key, results[key]) for key in requests}
         for key, result in fresh.items():
