@@ -81,7 +81,7 @@ from raftlog.security.scram import ScramCredential
 from .api.authorization import AclAuthorization
 from .api.delegation_tokens import TokenAuthenticator
 from .broker.clean_shutdown import take_previous_broker_epoch, write_clean_shutdown
-from .broker.client_quotas import QuotaWindow
+from .broker.client_quotas import REQUEST_PERCENTAGE, ClientQuotaManager, QuotaWindow
 from .broker.connection_rate_quotas import ConnectionCreationRates, IpConnectionRates
 from .broker.controller_channel import QuorumControllerChannel
 from .broker.data_side import attach_data_side
@@ -93,6 +93,7 @@ from .broker.metadata_publisher import (
     MetadataPublisher,
     SnapshotPlanner,
 )
+from .broker.request_quotas import CONTROLLER_EXEMPT_API_KEYS, RequestQuota
 from .broker.services import BrokerServices, DataSide
 from .config import NO_EFFECT_SETTINGS, NodeConfig, delegation_token_settings
 from .controller_acls import authorize_controller_handlers
@@ -305,6 +306,7 @@ async def run_node(
                     config, controller_listener.name,
                     functools.partial(_committed_image, service), jwks),
                 features=functools.partial(_controller_features, service),
+                request_quota=_controller_request_quota(service, listener_settings),
                 **_tls_options(config, controller_listener.name),
             )
         )
@@ -557,6 +559,19 @@ def _tls_options(config: NodeConfig, listener: str) -> dict[str, Any]:
     if settings is None:
         return {}
     return {"tls": settings.server, "tls_principal": settings.principal}
+
+
+def _controller_request_quota(service: ControllerService,
+                              settings: Mapping[str, str]) -> RequestQuota:
+    """KIP-124 on the controller listener: its own sensors, the quotas of
+    the committed image (`data_plane.broker.request_quotas`)."""
+    manager = ClientQuotaManager(REQUEST_PERCENTAGE, QuotaWindow.from_config(settings))
+
+    def refresh() -> None:  # cheap while the image's quotas are the same object
+        manager.update(service.controller.committed_image.client_quotas)
+
+    return RequestQuota(manager, lambda: int(time.time() * 1000),
+                        exempt=CONTROLLER_EXEMPT_API_KEYS, refresh=refresh)
 
 
 def _committed_image(service: ControllerService) -> MetadataImage:

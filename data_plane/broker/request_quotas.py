@@ -21,8 +21,14 @@ followers or for records to arrive.
   then. Produce and Fetch give the larger of this and their byte-rate
   throttle; an acks=0 produce is not charged, as in Kafka.
 - **Exempt:** requests only brokers and controllers send (Kafka's
-  cluster-action APIs: WriteTxnMarkers, Envelope, and a follower's Fetch),
-  and the SASL exchange, which precedes the client's identity.
+  cluster-action APIs: WriteTxnMarkers, Envelope, and a follower's Fetch;
+  on a controller listener also the Raft requests, AlterPartition and the
+  brokers' registrations and heartbeats), and the SASL exchange, which
+  precedes the client's identity.
+
+A controller enforces request quotas too, on the requests sent to it
+directly (an admin client with ``--bootstrap-controller``), with its own
+sensors and the quotas of its committed metadata image.
 
 While no user or client-id entity sets ``request_percentage``, `enabled`
 is False and the server does not time requests at all.
@@ -38,7 +44,13 @@ from data_plane.broker.client_quotas import ClientQuotaManager
 if TYPE_CHECKING:
     from raftlog.net.server import RequestContext
 
-__all__ = ("CLIENT_THROTTLES_FROM", "EXEMPT_API_KEYS", "NANOS_TO_PERCENT", "RequestQuota")
+__all__ = (
+    "CLIENT_THROTTLES_FROM",
+    "CONTROLLER_EXEMPT_API_KEYS",
+    "EXEMPT_API_KEYS",
+    "NANOS_TO_PERCENT",
+    "RequestQuota",
+)
 
 #: Kafka's ``nanosToPercentage``: a second of thread time is 100 percent.
 NANOS_TO_PERCENT: Final = 100.0 / 1e9
@@ -50,6 +62,15 @@ EXEMPT_API_KEYS: Final = frozenset({
     17, 36,  # SaslHandshake, SaslAuthenticate
     27,  # WriteTxnMarkers
     58,  # Envelope
+})
+
+#: On a controller listener: what nodes send it (the KRaft quorum's Fetch,
+#: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot; AlterPartition,
+#: BrokerRegistration, BrokerHeartbeat, AllocateProducerIds,
+#: ControllerRegistration, AssignReplicasToDirs; a broker's Envelope), and
+#: the SASL exchange.
+CONTROLLER_EXEMPT_API_KEYS: Final = frozenset({
+    1, 52, 53, 54, 59, 56, 62, 63, 67, 70, 73, 58, 17, 36,
 })
 
 #: API key -> the first version whose clients back off by themselves for
@@ -117,18 +138,28 @@ class RequestQuota:
     """The broker's request quotas, as its listeners ask them
     (`raftlog.net.request_time.RequestTimeQuota`)."""
 
-    __slots__ = ("_manager", "_now_ms")
+    __slots__ = ("_exempt", "_manager", "_now_ms", "_refresh")
 
-    def __init__(self, manager: ClientQuotaManager, now_ms: Callable[[], int]) -> None:
+    def __init__(self, manager: ClientQuotaManager, now_ms: Callable[[], int], *,
+                 exempt: frozenset[int] = EXEMPT_API_KEYS,
+                 refresh: Callable[[], None] | None = None) -> None:
+        """``refresh``: brings ``manager`` up to date (its quotas), before
+        each request: a controller's quotas are those of its committed
+        image, read when asked (a broker's manager is updated as its
+        images arrive)."""
         self._manager = manager
         self._now_ms = now_ms
+        self._exempt = exempt
+        self._refresh = refresh
 
     @property
     def enabled(self) -> bool:
+        if self._refresh is not None:
+            self._refresh()
         return self._manager.enabled
 
     def record(self, context: RequestContext, elapsed_ns: int) -> int:
-        if context.api_key in EXEMPT_API_KEYS or not self._manager.enabled:
+        if context.api_key in self._exempt or not self._manager.enabled:
             return 0
         throttle_ms = self._manager.record_and_get_throttle_ms(
             context.client_id or "", elapsed_ns * NANOS_TO_PERCENT, self._now_ms(),

@@ -39,6 +39,7 @@ from confluent_kafka.admin import (
 from kio.schema.create_topics.v4 import request as ct4_req
 from kio.schema.create_topics.v7 import request as ct7_req
 from kio.schema.delete_topics.v6 import request as dt6_req
+from kio.schema.describe_cluster.v2 import request as dc2_req
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
@@ -961,3 +962,51 @@ def test_cluster_unregister_removes_a_stopped_broker_until_it_registers_again(
     cluster.start(3)
     cluster.wait_ready(timeout_s=60)
     eventually(registered({1, 2, 3}), timeout_s=30)
+
+
+def test_request_percentage_throttles_a_client_on_brokers_and_controllers(
+    cluster: LocalCluster,
+) -> None:
+    """KIP-124 on a real cluster: ``request_percentage`` on a client id,
+    set through the CLI. Its DescribeCluster requests, to a broker and to a
+    controller listener, come back with throttle times (DescribeCluster's
+    clients do not back off by themselves, so each answer is also held that
+    long); another client id is not throttled."""
+    b = cluster.bootstrap_servers
+    out = cli("configs", "alter", "--client", "kip124", "--add-config",
+              "request_percentage=0.01", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
+    eventually(lambda: _assert_in(
+        "request_percentage=0.01",
+        cli("configs", "describe", "--client", "kip124", "--bootstrap-server", b).stdout))
+    node = cluster.layout.node(1)
+
+    async def describe(port: int, client_id: str, count: int) -> tuple[list[int], float]:
+        client = KafkaProtocolClient(cluster.layout.host, port, client_id=client_id,
+                                     request_timeout_ms=15_000)
+        try:
+            started = time.monotonic()
+            throttles = []
+            for _ in range(count):
+                response = await client.send(dc2_req.DescribeClusterRequest(
+                    include_cluster_authorized_operations=False,
+                    include_fenced_brokers=False), 2)
+                throttles.append(int(response.throttle_time.total_seconds() * 1000))
+            return throttles, time.monotonic() - started
+        finally:
+            await client.close()
+
+    for port in (node.kafka_port, node.controller_port):
+        assert port is not None
+
+        def throttled(port: int = port) -> None:
+            throttles, elapsed = asyncio.run(describe(port, "kip124", 5))
+            assert max(throttles) > 0 and all(t <= 1000 for t in throttles), throttles
+            assert elapsed >= sum(throttles) / 1000 * 0.9, (elapsed, throttles)
+        # The node applies the quota once its metadata has the record.
+        eventually(throttled, timeout_s=30)
+        throttles, _ = asyncio.run(describe(port, "other", 5))
+        assert throttles == [0] * 5
+    out = cli("configs", "alter", "--client", "kip124", "--delete-config",
+              "request_percentage", "--bootstrap-server", b)
+    assert out.returncode == 0, out.stderr
