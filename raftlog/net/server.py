@@ -424,9 +424,12 @@ class KafkaProtocolServer:
         if not throttle_ms:
             return body
         if isinstance(body, EncodedBody):
-            # Encoded already, without this throttle time: the mute holds
-            # the client back.
-            return dataclasses.replace(body, throttle_ms=max(body.throttle_ms, throttle_ms))
+            # Encoded already, without this throttle time: the mute (and for
+            # a client that does not back off, the held answer) holds it back.
+            return dataclasses.replace(
+                body, throttle_ms=max(body.throttle_ms, throttle_ms),
+                delay_response=body.delay_response or not quota.client_throttles(
+                    context.api_key, context.api_version))
         if isinstance(body, NoResponse):
             return NoResponse(max(body.throttle_ms, throttle_ms))
         current = getattr(body, "throttle_time", None)  # kio's name for throttle_time_ms

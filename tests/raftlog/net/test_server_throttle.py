@@ -271,3 +271,83 @@ def test_a_mute_and_write_backpressure_both_must_end_before_reading_resumes() ->
             assert protocol._read_paused
 
     run(main())
+
+
+class FixedQuota:
+    """A request quota (`RequestTimeQuota`) throttling every charged request
+    ``throttle_ms``; ``backs_off``: whether its clients throttle themselves."""
+
+    def __init__(self, throttle_ms: int, backs_off: bool) -> None:
+        self.throttle_ms = throttle_ms
+        self.backs_off = backs_off
+        self.charged: list[int] = []
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def record(self, context: RequestContext, elapsed_ns: int) -> int:
+        assert elapsed_ns > 0
+        self.charged.append(context.correlation_id)
+        return self.throttle_ms
+
+    def client_throttles(self, api_key: int, api_version: int) -> bool:
+        return self.backs_off
+
+
+def test_a_request_over_its_time_quota_mutes_and_is_held_when_the_client_does_not_back_off(
+) -> None:
+    """KIP-124: the server charges a handler's loop time when the handler
+    did not (`RequestClock.charged`), mutes the connection for the throttle
+    time, and holds the answer as long for a client that does not back off
+    by itself, also an answer the handler encoded itself."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        returned_at: dict[int, float] = {}
+
+        async def answer(cid: int) -> Any:
+            returned_at[cid] = loop.time()
+            return EncodedBody(b"")
+
+        for backs_off in (True, False):
+            quota = FixedQuota(MUTE_MS, backs_off)
+            async with serving(answer, request_quota=quota) as (_server, peer, called_at):
+                await peer.send(0)
+                assert await peer.read_correlation_id() == 0
+                if not backs_off:
+                    assert loop.time() >= returned_at[0] + MUTE_MS / 1000
+                await peer.send(1)  # during the mute
+                assert await peer.read_correlation_id() == 1
+                assert called_at[1] >= returned_at[0] + MUTE_MS / 1000
+                assert quota.charged == [0, 1]
+
+    run(main())
+
+
+def test_a_handler_that_charged_itself_is_not_charged_again() -> None:
+    async def main() -> None:
+        async def answer(cid: int) -> Any:
+            del cid
+            return EncodedBody(b"")
+
+        quota = FixedQuota(60_000, False)
+        called_at: dict[int, float] = {}
+        handle = recording_handler(answer, called_at)
+
+        async def charging(context: RequestContext, body: Any) -> Any:
+            assert context.clock is not None
+            context.clock.charged = True  # as Produce and Fetch do
+            return await handle(context, body)
+
+        async with KafkaProtocolServer("127.0.0.1", 0, {VOTE: charging},
+                                       request_quota=quota) as server:
+            peer = await Peer.connect(server.port)
+            try:
+                await peer.send(0)
+                assert await peer.read_correlation_id() == 0  # not held a minute
+                assert quota.charged == []
+            finally:
+                peer.close()
+
+    run(main())
