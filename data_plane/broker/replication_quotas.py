@@ -53,6 +53,15 @@ from typing import Final
 from data_plane.broker.client_quotas import QuotaWindow, SampledStat
 from data_plane.replication.types import TopicPartition
 
+# The config names, as the controller validates them.
+from metadata_quorum.controller.configuration_control import (
+    ALTER_LOG_DIRS_IO_MAX_RATE,
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
+
 __all__ = (
     "ALL_PARTITIONS",
     "ALTER_LOG_DIRS_IO_MAX_RATE",
@@ -65,11 +74,6 @@ __all__ = (
     "parse_throttled_replicas",
 )
 
-LEADER_THROTTLED_RATE: Final = "leader.replication.throttled.rate"
-FOLLOWER_THROTTLED_RATE: Final = "follower.replication.throttled.rate"
-LEADER_THROTTLED_REPLICAS: Final = "leader.replication.throttled.replicas"
-FOLLOWER_THROTTLED_REPLICAS: Final = "follower.replication.throttled.replicas"
-ALTER_LOG_DIRS_IO_MAX_RATE: Final = "replica.alter.log.dirs.io.max.bytes.per.second"
 _LONG_MAX: Final = (1 << 63) - 1
 
 
