@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -38,16 +37,69 @@ def _check(*cmd: str | Path) -> None:
         sys.exit(f"dev.py: set-up step failed (exit {code}): {' '.join(map(str, cmd))}")
 
 
-def setup() -> None:
-    """Create .venv and install the project (editable) with its dev and bench extras."""
+#: The distribution's own Python 3.11, preferred for .venv when it can make one.
+SYSTEM_PYTHON = Path("/usr/bin/python3.11")
+
+
+def base_python() -> Path:
+    """The Python 3.11 that .venv is built on.
+
+    ``RAFTLOG_PYTHON`` if set; else the distribution's ``/usr/bin/python3.11``
+    when it exists and can make a virtual environment; else the Python
+    running this script. Debian's is linked statically and built with PGO
+    and LTO; a version manager's default build (pyenv's, first on these
+    machines' PATH) puts the interpreter in a shared libpython built without
+    them, and runs a broker's request path with about a tenth more CPU
+    (bench/README.md, "Which Python").
+    """
+    chosen = os.environ.get("RAFTLOG_PYTHON")
+    if chosen:
+        path = Path(chosen)
+        if _python_311_with_venv(path) is not True:
+            sys.exit(f"dev.py: RAFTLOG_PYTHON={chosen} is not a Python 3.11 with venv and ensurepip")
+        return path
+    if SYSTEM_PYTHON.exists() and _python_311_with_venv(SYSTEM_PYTHON):
+        return SYSTEM_PYTHON
     if sys.version_info[:2] != (3, 11):
         sys.exit(f"dev.py: raftlog needs Python 3.11, this is {sys.version.split()[0]}")
+    return Path(sys.executable)
+
+
+def _python_311_with_venv(python: Path) -> bool:
+    probe = "import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))"
+    try:
+        return subprocess.call([str(python), "-c", probe], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) == 0
+    except OSError:
+        return False
+
+
+def _venv_base() -> str | None:
+    """The ``executable`` .venv was built on, from its pyvenv.cfg."""
+    try:
+        lines = (VENV / "pyvenv.cfg").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "executable":
+            return value.strip()
+    return None
+
+
+def setup() -> None:
+    """Create .venv on `base_python` and install the project (editable)
+    with its dev, bench, chaos and spark extras."""
+    base = base_python()
+    built_on = _venv_base()
+    if (BIN / "python").exists() and built_on is not None and (
+            os.path.realpath(built_on) != os.path.realpath(base)):
+        print(f"dev.py: rebuilding .venv on {base} (it was built on {built_on})", flush=True)
+        shutil.rmtree(VENV)
     if not (BIN / "python").exists():
-        print("dev.py: creating .venv", flush=True)
-        try:
-            venv.EnvBuilder(with_pip=True).create(VENV)
-        except Exception as exc:  # ensurepip missing on some distro Pythons
-            sys.exit(f"dev.py: could not create a virtual environment ({exc}); "
+        print(f"dev.py: creating .venv on {base}", flush=True)
+        if _run(base, "-m", "venv", VENV) != 0:  # ensurepip missing on some distro Pythons
+            sys.exit("dev.py: could not create a virtual environment; "
                      "install your distribution's python3-venv package")
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not STAMP.exists() or STAMP.read_text().strip() != want:
@@ -68,12 +120,12 @@ def compile_sources() -> None:
     Python never caches what it compiles, so every node and every CLI call
     compiled the project from source again: about a fifth of a CLI call's
     start-up. Caches written here are still read under that setting.
-    pip compiles the installed dependencies itself."""
-    import compileall
-
-    for package in PACKAGES:
-        if not compileall.compile_dir(str(ROOT / package), quiet=1):
-            sys.exit(f"dev.py: could not compile {package}")
+    pip compiles the installed dependencies itself. The venv's Python
+    compiles them: its bytecode is the kind that is read."""
+    code = subprocess.call([str(BIN / "python"), "-m", "compileall", "-q",
+                            *(str(ROOT / package) for package in PACKAGES)], cwd=ROOT)
+    if code != 0:
+        sys.exit(f"dev.py: could not compile the packages (compileall exit {code})")
 
 
 # Debian packages the tests use: the chaos suite's fault backends
