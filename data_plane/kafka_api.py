@@ -55,6 +55,7 @@ from data_plane.api.admin import (
     handle_describe_quorum,
     handle_elect_leaders,
     handle_incremental_alter_configs,
+    handle_list_config_resources,
     handle_list_partition_reassignments,
     handle_unregister_broker,
 )
@@ -130,7 +131,7 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS = 24, 25, 
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
-DESCRIBE_TOPIC_PARTITIONS = 75
+DESCRIBE_TOPIC_PARTITIONS, LIST_CONFIG_RESOURCES = 75, 74
 CREATE_DELEGATION_TOKEN, RENEW_DELEGATION_TOKEN = 38, 39
 EXPIRE_DELEGATION_TOKEN, DESCRIBE_DELEGATION_TOKEN = 40, 41
 
@@ -145,6 +146,7 @@ BROKER_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DESCRIBE_CONFIGS: (1, 4),
+    LIST_CONFIG_RESOURCES: (0, 1),
     ALTER_CONFIGS: (0, 2),
     CREATE_PARTITIONS: (0, 3),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
@@ -205,6 +207,7 @@ _IMPLS: Final[Mapping[int, _HandlerImpl]] = {
     CREATE_TOPICS: handle_create_topics,
     DELETE_TOPICS: handle_delete_topics,
     DESCRIBE_CONFIGS: handle_describe_configs,
+    LIST_CONFIG_RESOURCES: handle_list_config_resources,
     ALTER_CONFIGS: handle_alter_configs,
     CREATE_PARTITIONS: handle_create_partitions,
     ELECT_LEADERS: handle_elect_leaders,

@@ -128,7 +128,13 @@ TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
 # Config resource types an ACL on the cluster covers (Kafka's BROKER,
 # BROKER_LOGGER, CLIENT_METRICS).
-_CLUSTER_CONFIG_RESOURCES: Final = frozenset({BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, 16})
+CLIENT_METRICS_RESOURCE: Final = 16
+GROUP_RESOURCE: Final = 32
+_CLUSTER_CONFIG_RESOURCES: Final = frozenset({BROKER_RESOURCE, BROKER_LOGGER_RESOURCE,
+                                              CLIENT_METRICS_RESOURCE})
+#: ListConfigResources v1's types, in the order Kafka's broker answers them.
+LISTED_CONFIG_RESOURCES: Final = (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE,
+                                  BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE)
 # DescribeConfigs ConfigSource ids.
 _DYNAMIC_TOPIC: Final = 1
 _DYNAMIC_BROKER: Final = 2
@@ -870,3 +876,51 @@ def _entry(name: str, value: str | None, source: int, *, read_only: bool,
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
             "is_default": source == _DEFAULT, "is_sensitive": sensitive, "synonyms": [],
             "config_type": 0, "documentation": None}
+
+
+async def handle_list_config_resources(
+    api: BrokerApiContext, ctx: RequestContext, request: Any
+) -> Any:
+    """ListConfigResources v0-1 (KIP-1142; v0 is KIP-714's
+    ListClientMetricsResources): the names of the config resources of the
+    types asked for, as Kafka's broker lists them.
+
+    - v0 asks for client-metrics resources only; v1 names its types, none
+      meaning all five (group, client metrics, broker logger, broker,
+      topic). A type outside those five makes the whole answer
+      UNSUPPORTED_VERSION.
+    - Groups and client-metrics subscriptions are listed when they have
+      dynamic configs. This cluster has neither kind of config, so those
+      lists are empty.
+    - Brokers and broker loggers: every registered broker with an endpoint
+      on this listener, fenced or not. Topics: every topic in the metadata
+      image, internal ones included.
+    - It needs DESCRIBE_CONFIGS on the cluster (else
+      CLUSTER_AUTHORIZATION_FAILED).
+    """
+    def answer(error: ErrorCode, resources: list[dict[str, object]]) -> Any:
+        return build(response_class(request), {
+            "throttle_time": NO_THROTTLE, "error_code": error, "config_resources": resources})
+
+    if not api.authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return answer(ErrorCode.cluster_authorization_failed, [])
+    if ctx.api_version == 0:
+        wanted = {CLIENT_METRICS_RESOURCE}
+    else:
+        wanted = {int(t) for t in request.resource_types} or set(LISTED_CONFIG_RESOURCES)
+        if not wanted <= set(LISTED_CONFIG_RESOURCES):
+            return answer(ErrorCode.unsupported_version, [])
+    image = api.image
+    resources: list[dict[str, object]] = []
+    for resource_type in LISTED_CONFIG_RESOURCES:
+        if resource_type not in wanted:
+            continue
+        names: list[str]
+        if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
+            names = [str(b.broker_id) for b, _, _, _ in api.registered_brokers(ctx.listener_name)]
+        elif resource_type == TOPIC_RESOURCE:
+            names = sorted(topic.name for topic in image.topics.values())
+        else:
+            names = []  # no group or client-metrics configs exist here
+        resources += ({"resource_name": name, "resource_type": resource_type} for name in names)
+    return answer(ErrorCode.none, resources)

@@ -126,6 +126,7 @@ CLIENT_THROTTLES_FROM: Final[Mapping[int, int]] = {
     70: 0,  # ControllerRegistration
     71: 0,  # GetTelemetrySubscriptions
     73: 0,  # AssignReplicasToDirs
+    74: 0,  # ListConfigResources (ListClientMetricsResources)
     75: 0,  # DescribeTopicPartitions
     77: 0,  # ShareGroupDescribe
     80: 0,  # AddRaftVoter
