@@ -66,6 +66,13 @@ class SingleBroker:
             if self.cluster.image.topic_by_name(name) is None:
                 self.cluster.create_topic(name, count, 1, configs)
 
+    def register_peers(self) -> None:
+        """Register broker 2 (unfenced, 127.0.0.2:9092) and broker 3 (fenced,
+        127.0.0.3:9092) beside this one."""
+        self.cluster.register_broker(2, "127.0.0.2", 9092)
+        self.cluster.register_broker(3, "127.0.0.3", 9092)
+        self.cluster.fence_broker(3)
+
     def call(self, key: int, request: Any) -> Any:
         """``request`` (a kio request) answered by the handler of ``key``,
         within 5 s; the answer is checked to be of the request's response

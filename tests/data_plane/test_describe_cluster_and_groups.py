@@ -21,9 +21,7 @@ DESCRIBE_CLUSTER = 60
 @pytest.fixture
 def broker() -> Iterator[SingleBroker]:
     b = SingleBroker()
-    b.cluster.register_broker(2, "127.0.0.2", 9092)
-    b.cluster.register_broker(3, "127.0.0.3", 9092)
-    b.cluster.fence_broker(3)
+    b.register_peers()
     yield b
     b.close()
 

@@ -31,9 +31,7 @@ def broker() -> Iterator[SingleBroker]:
     b = SingleBroker()
     b.cluster.create_topic("orders", 2, 1)
     b.cluster.create_topic("audit", 1, 1)
-    b.cluster.register_broker(2, "127.0.0.2", 9092)
-    b.cluster.register_broker(3, "127.0.0.3", 9092)
-    b.cluster.fence_broker(3)
+    b.register_peers()
     yield b
     b.close()
 
