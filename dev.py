@@ -49,13 +49,13 @@ def base_python() -> Path:
     running this script. Debian's is linked statically and built with PGO
     and LTO; a version manager's default build (pyenv's, first on these
     machines' PATH) puts the interpreter in a shared libpython built without
-    them, and runs a broker's request path with about a tenth more CPU
-    (bench/README.md, "Which Python").
+    them, and spends about a sixth more CPU per record on a broker's
+    request path (bench/README.md, "Which Python runs the nodes").
     """
     chosen = os.environ.get("RAFTLOG_PYTHON")
     if chosen:
         path = Path(chosen)
-        if _python_311_with_venv(path) is not True:
+        if not _python_311_with_venv(path):
             sys.exit(f"dev.py: RAFTLOG_PYTHON={chosen} is not a Python 3.11 with venv and ensurepip")
         return path
     if SYSTEM_PYTHON.exists() and _python_311_with_venv(SYSTEM_PYTHON):
