@@ -20,6 +20,14 @@ def _load_dev() -> ModuleType:
     return module
 
 
+def _wrapper(tmp_path: Path) -> Path:
+    """A python3.11 at another path than this one, that runs this one."""
+    wrapper = tmp_path / "python3.11"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 @pytest.fixture
 def dev(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.delenv("RAFTLOG_PYTHON", raising=False)
@@ -27,10 +35,12 @@ def dev(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 def test_the_distribution_python_is_preferred_when_it_can_make_a_venv(
-        dev: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Stand-in for /usr/bin/python3.11: this interpreter, which the suite's venv proves can.
-    monkeypatch.setattr(dev, "SYSTEM_PYTHON", Path(sys.executable))
-    assert dev.base_python() == Path(sys.executable)
+        dev: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Stand-in for /usr/bin/python3.11: a path of its own that runs this
+    # interpreter, which the suite's venv proves can make a venv.
+    system = _wrapper(tmp_path)
+    monkeypatch.setattr(dev, "SYSTEM_PYTHON", system)
+    assert dev.base_python() == system != Path(sys.executable)
 
 
 def test_without_a_distribution_python_the_running_one_is_used(
@@ -50,9 +60,10 @@ def test_a_distribution_python_that_cannot_make_a_venv_is_passed_over(
 
 def test_raftlog_python_names_the_base(
         dev: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(dev, "SYSTEM_PYTHON", tmp_path / "no-such-python3.11")
-    monkeypatch.setenv("RAFTLOG_PYTHON", sys.executable)
-    assert dev.base_python() == Path(sys.executable)
+    chosen = _wrapper(tmp_path)
+    monkeypatch.setattr(dev, "SYSTEM_PYTHON", Path(sys.executable))  # passed over
+    monkeypatch.setenv("RAFTLOG_PYTHON", str(chosen))
+    assert dev.base_python() == chosen
 
 
 def test_raftlog_python_that_is_not_a_usable_python_stops_set_up_with_the_reason(
